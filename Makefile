@@ -1,0 +1,42 @@
+# The two commands a newcomer needs:
+#   make demo   creates .venv if missing, installs everything, runs the CDC pipeline end to end
+#   make test   runs pytest, dbt build of integration_tests on chdb, and sqlfluff lint
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.vcmt-installed
+
+.PHONY: demo test fuzz bench lint venv java clean
+
+$(STAMP): pyproject.toml constraints.txt
+	@echo "==> setting up $(VENV) (first run downloads about 600 MB of wheels)"
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade "pip==24.3.1"
+	@$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt \
+		-e ".[spark,dev]" --config-settings editable_mode=compat
+	@touch $(STAMP)
+	@echo "==> $(VENV) ready"
+
+venv: $(STAMP)
+
+java:
+	@scripts/check_java.sh
+
+demo: venv java
+	@$(BIN)/python -m vcmt_tools.demo $(ARGS)
+
+test: venv java
+	@scripts/test.sh
+
+fuzz: venv
+	@$(BIN)/python -m vcmt_tools.fuzz $(ARGS)
+
+bench: venv
+	@$(BIN)/python -m vcmt_tools.bench $(ARGS)
+
+lint: venv
+	@$(BIN)/sqlfluff lint models integration_tests/models
+	@$(BIN)/ruff check .
+
+clean:
+	rm -rf .local integration_tests/.local target integration_tests/target logs integration_tests/logs .demo
