@@ -1,0 +1,170 @@
+"""Drive dbt in-process against a throwaway project (the dbt-clickhouse test style)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import textwrap
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import clickhouse_connect
+import yaml
+from dbt.cli.main import dbtRunner, dbtRunnerResult
+
+
+@dataclass
+class DbtRun:
+    result: dbtRunnerResult
+    log: str
+
+    @property
+    def success(self) -> bool:
+        return bool(self.result.success)
+
+
+@dataclass
+class DbtProject:
+    root: Path
+    package_root: Path
+    chdb_path: Path
+    schema: str
+    lab_dir: Path
+    vars: dict[str, Any] = field(default_factory=dict)
+    _client: Any = None
+
+    def __post_init__(self) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        for sub in ("models", "seeds", "macros", "tests"):
+            (self.root / sub).mkdir(exist_ok=True)
+        self._write_yaml(
+            "dbt_project.yml",
+            {
+                "name": "vcmt_test_project",
+                "version": "1.0",
+                "config-version": 2,
+                "profile": "vcmt_test",
+                "model-paths": ["models"],
+                "seed-paths": ["seeds"],
+                "macro-paths": ["macros"],
+                "test-paths": ["tests"],
+                "flags": {"send_anonymous_usage_stats": False},
+            },
+        )
+        self._write_yaml("packages.yml", {"packages": [{"local": str(self.package_root)}]})
+        self._write_yaml(
+            "profiles.yml",
+            {
+                "vcmt_test": {
+                    "target": "chdb",
+                    "outputs": {
+                        "chdb": {
+                            "type": "chdb",
+                            "path": str(self.chdb_path),
+                            "schema": self.schema,
+                            "threads": 1,
+                        },
+                        "spark": {
+                            "type": "spark",
+                            "method": "session",
+                            "host": "localhost",
+                            "schema": self.schema,
+                            "threads": 1,
+                            "server_side_parameters": {
+                                "spark.master": "local[2]",
+                                "spark.driver.memory": "2g",
+                                "spark.sql.shuffle.partitions": "2",
+                                "spark.ui.enabled": "false",
+                                "spark.sql.warehouse.dir": str(self.lab_dir / "spark" / "warehouse"),
+                                "spark.sql.session.timeZone": "UTC",
+                            },
+                        },
+                    },
+                }
+            },
+        )
+        self._deps_done = False
+
+    # -- files ---------------------------------------------------------------
+    def _write_yaml(self, rel: str, data: Any) -> None:
+        (self.root / rel).write_text(yaml.safe_dump(data, sort_keys=False))
+
+    def write(self, rel: str, text: str) -> Path:
+        path = self.root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text).strip() + "\n")
+        return path
+
+    def model(self, name: str, sql: str) -> Path:
+        return self.write(f"models/{name}.sql", sql)
+
+    def seed(self, name: str, csv_text: str) -> Path:
+        return self.write(f"seeds/{name}.csv", csv_text)
+
+    def remove(self, rel: str) -> None:
+        path = self.root / rel
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.exists():
+            path.unlink()
+
+    # -- dbt -----------------------------------------------------------------
+    def dbt(self, *args: str, expect_pass: bool = True, target: str = "chdb") -> DbtRun:
+        """Run one dbt command in-process; assert it passed or failed as expected."""
+        if not self._deps_done:
+            deps = self._invoke(["deps"], common=False)
+            if not deps.success:
+                raise AssertionError(f"dbt deps failed:\n{deps.log[-4000:]}")
+            self._deps_done = True
+        cli = [*args, "--target", target]
+        if self.vars:
+            cli += ["--vars", json.dumps(self.vars)]
+        run = self._invoke(cli)
+        if run.success != expect_pass:
+            raise AssertionError(
+                f"dbt {' '.join(args)} expected {'success' if expect_pass else 'failure'}, "
+                f"got {'success' if run.success else 'failure'}:\n{run.log[-6000:]}"
+            )
+        return run
+
+    def _invoke(self, args: list[str], common: bool = True) -> DbtRun:
+        lines: list[str] = []
+
+        def collect(event) -> None:
+            msg = event.info.msg
+            if msg:
+                lines.append(str(msg))
+
+        runner = dbtRunner(callbacks=[collect])
+        cli = [*args, "--project-dir", str(self.root), "--profiles-dir", str(self.root)]
+        if common:
+            cli += ["--log-path", str(self.root / "logs"), "--target-path", str(self.root / "target")]
+        result = runner.invoke(cli)
+        if result.exception is not None:
+            lines.append(f"EXCEPTION: {result.exception!r}")
+        return DbtRun(result=result, log="\n".join(lines))
+
+    # -- direct SQL on the same embedded engine --------------------------------
+    @property
+    def client(self):
+        if self._client is None:
+            self._client = clickhouse_connect.get_client(
+                interface="chdb", path=str(self.chdb_path), database=self.schema
+            )
+        return self._client
+
+    def query(self, sql: str, **settings: Any) -> list[tuple]:
+        return [tuple(r) for r in self.client.query(sql, settings=settings or None).result_rows]
+
+    def scalar(self, sql: str) -> Any:
+        rows = self.query(sql)
+        return rows[0][0] if rows else None
+
+    def command(self, sql: str, **settings: Any) -> Any:
+        return self.client.command(sql, settings=settings or None)
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None

@@ -1,0 +1,1 @@
+"""Python tooling around the vcmt dbt package: oracle, CDC generator, stage writer, demo, bench."""
