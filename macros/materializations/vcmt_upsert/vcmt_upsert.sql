@@ -1,0 +1,41 @@
+{#- vcmt_upsert: keep a VersionedCollapsingMergeTree table in step with the
+    change events the model's SELECT returns. See README "How it works". -#}
+{% materialization vcmt_upsert, adapter='clickhouse' %}
+  {%- set cfg = vcmt._read_config() -%}
+  {%- set target = this.incorporate(type='table') -%}
+  {%- set objs = vcmt.objects(target) -%}
+  {%- set existing = load_cached_relation(this) -%}
+  {%- set rebuild = existing is none or should_full_refresh() -%}
+
+  {#- Everything about the SELECT is checked before any DDL. -#}
+  {%- set select_columns = adapter.get_column_schema_from_query(sql) -%}
+  {%- set columns = vcmt._target_columns(cfg, select_columns) -%}
+  {%- if not rebuild -%}
+    {%- do vcmt._check_existing_is_vcmt(objs, existing) -%}
+  {%- endif -%}
+
+  {{ run_hooks(pre_hooks, inside_transaction=False) }}
+  {{ run_hooks(pre_hooks, inside_transaction=True) }}
+
+  {%- if rebuild -%}
+    {%- do vcmt._drop_objects(objs) -%}
+    {%- do vcmt._create_objects(cfg, objs, columns) -%}
+  {%- else -%}
+    {%- set columns = vcmt._reconcile_objects(cfg, objs, columns) -%}
+  {%- endif -%}
+
+  {%- set stats = vcmt._load(cfg, objs, columns, select_columns, sql) -%}
+  {%- set summary = vcmt._summary(stats) -%}
+  {{ log('vcmt_upsert ' ~ target.identifier ~ ': ' ~ summary, info=true) }}
+  {%- set short = stats.events ~ ' events: ' ~ stats.inserted ~ ' ins, ' ~ stats.updated ~ ' upd, ' ~ stats.deleted ~ ' del, ' ~ stats.skipped ~ ' skipped' -%}
+  {%- do store_raw_result('main', message=short, code='VCMT_UPSERT', rows_affected=stats.rows_written) -%}
+
+  {{ run_hooks(post_hooks, inside_transaction=True) }}
+  {%- do adapter.commit() -%}
+  {%- set grant_config = config.get('grants') -%}
+  {%- do apply_grants(target, grant_config, should_revoke=should_revoke(existing, full_refresh_mode=rebuild)) -%}
+  {%- do persist_docs(target, model) -%}
+  {{ run_hooks(post_hooks, inside_transaction=False) }}
+
+  {{ return({'relations': [target]}) }}
+{% endmaterialization %}

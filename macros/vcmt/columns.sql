@@ -1,0 +1,70 @@
+{#- Check the model's SELECT against the config before any DDL and return the
+    target's column list [{name, data_type}] (sign forced to Int8, added when
+    the SELECT has none: then every event is an upsert). -#}
+{% macro _target_columns(cfg, select_columns) %}
+  {%- set by_name = {} -%}
+  {%- for c in select_columns -%}{%- do by_name.update({c.name: c.data_type}) -%}{%- endfor -%}
+  {%- set returned = by_name.keys() | list -%}
+  {%- for k in cfg.key_columns -%}
+    {%- if k not in by_name -%}
+      {{ exceptions.raise_compiler_error("vcmt_upsert: `unique_key` column `" ~ k ~ "` is not returned by the model's SELECT; it returns " ~ returned ~ ".") }}
+    {%- endif -%}
+    {%- if 'Nullable(' in by_name[k] -%}
+      {{ exceptions.raise_compiler_error("vcmt_upsert: `unique_key` column `" ~ k ~ "` is " ~ by_name[k] ~ "; key columns cannot be Nullable. Cast it in the SELECT, e.g. `assumeNotNull(" ~ k ~ ")` or `coalesce(" ~ k ~ ", 0)`, after filtering NULL keys out.") }}
+    {%- endif -%}
+  {%- endfor -%}
+  {%- if cfg.version not in by_name -%}
+    {{ exceptions.raise_compiler_error("vcmt_upsert: `version` column `" ~ cfg.version ~ "` is not returned by the model's SELECT; it returns " ~ returned ~ ". Set `version` to the column that orders a key's changes.") }}
+  {%- endif -%}
+  {%- if not vcmt._is_version_type(by_name[cfg.version]) -%}
+    {{ exceptions.raise_compiler_error("vcmt_upsert: `version` column `" ~ cfg.version ~ "` has type " ~ by_name[cfg.version] ~ "; VersionedCollapsingMergeTree needs a non-Nullable integer, Date, Date32, DateTime or DateTime64. Cast it in the SELECT.") }}
+  {%- endif -%}
+  {%- if cfg.sign_required and cfg.sign not in by_name -%}
+    {{ exceptions.raise_compiler_error("vcmt_upsert: `sign` column `" ~ cfg.sign ~ "` is not returned by the model's SELECT; it returns " ~ returned ~ ". Return it (+1 upsert, -1 delete), or drop the `sign` config to treat every event as an upsert.") }}
+  {%- endif -%}
+  {%- if cfg.sign in by_name and not modules.re.match('^U?Int(8|16|32|64|128|256)$', by_name[cfg.sign]) -%}
+    {{ exceptions.raise_compiler_error("vcmt_upsert: `sign` column `" ~ cfg.sign ~ "` has type " ~ by_name[cfg.sign] ~ "; it must be an integer: +1 (or any value >= 0) for an upsert, -1 for a delete.") }}
+  {%- endif -%}
+  {%- for column in cfg.merge.keys() if column not in by_name -%}
+    {{ exceptions.raise_compiler_error("vcmt_upsert: `merge` names column `" ~ column ~ "`, which the model's SELECT does not return; it returns " ~ returned ~ ".") }}
+  {%- endfor -%}
+  {%- if cfg.watermark and cfg.watermark not in by_name -%}
+    {{ exceptions.raise_compiler_error("vcmt_upsert: `watermark` column `" ~ cfg.watermark ~ "` is not returned by the model's SELECT; it returns " ~ returned ~ ".") }}
+  {%- endif -%}
+  {%- set columns = [] -%}
+  {%- for c in select_columns -%}
+    {%- do columns.append({'name': c.name, 'data_type': 'Int8' if c.name == cfg.sign else c.data_type}) -%}
+  {%- endfor -%}
+  {%- if cfg.sign not in by_name -%}
+    {%- do columns.append({'name': cfg.sign, 'data_type': 'Int8'}) -%}
+  {%- endif -%}
+  {{ return(columns) }}
+{% endmacro %}
+
+
+{% macro _is_version_type(data_type) %}
+  {{ return(modules.re.match("^(U?Int(8|16|32|64|128|256)|Date|Date32|DateTime(\\('[^']*'\\))?|DateTime64\\(.*\\))$", data_type) is not none) }}
+{% endmacro %}
+
+
+{% macro _data_columns(cfg, columns) %}
+  {%- set data = [] -%}
+  {%- for c in columns if c.name not in cfg.key_columns and c.name not in [cfg.version, cfg.sign] -%}
+    {%- do data.append(c.name) -%}
+  {%- endfor -%}
+  {{ return(data) }}
+{% endmacro %}
+
+
+{% macro _column_list(names) %}
+  {%- set quoted = [] -%}
+  {%- for n in names -%}{%- do quoted.append(adapter.quote(n)) -%}{%- endfor -%}
+  {{ return(quoted | join(', ')) }}
+{% endmacro %}
+
+
+{#- `a` or `(a, b)`: the form IN and tuple comparisons need for the key. -#}
+{% macro _key_tuple(keys) %}
+  {%- set cols = vcmt._column_list(keys) -%}
+  {{ return('(' ~ cols ~ ')' if keys | length > 1 else cols) }}
+{% endmacro %}

@@ -1,0 +1,134 @@
+{% macro _columns_ddl(columns) %}
+  {%- set parts = [] -%}
+  {%- for c in columns -%}{%- do parts.append(adapter.quote(c.name) ~ ' ' ~ c.data_type) -%}{%- endfor -%}
+  {{ return(parts) }}
+{% endmacro %}
+
+
+{% macro create_target_sql(cfg, relation, columns) %}
+  {{ return(adapter.dispatch('create_target_sql', 'vcmt')(cfg, relation, columns)) }}
+{% endmacro %}
+
+{% macro default__create_target_sql(cfg, relation, columns) %}
+  {%- set settings = {} -%}
+  {%- if cfg.projections -%}
+    {#- ClickHouse refuses projections on collapsing tables unless merges may rebuild them. -#}
+    {%- do settings.update({'deduplicate_merge_projection_mode': "'rebuild'"}) -%}
+  {%- endif -%}
+  {%- for k, v in cfg.settings.items() -%}
+    {%- do settings.update({k: ("'" ~ v ~ "'") if v is string else v}) -%}
+  {%- endfor -%}
+  {%- set body = vcmt._columns_ddl(columns) + vcmt._projection_clauses(cfg.projections) -%}
+  create table {{ relation }} {{ on_cluster_clause(relation) }} (
+    {{ body | join(',\n    ') }}
+  )
+  engine = {{ vcmt._engine_name(relation) }}({{ adapter.quote(cfg.sign) }}, {{ adapter.quote(cfg.version) }})
+  {%- if cfg.partition_by %}
+  partition by ({{ cfg.partition_by if cfg.partition_by is string else cfg.partition_by | join(', ') }})
+  {%- endif %}
+  order by ({{ cfg.order_by | join(', ') }})
+  {%- if cfg.primary_key %}
+  primary key ({{ cfg.primary_key if cfg.primary_key is string else cfg.primary_key | join(', ') }})
+  {%- endif %}
+  {%- if cfg.ttl %}
+  ttl {{ cfg.ttl }}
+  {%- endif %}
+  {%- if settings %}
+  settings {% for k, v in settings.items() %}{{ k }} = {{ v }}{{ ', ' if not loop.last }}{% endfor %}
+  {%- endif %}
+{% endmacro %}
+
+
+{#- On a cluster (dbt-clickhouse `cluster` set) the replicated engine keeps
+    replicas in step; everywhere else the plain engine. -#}
+{% macro _engine_name(relation) %}
+  {{ return('ReplicatedVersionedCollapsingMergeTree' if on_cluster_clause(relation) | trim else 'VersionedCollapsingMergeTree') }}
+{% endmacro %}
+
+
+{% macro create_stage_sql(relation, columns) %}
+  create table {{ relation }} {{ on_cluster_clause(relation) }} (
+    {{ vcmt._columns_ddl(columns) | join(',\n    ') }}
+  ) engine = Null
+{% endmacro %}
+
+
+{#- Per key, the newest version at which the key was deleted: it keeps a
+    late or redelivered upsert from bringing a deleted key back, even after
+    merges have collapsed the deleted row away. -#}
+{% macro create_tombstones_sql(cfg, relation, columns) %}
+  {%- set types = {} -%}
+  {%- for c in columns -%}{%- do types.update({c.name: c.data_type}) -%}{%- endfor -%}
+  create table {{ relation }} {{ on_cluster_clause(relation) }} (
+    {%- for k in cfg.key_columns %}
+    {{ adapter.quote(k) }} {{ types[k] }},
+    {%- endfor %}
+    {{ adapter.quote(cfg.version) }} SimpleAggregateFunction(max, {{ types[cfg.version] }})
+  ) engine = AggregatingMergeTree
+  order by ({{ vcmt._column_list(cfg.key_columns) }})
+{% endmacro %}
+
+
+{% macro tombstones_writer_sql(cfg, objs) %}
+  select {{ vcmt._column_list(cfg.key_columns) }}, {{ adapter.quote(cfg.version) }}
+  from {{ objs.stage }}
+  where {{ adapter.quote(cfg.sign) }} < 0
+{% endmacro %}
+
+
+{#- delete_mode='unconditional': a delete's own version may mean nothing, so the
+    tombstone also records the version of the row it removed. In one insert
+    block a key is cancelled by a delete exactly when it has a -1 row and no +1 row. -#}
+{% macro cancels_writer_sql(cfg, objs) %}
+  select {{ vcmt._column_list(cfg.key_columns) }}, max({{ adapter.quote(cfg.version) }}) as {{ adapter.quote(cfg.version) }}
+  from {{ objs.target }}
+  group by {{ vcmt._column_list(cfg.key_columns) }}
+  having max({{ adapter.quote(cfg.sign) }}) = -1
+{% endmacro %}
+
+
+{#- Exact per-insert counters of what the transform did, for the run report. -#}
+{% macro create_applied_sql(relation) %}
+  create table {{ relation }} {{ on_cluster_clause(relation) }} (
+    inserted UInt64, updated UInt64, deleted UInt64
+  ) engine = SummingMergeTree order by tuple()
+{% endmacro %}
+
+{% macro applied_writer_sql(cfg, objs) %}
+  select
+    countIf(_rows = 1 and _net = 1) as inserted,
+    countIf(_rows = 2) as updated,
+    countIf(_rows = 1 and _net = -1) as deleted
+  from (
+    select count() as _rows, sum({{ adapter.quote(cfg.sign) }}) as _net
+    from {{ objs.target }}
+    group by {{ vcmt._column_list(cfg.key_columns) }}
+  )
+{% endmacro %}
+
+
+{% macro create_loads_sql(relation) %}
+  create table {{ relation }} {{ on_cluster_clause(relation) }} (
+    loaded_at DateTime64(3),
+    invocation_id String,
+    events UInt64,
+    upserts UInt64,
+    deletes UInt64,
+    fed UInt64,
+    rounds UInt32,
+    inserted UInt64,
+    updated UInt64,
+    deleted UInt64,
+    skipped UInt64,
+    rows_written UInt64,
+    watermark Nullable(String),
+    seconds Float64
+  ) engine = MergeTree order by loaded_at
+{% endmacro %}
+
+
+{% macro create_view_sql(relation, to_relation, select_sql) %}
+  create materialized view {{ relation }} {{ on_cluster_clause(relation) }}
+  to {{ to_relation }}
+  as {{ select_sql }}
+{% endmacro %}

@@ -1,0 +1,44 @@
+{#- The objects one vcmt_upsert model owns. Their names are a public contract:
+    external writers insert into `<model>__stage`, tests read `<model>`. -#}
+{% macro objects(target) %}
+  {{ return(adapter.dispatch('objects', 'vcmt')(target)) }}
+{% endmacro %}
+
+{% macro default__objects(target) %}
+  {%- set names = {
+      'stage': 'stage',
+      'transform': 'transform',
+      'tombstones': 'tombstones',
+      'tombstones_writer': 'tombstones_writer',
+      'cancels_writer': 'tombstones_from_cancels',
+      'applied': 'applied',
+      'applied_writer': 'applied_writer',
+      'loads': 'loads',
+      'batch': 'batch',
+  } -%}
+  {%- set objs = {'target': target} -%}
+  {%- for role, suffix in names.items() -%}
+    {%- set rel = api.Relation.create(database=target.database, schema=target.schema,
+                                      identifier=target.identifier ~ '__' ~ suffix, type='table') -%}
+    {%- do objs.update({role: rel}) -%}
+  {%- endfor -%}
+  {{ return(objs) }}
+{% endmacro %}
+
+
+{#- Drop every object of the model, views first so no writer ever sees a
+    stage without its transform. -#}
+{% macro _drop_objects(objs) %}
+  {%- for role in ['transform', 'tombstones_writer', 'cancels_writer', 'applied_writer', 'stage',
+                   'target', 'tombstones', 'applied', 'loads', 'batch'] -%}
+    {%- call statement('vcmt_drop_' ~ role) -%}
+      drop table if exists {{ objs[role] }} {{ on_cluster_clause(objs[role]) }} sync
+    {%- endcall -%}
+  {%- endfor -%}
+{% endmacro %}
+
+
+{% macro _relation_exists(relation) %}
+  {%- set rows = run_query("select count() from system.tables where database = '" ~ relation.schema ~ "' and name = '" ~ relation.identifier ~ "'") -%}
+  {{ return(rows.columns[0].values()[0] | int > 0) }}
+{% endmacro %}
