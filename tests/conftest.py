@@ -19,6 +19,8 @@ import pytest
 from tests.dbt_harness import DbtProject
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+# The package under test; override to test another checkout of it.
+PACKAGE_ROOT = Path(os.environ.get("VCMT_PACKAGE_ROOT", REPO_ROOT))
 
 
 @pytest.fixture(scope="session")
@@ -46,7 +48,7 @@ def project(request, tmp_path: Path, chdb_path: Path, lab_dir: Path) -> Iterator
     """A fresh dbt project that installs this package with `local:` and targets chdb."""
     proj = DbtProject(
         root=tmp_path / "proj",
-        package_root=REPO_ROOT,
+        package_root=PACKAGE_ROOT,
         chdb_path=chdb_path,
         schema=_schema_for(request.node.name),
         lab_dir=lab_dir,

@@ -149,6 +149,9 @@ class DbtProject:
     @property
     def client(self):
         if self._client is None:
+            bootstrap = clickhouse_connect.get_client(interface="chdb", path=str(self.chdb_path))
+            bootstrap.command(f"create database if not exists `{self.schema}`")
+            bootstrap.close()
             self._client = clickhouse_connect.get_client(
                 interface="chdb", path=str(self.chdb_path), database=self.schema
             )

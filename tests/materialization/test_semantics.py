@@ -1,0 +1,211 @@
+"""Per-key semantics of vcmt_upsert (DESIGN.md §3), on the real chDB engine."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from tests.materialization.scenario import Scenario, expected_rows, oracle_events
+from vcmt_tools.oracle import Oracle
+
+EX3 = {"id": "Int32", "metric1": "UInt32", "metric2": "UInt32", "_version": "UInt64", "sign": "Int8"}
+
+
+def test_reference_example3_versioned_ignores_stale_delete(project):
+    """The article's Example3 steps; with versioned deletes a version-0 delete of a v1 row is stale."""
+    s = Scenario(project, EX3, {"unique_key": "id"})
+    s.run_batch([(1, 1, 1, 1, 1), (2, 2, 2, 1, 1)])
+    assert s.final_rows() == [(1, 1, 1, 1), (2, 2, 2, 1)]
+    s.run_batch([(1, 3, 1, 1, 1), (2, 3, 2, 1, 1)])  # same versions: duplicates, skipped
+    assert s.final_rows() == [(1, 1, 1, 1), (2, 2, 2, 1)]
+    s.run_batch([(2, 2, 2, 0, -1)])
+    assert s.final_rows() == [(1, 1, 1, 1), (2, 2, 2, 1)]
+    s.run_batch([(1, 1, 1, 0, -1), (1, 3, 3, 2, 1)])
+    assert s.final_rows() == [(1, 3, 3, 2), (2, 2, 2, 1)]
+    s.assert_invariants()
+
+
+def test_reference_example3_unconditional_matches_article(project):
+    """delete_mode='unconditional' reproduces the article's states step by step."""
+    s = Scenario(project, EX3, {"unique_key": "id", "delete_mode": "unconditional"})
+    s.run_batch([(1, 1, 1, 1, 1), (2, 2, 2, 1, 1)])
+    s.run_batch([(1, 3, 1, 1, 1), (2, 3, 2, 1, 1)])
+    assert s.final_rows() == [(1, 1, 1, 1), (2, 2, 2, 1)]
+    s.run_batch([(2, 2, 2, 0, -1)])
+    assert s.final_rows() == [(1, 1, 1, 1)]
+    s.run_batch([(1, 1, 1, 0, -1), (1, 3, 3, 2, 1)])
+    assert s.final_rows() == [(1, 3, 3, 2)]
+    s.assert_invariants()
+
+
+def test_reference_example4_projection_tracks_updates_and_deletes(project):
+    """Example4: a DateTime64 version and an aggregating projection by dim1 stay exact."""
+    cols = {"id": "Int32", "metric1": "UInt32", "metric2": "UInt32", "dim1": "String",
+            "updated_at": "DateTime64(3)", "sign": "Int8"}
+    s = Scenario(project, cols, {
+        "unique_key": "id", "version": "updated_at",
+        "projections": [{"name": "by_dim1", "query": "select dim1, sum(metric1 * sign) group by dim1"}],
+    })
+    proj = "select dim1, sum(metric1 * sign) from m group by dim1 order by dim1"
+
+    def by_dim1():
+        return project.query(proj, optimize_use_projections=1, force_optimize_projection=1)
+
+    s.run_batch([(1, 1, 1, "d", "2024-01-01 00:00:01", 1), (2, 2, 2, "d", "2024-01-01 00:00:01", 1)])
+    assert by_dim1() == [("d", 3)]
+    s.run_batch([(2, 2, 2, "", "2024-01-01 00:00:02", -1)])
+    assert by_dim1() == [("d", 1)]
+    s.run_batch([(1, 1, 1, "", "2024-01-01 00:00:03", -1), (1, 3, 3, "d", "2024-01-01 00:00:04", 1)])
+    assert by_dim1() == [("d", 3)]
+    assert [r[:4] for r in s.final_rows()] == [(1, 3, 3, "d")]
+    s.assert_invariants()
+
+
+def test_reference_example5_greatest_and_coalesce_combine_rows(project):
+    """Example5: greatest() and ifNull(new, old) rebuilt with merge policies."""
+    cols = {"id": "Int32", "metric1": "UInt32", "metric2": "Nullable(UInt32)", "_version": "UInt64"}
+    s = Scenario(project, cols, {"unique_key": "id", "merge": {"metric1": "greatest", "metric2": "coalesce"}})
+    s.run_batch([(1, 0, None, 1), (2, 0, None, 1)])
+    s.run_batch([(1, 1, None, 2), (2, 2, None, 2)])
+    assert s.final_rows() == [(1, 1, None, 2), (2, 2, None, 2)]
+    s.run_batch([(1, 0, 11, 3), (2, 0, 12, 3)])
+    assert s.final_rows() == [(1, 1, 11, 3), (2, 2, 12, 3)]
+    s.assert_invariants()
+
+
+def test_reference_example6_composite_key_upserts_per_tenant(project):
+    """Example6: (tenant_id, id) keys; the same id in two tenants are different rows."""
+    cols = {"id": "Int64", "tenant_id": "Int32", "metric1": "UInt32", "_version": "UInt64", "sign": "Int8"}
+    s = Scenario(project, cols, {"unique_key": ["tenant_id", "id"], "order_by": ["tenant_id", "id"]})
+    s.run_batch([(1, 1, 10, 1, 1), (1, 2, 20, 1, 1), (2, 1, 30, 1, 1)])
+    s.run_batch([(1, 2, 21, 2, 1), (2, 1, 0, 2, -1), (1, 1, 99, 1, 1)])
+    assert s.final_rows(order="tenant_id, id") == [(1, 1, 10, 1), (1, 2, 21, 2)]
+    s.assert_invariants()
+
+
+def test_version_zero_first_event_is_accepted(project):
+    """A key with no state accepts version 0 (the article drops it)."""
+    s = Scenario(project, EX3, {"unique_key": "id"})
+    s.run_batch([(7, 5, 5, 0, 1)])
+    assert s.final_rows() == [(7, 5, 5, 0)]
+
+
+def test_stale_delete_keeps_newer_row(project):
+    """A versioned delete older than the live row is skipped."""
+    s = Scenario(project, EX3, {"unique_key": "id"})
+    s.run_batch([(1, 1, 1, 5, 1)])
+    run = s.run_batch([(1, 0, 0, 4, -1)])
+    assert s.final_rows() == [(1, 1, 1, 5)]
+    assert "1 skipped" in run.log
+
+
+@pytest.mark.parametrize("mode", ["versioned", "unconditional"])
+def test_late_duplicate_after_delete_and_optimize_does_not_resurrect(project, mode):
+    """After a delete and OPTIMIZE FINAL collapsed the pair, a redelivered upsert stays deleted."""
+    s = Scenario(project, EX3, {"unique_key": "id", "delete_mode": mode})
+    s.run_batch([(1, 1, 1, 3, 1)])
+    s.run_batch([(1, 1, 1, 3 if mode == "versioned" else 0, -1)])
+    project.command("optimize table m final")
+    assert project.scalar("select count() from m") == 0
+    s.run_batch([(1, 1, 1, 3, 1)])
+    s.run_batch([(1, 1, 1, 2, 1)])
+    assert s.final_rows() == []
+    s.run_batch([(1, 8, 8, 4, 1)])
+    assert s.final_rows() == [(1, 8, 8, 4)]
+    s.assert_invariants()
+
+
+def test_delete_arriving_before_insert_blocks_older_insert(project):
+    """Out of order: a delete v5 for an unseen key, then its insert v3, leaves no row."""
+    s = Scenario(project, EX3, {"unique_key": "id"})
+    s.run_batch([(1, 0, 0, 5, -1)])
+    s.run_batch([(1, 1, 1, 3, 1)])
+    assert s.final_rows() == []
+    s.run_batch([(1, 2, 2, 6, 1)])
+    assert s.final_rows() == [(1, 2, 2, 6)]
+
+
+@pytest.mark.parametrize("merge", [{}, {"metric1": "sum"}], ids=["folded", "rounds"])
+def test_replay_of_same_input_is_noop(project, merge):
+    """Running the same batch again changes nothing (fold path and round path)."""
+    s = Scenario(project, EX3, {"unique_key": "id", "merge": merge})
+    rows = [(i % 5, i, i, i, -1 if i % 7 == 0 else 1) for i in range(1, 40)]
+    s.run_batch(rows)
+    before = project.query("select * from m order by all")
+    run = s.run_batch(rows)
+    assert project.query("select * from m order by all") == before
+    assert " 0 rows written" in run.log
+
+
+def test_no_sign_column_treats_every_event_as_upsert(project):
+    """Without a sign column in the SELECT every event is an upsert; the target still has sign."""
+    cols = {"id": "Int32", "v": "String", "_version": "UInt32"}
+    s = Scenario(project, cols, {"unique_key": "id"})
+    s.run_batch([(1, "a", 1), (1, "b", 2), (2, "c", 1)])
+    assert project.query("select id, v, _version from m final where sign = 1 order by id") == [(1, "b", 2), (2, "c", 1)]
+
+
+def test_run_report_counts_inserted_updated_deleted_skipped(project):
+    """The run line and `m__loads` say what was applied."""
+    s = Scenario(project, EX3, {"unique_key": "id"})
+    s.run_batch([(1, 1, 1, 1, 1), (2, 2, 2, 1, 1), (3, 3, 3, 1, 1)])
+    run = s.run_batch([(1, 9, 9, 2, 1), (1, 8, 8, 3, 1), (2, 0, 0, 2, -1), (3, 3, 3, 1, 1), (4, 4, 4, 1, 1)])
+    assert "5 events (4 upserts, 1 deletes); 1 superseded in batch" in run.log
+    assert "1 inserted, 1 updated, 1 deleted, 1 skipped as stale or duplicate; 4 rows written" in run.log
+    last = project.query("select events, upserts, deletes, inserted, updated, deleted, skipped, rows_written "
+                         "from m__loads order by loaded_at desc limit 1")
+    assert last == [(5, 4, 1, 1, 1, 1, 1, 4)]
+
+
+POLICIES = ["replace", "keep", "greatest", "least", "sum", "coalesce", "{old} * 2 + {new}"]
+
+
+def _python_policy(policy):
+    if "{old}" in policy:
+        return lambda old, new: None if old is None or new is None else old * 2 + new
+    return policy
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_merge_policy_matches_oracle(project, policy):
+    """Each merge policy, with NULLs, deletes, duplicates and late events, equals the oracle."""
+    cols = {"id": "Int32", "x": "Nullable(Int64)", "_version": "UInt64", "sign": "Int8"}
+    s = Scenario(project, cols, {"unique_key": "id", "merge": {"x": policy}})
+    oracle = Oracle(["x"], {"x": _python_policy(policy)})
+    rng = random.Random(hash(policy) & 0xFFFF)
+    version = 0
+    for _ in range(6):
+        rows = []
+        for _ in range(40):
+            version += 1
+            v = version - rng.choice([0, 0, 0, 3])  # some late events
+            x = None if rng.random() < 0.2 else rng.randint(-5, 50)
+            rows.append((rng.randint(1, 8), x, max(v, 0), -1 if rng.random() < 0.15 else 1))
+        rows += rng.sample(rows, 5)  # redelivered duplicates within the batch
+        s.run_batch(rows)
+        oracle.apply_batch(oracle_events(rows, list(cols), ["id"]))
+        assert s.final_rows() == expected_rows(oracle, list(cols), ["id"]), f"policy {policy}"
+    s.assert_invariants()
+
+
+def test_large_batch_spanning_many_blocks_matches_oracle(project):
+    """40k events, 400 keys x 100 versions, forced into small insert blocks, equals the oracle."""
+    cols = {"id": "Int32", "x": "Int64", "_version": "UInt64", "sign": "Int8"}
+    s = Scenario(project, cols, {
+        "unique_key": "id", "merge": {"x": "sum"},
+        "insert_settings": {"max_block_size": 997, "min_insert_block_size_rows": 997,
+                            "max_insert_block_size": 997},
+    })
+    rng = random.Random(11)
+    rows = []
+    for v in range(1, 101):
+        for key in range(400):
+            rows.append((key, rng.randint(1, 9), v, -1 if rng.random() < 0.05 else 1))
+    rng.shuffle(rows)
+    run = s.run_batch(rows)
+    assert "in 100 round(s)" in run.log
+    oracle = Oracle(["x"], {"x": "sum"})
+    oracle.apply_batch(oracle_events(rows, list(cols), ["id"]))
+    assert s.final_rows() == expected_rows(oracle, list(cols), ["id"])
+    s.assert_invariants()
