@@ -1,8 +1,10 @@
 {#- Read and validate the vcmt_upsert config once, before any DDL.
     Returns a plain dict so every later step works from the same facts. -#}
-{% macro _read_config() %}
+{% macro _read_config(node_config=none) %}
+  {#- In a materialization the model's `config`; in an operation a node's config dict. -#}
+  {%- set source = node_config if node_config is not none else config -%}
   {%- set name = 'vcmt_upsert' -%}
-  {%- set unique_key = config.get('unique_key') -%}
+  {%- set unique_key = source.get('unique_key') -%}
   {%- if unique_key is none or unique_key == '' or unique_key == [] -%}
     {{ exceptions.raise_compiler_error(name ~ ": `unique_key` is required: set it to the column (or list of columns) that identifies a row, e.g. unique_key=['tenant_id', 'order_id'].") }}
   {%- endif -%}
@@ -13,8 +15,8 @@
     {%- endif -%}
   {%- endfor -%}
 
-  {%- set version = config.get('version', '_version') -%}
-  {%- set sign = config.get('sign') or 'sign' -%}
+  {%- set version = source.get('version', '_version') -%}
+  {%- set sign = source.get('sign') or 'sign' -%}
   {%- for opt, val in [('version', version), ('sign', sign)] -%}
     {%- if val is not string or val | trim == '' -%}
       {{ exceptions.raise_compiler_error(name ~ ": `" ~ opt ~ "` must be a column name; got `" ~ val ~ "`.") }}
@@ -27,7 +29,7 @@
     {{ exceptions.raise_compiler_error(name ~ ": `version` and `sign` must be different columns; both are `" ~ version ~ "`.") }}
   {%- endif -%}
 
-  {%- set merge = config.get('merge', {}) or {} -%}
+  {%- set merge = source.get('merge', {}) or {} -%}
   {%- if merge is not mapping -%}
     {{ exceptions.raise_compiler_error(name ~ ": `merge` must be a dict of column -> policy, e.g. merge={'amount': 'sum'}; got `" ~ merge ~ "`.") }}
   {%- endif -%}
@@ -35,40 +37,45 @@
     {%- do vcmt._validate_merge_policy(column, policy, keys, version, sign) -%}
   {%- endfor -%}
 
-  {%- set delete_mode = config.get('delete_mode', 'versioned') -%}
+  {%- set delete_mode = source.get('delete_mode', 'versioned') -%}
   {%- if delete_mode not in ['versioned', 'unconditional'] -%}
     {{ exceptions.raise_compiler_error(name ~ ": `delete_mode` must be one of ['versioned', 'unconditional']; got `" ~ delete_mode ~ "`.") }}
   {%- endif -%}
 
-  {%- set on_schema_change = config.get('on_schema_change', 'fail') or 'fail' -%}
+  {%- set on_schema_change = source.get('on_schema_change', 'fail') or 'fail' -%}
   {#- dbt fills on_schema_change with 'ignore' when the model does not set it. -#}
-  {%- if on_schema_change == 'ignore' and 'on_schema_change' not in config.model.unrendered_config -%}
+  {%- set unrendered = config.model.unrendered_config if node_config is none else {} -%}
+  {%- if on_schema_change == 'ignore' and 'on_schema_change' not in unrendered -%}
     {%- set on_schema_change = 'fail' -%}
   {%- endif -%}
   {%- if on_schema_change not in ['fail', 'append_new_columns', 'sync_all_columns', 'ignore'] -%}
     {{ exceptions.raise_compiler_error(name ~ ": `on_schema_change` must be one of ['fail', 'append_new_columns', 'sync_all_columns', 'ignore']; got `" ~ on_schema_change ~ "`.") }}
   {%- endif -%}
 
-  {%- set order_by = config.get('order_by') or keys -%}
+  {%- set order_by = source.get('order_by') -%}
+  {%- if not order_by -%}
+    {%- set order_by = [] -%}
+    {%- for k in keys -%}{%- do order_by.append(adapter.quote(k)) -%}{%- endfor -%}
+  {%- endif -%}
   {%- set order_by = [order_by] if order_by is string else order_by | list -%}
-  {%- set order_cols = vcmt._split_top_level(order_by | join(',')) | map('trim') | map('replace', '`', '') | list -%}
+  {%- set order_cols = vcmt._split_top_level(order_by | join(',')) | map('trim') | map('replace', '`', '') | map('replace', '"', '') | list -%}
   {%- for k in keys -%}
     {%- if k not in order_cols -%}
       {{ exceptions.raise_compiler_error(name ~ ": `order_by` must contain every `unique_key` column, because rows of one key collapse only when they share the sorting key; `" ~ k ~ "` is missing from " ~ order_by ~ ".") }}
     {%- endif -%}
   {%- endfor -%}
 
-  {%- set projections = config.get('projections', []) or [] -%}
+  {%- set projections = source.get('projections', []) or [] -%}
   {%- for p in projections -%}
     {%- do vcmt._validate_projection(p, sign) -%}
   {%- endfor -%}
 
-  {%- set settings = config.get('settings', {}) or {} -%}
+  {%- set settings = source.get('settings', {}) or {} -%}
   {%- if settings is not mapping -%}
     {{ exceptions.raise_compiler_error(name ~ ": `settings` must be a dict of table settings; got `" ~ settings ~ "`.") }}
   {%- endif -%}
 
-  {%- set watermark = config.get('watermark') -%}
+  {%- set watermark = source.get('watermark') -%}
   {%- if watermark is not none and (watermark is not string or watermark | trim == '') -%}
     {{ exceptions.raise_compiler_error(name ~ ": `watermark` must be the name of an input column (e.g. '_batch_id'); got `" ~ watermark ~ "`.") }}
   {%- endif -%}
@@ -80,19 +87,19 @@
       'key_columns': keys,
       'version': version,
       'sign': sign,
-      'sign_required': config.get('sign') is not none,
+      'sign_required': source.get('sign') is not none,
       'merge': merge,
       'delete_mode': delete_mode,
       'on_schema_change': on_schema_change,
       'order_by': order_by,
-      'partition_by': config.get('partition_by'),
-      'primary_key': config.get('primary_key'),
-      'ttl': config.get('ttl'),
+      'partition_by': source.get('partition_by'),
+      'primary_key': source.get('primary_key'),
+      'ttl': source.get('ttl'),
       'projections': projections,
       'settings': settings,
       'watermark': watermark,
       'foldable': foldable | length == 0,
-      'insert_settings': config.get('insert_settings', {}) or {},
+      'insert_settings': source.get('insert_settings', {}) or {},
   }) }}
 {% endmacro %}
 

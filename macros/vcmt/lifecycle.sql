@@ -123,7 +123,7 @@
 
 
 {% macro _projection_query_differs(stored, wanted) %}
-  {%- set normalize = modules.re.compile('[\\s`]+') -%}
+  {%- set normalize = modules.re.compile('[\\s`"]+') -%}
   {{ return(normalize.sub('', stored | lower) != normalize.sub('', wanted | lower)) }}
 {% endmacro %}
 

@@ -1,0 +1,37 @@
+{#- Apply any SELECT of change events to an existing vcmt_upsert model through
+    its stage, with the same loader as `dbt run` (one event per key per INSERT,
+    stats in `<model>__loads`). For backfills and external feeds:
+
+      dbt run-operation vcmt.load_stage --args "{model: fct_orders, sql: 'select * from s3(...)'}"
+-#}
+{% macro load_stage(model, sql) %}
+  {{ return(adapter.dispatch('load_stage', 'vcmt')(model, sql)) }}
+{% endmacro %}
+
+{% macro default__load_stage(model, sql) %}
+  {%- set nodes = [] -%}
+  {%- for node in graph.nodes.values() if node.resource_type == 'model' and node.name == model -%}
+    {%- do nodes.append(node) -%}
+  {%- endfor -%}
+  {%- if nodes | length != 1 or nodes[0].config.materialized != 'vcmt_upsert' -%}
+    {{ exceptions.raise_compiler_error("vcmt.load_stage: `model` must name one vcmt_upsert model of this project; got `" ~ model ~ "`.") }}
+  {%- endif -%}
+  {%- set node = nodes[0] -%}
+  {%- set cfg = vcmt._read_config(node.config) -%}
+  {%- set target = api.Relation.create(database=node.database, schema=node.schema, identifier=node.alias, type='table') -%}
+  {%- set objs = vcmt.objects(target) -%}
+  {%- if not vcmt._relation_exists(objs.stage) -%}
+    {{ exceptions.raise_compiler_error("vcmt.load_stage: `" ~ objs.stage ~ "` does not exist; build the model first with `dbt run --select " ~ model ~ "`.") }}
+  {%- endif -%}
+  {%- set columns = [] -%}
+  {%- for c in adapter.get_columns_in_relation(target) -%}{%- do columns.append({'name': c.name, 'data_type': c.data_type}) -%}{%- endfor -%}
+  {%- set select_columns = adapter.get_column_schema_from_query(sql) -%}
+  {%- do vcmt._target_columns(cfg, select_columns) -%}
+  {%- set returned = select_columns | map(attribute='name') | list -%}
+  {%- for c in columns if c.name not in returned and c.name != cfg.sign -%}
+    {{ exceptions.raise_compiler_error("vcmt.load_stage: the SELECT must return every column of `" ~ target ~ "`; `" ~ c.name ~ "` is missing.") }}
+  {%- endfor -%}
+  {%- set stats = vcmt._load(cfg, objs, columns, select_columns, sql) -%}
+  {{ log('vcmt.load_stage ' ~ model ~ ': ' ~ vcmt._summary(stats), info=true) }}
+  {{ return(stats) }}
+{% endmacro %}
