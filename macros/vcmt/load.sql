@@ -3,14 +3,20 @@
 {% macro _normalized_events_sql(cfg, columns, select_columns, sql) %}
   {%- set has_sign = cfg.sign in (select_columns | map(attribute='name') | list) -%}
   {%- set sign_expr = 'if(' ~ adapter.quote(cfg.sign) ~ ' < 0, toInt8(-1), toInt8(1))' if has_sign else 'toInt8(1)' -%}
-  {%- set cols = cfg.key_columns + vcmt._data_columns(cfg, columns) + [cfg.version] -%}
+  {%- set cols = cfg.key_columns + vcmt._loaded_data_columns(cfg, columns, select_columns) + [cfg.version] -%}
   select {{ vcmt._column_list(cols) }}, _vcmt_sign
   from (select *, {{ sign_expr }} as _vcmt_sign from ({{ sql }}) as _vcmt_src)
 {% endmacro %}
 
 
-{% macro _stage_columns(cfg, columns) %}
-  {{ return(cfg.key_columns + vcmt._data_columns(cfg, columns) + [cfg.version, cfg.sign]) }}
+{#- Target data columns the SELECT returns. A column the target keeps but the
+    SELECT no longer returns (on_schema_change) is left to its default in the
+    stage, and the transform keeps the stored value for it. -#}
+{% macro _loaded_data_columns(cfg, columns, select_columns) %}
+  {%- set returned = select_columns | map(attribute='name') | list -%}
+  {%- set data = [] -%}
+  {%- for c in vcmt._data_columns(cfg, columns) if c in returned -%}{%- do data.append(c) -%}{%- endfor -%}
+  {{ return(data) }}
 {% endmacro %}
 
 
@@ -32,8 +38,8 @@
     ranked per key and applied in rounds, one event per key per INSERT. -#}
 {% macro _load_events(cfg, objs, columns, select_columns, sql) %}
   {%- set events_sql = vcmt._normalized_events_sql(cfg, columns, select_columns, sql) -%}
-  {%- set data = vcmt._data_columns(cfg, columns) -%}
-  {%- set stage_cols = vcmt._column_list(vcmt._stage_columns(cfg, columns)) -%}
+  {%- set data = vcmt._loaded_data_columns(cfg, columns, select_columns) -%}
+  {%- set stage_cols = vcmt._column_list(cfg.key_columns + data + [cfg.version, cfg.sign]) -%}
   {%- set keys = vcmt._column_list(cfg.key_columns) -%}
   {%- set v = adapter.quote(cfg.version) -%}
   {%- set wm = 'toString(max(' ~ adapter.quote(cfg.watermark) ~ '))' if cfg.watermark else 'cast(null as Nullable(String))' -%}

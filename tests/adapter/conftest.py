@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.dbt_harness import DbtProject
+from vcmt_tools.dbt_project import DbtProject
 
 # Same package under test as the `project` fixture (VCMT_PACKAGE_ROOT overrides it there too).
 PACKAGE_ROOT = Path(os.environ.get("VCMT_PACKAGE_ROOT", Path(__file__).resolve().parents[2]))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from tests.dbt_harness import DbtProject, DbtRun
+from vcmt_tools.dbt_project import DbtProject, DbtRun
 from vcmt_tools.oracle import Event, Oracle
 
 

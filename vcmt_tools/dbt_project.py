@@ -1,4 +1,8 @@
-"""Drive dbt in-process against a throwaway project (the dbt-clickhouse test style)."""
+"""Drive dbt in-process against a generated dbt project that installs this package.
+
+Used by the tests, the fuzzer, the benchmark and the demo: one place that knows
+how to write a project, its profile (chdb and spark targets) and run dbt.
+"""
 
 from __future__ import annotations
 
@@ -112,6 +116,8 @@ class DbtProject:
     # -- dbt -----------------------------------------------------------------
     def dbt(self, *args: str, expect_pass: bool = True, target: str = "chdb") -> DbtRun:
         """Run one dbt command in-process; assert it passed or failed as expected."""
+        if args and args[0] == "debug":
+            return self._checked(self._invoke([*args, "--target", target], common=False), args, expect_pass)
         if not self._deps_done:
             deps = self._invoke(["deps"], common=False)
             if not deps.success:
@@ -120,7 +126,10 @@ class DbtProject:
         cli = [*args, "--target", target]
         if self.vars:
             cli += ["--vars", json.dumps(self.vars)]
-        run = self._invoke(cli)
+        return self._checked(self._invoke(cli), args, expect_pass)
+
+    @staticmethod
+    def _checked(run: DbtRun, args: tuple[str, ...], expect_pass: bool) -> DbtRun:
         if run.success != expect_pass:
             raise AssertionError(
                 f"dbt {' '.join(args)} expected {'success' if expect_pass else 'failure'}, "
