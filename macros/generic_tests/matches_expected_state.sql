@@ -1,0 +1,83 @@
+{% test matches_expected_state(model, expected, compare_columns=none, tolerance=0, unique_key=none, sign=none) %}{{ return(adapter.dispatch('test_matches_expected_state', 'vcmt')(model, expected, compare_columns, tolerance, unique_key, sign)) }}{% endtest %}
+
+{#- The table's current state (FINAL, sign = 1) against an expected relation,
+    row by row on the key: `missing` (expected, not in the table), `extra` (in
+    the table, not expected) and `different` (same key, other values).
+    Expected values are cast to the table's column types, because seeds infer
+    their own types and a join on Int64 = UInt64 has no common type. Float and
+    Decimal columns may differ by `tolerance` (default 0: exact). -#}
+{% macro default__test_matches_expected_state(model, expected, compare_columns, tolerance, unique_key, sign) %}
+  {#- At parse time dbt renders the test only to find its dependencies; the
+      graph and the tables are not there yet, and an error would stop the
+      whole project instead of this one test. -#}
+  {%- if not execute -%}{{ return('') }}{%- endif -%}
+  {%- set name = 'matches_expected_state' -%}
+  {%- set relation = vcmt._vcmt_test_relation(name, model) -%}
+  {%- set expected = vcmt._vcmt_test_relation(name, expected, 'expected') -%}
+  {%- set args = vcmt._vcmt_test_args(name, model, unique_key=unique_key, sign=sign) -%}
+  {%- set keys = args.unique_key -%}
+  {%- set s = adapter.quote(args.sign) -%}
+  {%- if tolerance is not number or tolerance < 0 -%}
+    {{ exceptions.raise_compiler_error("vcmt.matches_expected_state: argument `tolerance` must be a number >= 0; got `" ~ tolerance ~ "`.") }}
+  {%- endif -%}
+  {%- set types = {} -%}
+  {%- for c in vcmt._vcmt_test_columns(relation) -%}{%- do types.update({c.name: c.type}) -%}{%- endfor -%}
+  {%- set expected_names = vcmt._vcmt_test_columns(expected) | map(attribute='name') | list -%}
+  {%- if compare_columns is none -%}
+    {%- set compare_columns = [] -%}
+    {%- for c in expected_names if c not in keys and c != args.sign -%}{%- do compare_columns.append(c) -%}{%- endfor -%}
+  {%- else -%}
+    {%- set compare_columns = vcmt._vcmt_test_column_list(compare_columns) -%}
+  {%- endif -%}
+  {%- for c in keys + compare_columns -%}
+    {%- if c not in types or c not in expected_names -%}
+      {{ exceptions.raise_compiler_error(
+        "vcmt.matches_expected_state: column `" ~ c ~ "` (argument `" ~ ('unique_key' if c in keys else 'compare_columns')
+        ~ "`) must exist in both the tested table " ~ types.keys() | list ~ " and argument `expected` "
+        ~ expected_names ~ ".") }}
+    {%- endif -%}
+  {%- endfor -%}
+  {%- set outputs = [] -%}
+  {%- for c in keys -%}
+    {%- do outputs.append('if(t.vcmt_present = 1, t.' ~ adapter.quote(c) ~ ', e.' ~ adapter.quote(c) ~ ') as ' ~ adapter.quote(c)) -%}
+  {%- endfor -%}
+  {%- for c in compare_columns -%}
+    {%- do outputs.append('if(t.vcmt_present = 1, t.' ~ adapter.quote(c) ~ ', null) as ' ~ adapter.quote(c)) -%}
+    {%- do outputs.append('if(e.vcmt_present = 1, e.' ~ adapter.quote(c) ~ ', null) as ' ~ adapter.quote('expected_' ~ c)) -%}
+  {%- endfor -%}
+  {%- set joins = [] -%}
+  {%- for c in keys -%}{%- do joins.append('t.' ~ adapter.quote(c) ~ ' = e.' ~ adapter.quote(c)) -%}{%- endfor -%}
+with vcmt_target as (
+    select
+        {%- for c in keys + compare_columns %}
+        {{ adapter.quote(c) }},
+        {%- endfor %}
+        1 as vcmt_present
+    from {{ relation }} final
+    where {{ s }} = 1
+),
+vcmt_expected as (
+    select
+        {%- for c in keys + compare_columns %}
+        cast({{ adapter.quote(c) }}, {{ vcmt._vcmt_test_string_literal(types.get(c, 'String')) }}) as {{ adapter.quote(c) }},
+        {%- endfor %}
+        1 as vcmt_present
+    from {{ expected }}
+)
+select
+    multiIf(
+        coalesce(t.vcmt_present, 0) = 0, 'missing',
+        coalesce(e.vcmt_present, 0) = 0, 'extra',
+        'different'
+    ) as diff_kind,
+    {{ outputs | join(',\n    ') }}
+from vcmt_target as t
+full outer join vcmt_expected as e on {{ joins | join(' and ') }}
+where not (
+    coalesce(t.vcmt_present = 1 and e.vcmt_present = 1, false)
+    {%- for c in compare_columns %}
+    {%- set numeric = modules.re.search('Float|Decimal', types.get(c, '')) is not none %}
+    and {{ vcmt._vcmt_test_same('t.' ~ adapter.quote(c), 'e.' ~ adapter.quote(c), tolerance if numeric else none) }}
+    {%- endfor %}
+)
+{% endmacro %}

@@ -1,0 +1,42 @@
+{% test projection_matches_base(model, tolerance=0.000000001) %}{{ return(adapter.dispatch('test_projection_matches_base', 'vcmt')(model, tolerance)) }}{% endtest %}
+
+{#- Every aggregating projection on the table (as ClickHouse holds it in
+    system.projections, whatever created it) must answer its own query as the
+    base table does. A projection part that went stale, e.g. through a
+    collapsing merge under deduplicate_merge_projection_mode = 'ignore', still
+    returns cancelled states. Before the comparison is returned, it runs once
+    with force_optimize_projection = 1, which fails unless ClickHouse answers
+    the projection side from a projection; otherwise the check would compare
+    the base table with itself and pass for nothing. -#}
+{% macro default__test_projection_matches_base(model, tolerance) %}
+  {#- At parse time dbt renders the test only to find its dependencies; the
+      graph and the tables are not there yet, and an error would stop the
+      whole project instead of this one test. -#}
+  {%- if not execute -%}{{ return('') }}{%- endif -%}
+  {%- set relation = vcmt._vcmt_test_relation('projection_matches_base', model) -%}
+  {%- if tolerance is not number or tolerance < 0 -%}
+    {{ exceptions.raise_compiler_error("vcmt.projection_matches_base: argument `tolerance` must be a number >= 0; got `" ~ tolerance ~ "`.") }}
+  {%- endif -%}
+  {%- set projections = run_query(
+      "select name, query from system.projections where database = "
+      ~ vcmt._vcmt_test_string_literal(relation.schema) ~ " and table = "
+      ~ vcmt._vcmt_test_string_literal(relation.identifier) ~ " and type = 'Aggregate' order by name") -%}
+  {%- set checks = [] -%}
+  {%- for projection in projections.rows -%}
+    {%- set check = vcmt._vcmt_test_projection_diff(relation, projection[0], projection[1], tolerance) -%}
+    {%- do run_query("select count() from (" ~ check ~ ") as vcmt_proof settings force_optimize_projection = 1") -%}
+    {%- do checks.append(check) -%}
+  {%- endfor -%}
+  {%- if checks -%}
+{{ checks | join('\nunion all\n') }}
+  {%- else -%}
+select
+    '' as projection_name,
+    '' as group_key,
+    false as in_projection,
+    false as in_base,
+    '' as projection_row,
+    '' as base_row
+where false
+  {%- endif %}
+{% endmacro %}
