@@ -146,7 +146,8 @@ class DbtProject:
                 lines.append(str(msg))
 
         runner = dbtRunner(callbacks=[collect])
-        cli = [*args, "--project-dir", str(self.root), "--profiles-dir", str(self.root)]
+        # The console stays quiet: every event reaches `collect`, and failures carry the log.
+        cli = [*args, "--project-dir", str(self.root), "--profiles-dir", str(self.root), "--log-level", "none"]
         if common:
             cli += ["--log-path", str(self.root / "logs"), "--target-path", str(self.root / "target")]
         result = runner.invoke(cli)

@@ -59,6 +59,7 @@ def write_events(
     version: str = "_version",
     sign: str = "sign",
     database: str | None = None,
+    settings: Mapping[str, Any] | None = None,
 ) -> StageWriteResult:
     """Insert events into `<model>__stage` with a clickhouse-connect client, one round per INSERT."""
     stage = f"{model}__stage"
@@ -70,7 +71,7 @@ def write_events(
             [[event.get(c) for c in columns] for event in batch],
             column_names=columns,
             database=database,
-            settings={"insert_deduplicate": 0},
+            settings={"insert_deduplicate": 0, **(settings or {})},
         )
     kept = sum(len(b) for b in batches)
     return StageWriteResult(events=len(events), duplicates_dropped=len(events) - kept, inserts=len(batches))

@@ -1,0 +1,1 @@
+"""Randomized testing of vcmt_upsert against the Python oracle."""

@@ -1,0 +1,147 @@
+"""Apply fuzz streams through vcmt_upsert on chDB and compare with the oracle."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from vcmt_tools.dbt_project import DbtProject
+from vcmt_tools.fuzz.streams import MODEL_SPECS, ModelSpec, Stream, generate_stream, python_policy, to_events
+from vcmt_tools.oracle import Oracle
+from vcmt_tools.stage_writer import write_events
+
+
+@dataclass
+class StreamResult:
+    seed: int
+    model: str
+    path: str
+    events: int
+    problems: list[str] = field(default_factory=list)
+
+
+def setup_models(project: DbtProject, specs: tuple[ModelSpec, ...] = MODEL_SPECS) -> None:
+    """One vcmt_upsert model per spec, each reading the current batch from `<name>_src`."""
+    for spec in specs:
+        cols = ", ".join(f"`{c}` {t}" for c, t in spec.all_columns.items())
+        project.command(f"create table if not exists `{spec.name}_src` ({cols}) engine = MergeTree order by tuple()")
+        config = {"unique_key": list(spec.keys), "merge": spec.merge, "delete_mode": spec.delete_mode}
+        args = ", ".join(f"{k}={v!r}" for k, v in config.items())
+        model_sql = f"{{{{ config(materialized='vcmt_upsert', {args}) }}}}\nselect * from `{spec.name}_src`"
+        project.model(spec.name, model_sql)
+    project.dbt("run", "--select", " ".join(s.name for s in specs))
+
+
+def _reset(project: DbtProject, spec: ModelSpec) -> None:
+    project.command(f"system start merges `{spec.name}`")
+    for suffix in ("", "__tombstones", "__applied", "__loads", "_src"):
+        project.command(f"truncate table `{spec.name}{suffix}`")
+
+
+def _apply_batch(
+    project: DbtProject, spec: ModelSpec, rows: list[dict[str, Any]], path: str, small_blocks: bool
+) -> None:
+    if path == "dbt":
+        project.command(f"truncate table `{spec.name}_src`")
+        if rows:
+            names = list(spec.all_columns)
+            project.client.insert(f"{spec.name}_src", [[r[c] for c in names] for r in rows], column_names=names)
+        project.dbt("run", "--select", spec.name)
+        return
+    # Tiny blocks make each round span many insert blocks: the rule must hold across them.
+    tiny = {"max_block_size": 7, "min_insert_block_size_rows": 7, "max_insert_block_size": 7}
+    settings = tiny if small_blocks else None
+    if rows:
+        write_events(project.client, spec.name, rows, list(spec.keys), settings=settings)
+
+
+def _merge_action(project: DbtProject, spec: ModelSpec, action: str, stopped: bool) -> bool:
+    if action == "stop_merges":
+        project.command(f"system stop merges `{spec.name}`")
+        return True
+    if action == "start_merges":
+        project.command(f"system start merges `{spec.name}`")
+        return False
+    if action == "optimize" and not stopped:
+        project.command(f"optimize table `{spec.name}` final")
+    return stopped
+
+
+def check_target(project: DbtProject, spec: ModelSpec, oracle: Oracle) -> list[str]:
+    """Differences between the target and the oracle, and invariant violations, as readable lines."""
+    problems = []
+    keys = ", ".join(f"`{k}`" for k in spec.keys)
+    cols = ", ".join(f"`{c}`" for c in spec.columns)
+    rows = project.query(f"select {keys}, {cols}, _version from `{spec.name}` final where sign = 1")
+    n = len(spec.keys)
+    actual = {tuple(r[:n]): (r[-1], dict(zip(spec.columns, r[n:-1], strict=True))) for r in rows}
+    expected = oracle.live_rows()
+    for key in sorted(set(actual) | set(expected), key=repr):
+        if actual.get(key) != expected.get(key):
+            problems.append(f"key {key}: target {actual.get(key)} != oracle {expected.get(key)}")
+    if len(rows) != len(actual):
+        problems.append(f"FINAL returned {len(rows)} live rows for {len(actual)} keys")
+    bad = project.scalar(
+        f"select count() from (select {keys} from `{spec.name}` group by {keys} having sum(sign) not in (0, 1))"
+    )
+    if bad:
+        problems.append(f"{bad} keys with sum(sign) outside {{0,1}}")
+    bad = project.scalar(
+        f"select count() from (select {keys}, _version from `{spec.name}` group by {keys}, _version "
+        "having sum(sign) not in (0, 1))"
+    )
+    if bad:
+        problems.append(f"{bad} (key, version) pairs with sum(sign) outside {{0,1}}")
+    metric = next((c for c, t in spec.columns.items() if "Int64" in t), None)
+    group = "`tenant`" if "tenant" in spec.keys else "1"
+    if metric:
+        by_sign = project.query(
+            f"select {group} g, sum(sign), sum(ifNull(`{metric}`, 0) * sign) from `{spec.name}` "
+            f"group by g having sum(sign) > 0 order by g"
+        )
+        by_final = project.query(
+            f"select {group} g, count(), sum(ifNull(`{metric}`, 0)) from `{spec.name}` final where sign = 1 "
+            "group by g order by g"
+        )
+        if by_sign != by_final:
+            problems.append(f"GROUP BY with sign {by_sign} != FINAL {by_final}")
+    return problems
+
+
+def run_stream(project: DbtProject, stream: Stream, path: str) -> StreamResult:
+    spec = stream.spec
+    _reset(project, spec)
+    oracle = Oracle(spec.columns, {c: python_policy(p) for c, p in spec.merge.items()}, spec.delete_mode)
+    result = StreamResult(seed=stream.seed, model=spec.name, path=path, events=stream.events)
+    stopped = False
+    small_blocks = stream.seed % 3 == 0
+    for rows, action in zip(stream.batches, stream.actions, strict=True):
+        _apply_batch(project, spec, rows, path, small_blocks)
+        oracle.apply_batch(to_events(rows, spec))
+        stopped = _merge_action(project, spec, action, stopped)
+    project.command(f"system start merges `{spec.name}`")
+    result.problems = check_target(project, spec, oracle)
+    return result
+
+
+def run_campaign(
+    project: DbtProject,
+    streams: int,
+    events: int,
+    seed: int,
+    dbt_every: int = 10,
+    progress: Callable[[int, StreamResult], None] | None = None,
+) -> list[StreamResult]:
+    """Run `streams` streams; every `dbt_every`-th one goes through `dbt run` instead of the stage writer."""
+    setup_models(project)
+    results = []
+    for i in range(streams):
+        stream_seed = seed + i
+        spec = MODEL_SPECS[stream_seed % len(MODEL_SPECS)]
+        path = "dbt" if dbt_every and i % dbt_every == 0 else "writer"
+        result = run_stream(project, generate_stream(stream_seed, spec, events), path)
+        results.append(result)
+        if progress:
+            progress(i, result)
+    return results
