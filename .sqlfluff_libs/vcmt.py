@@ -1,0 +1,18 @@
+"""What sqlfluff's jinja templater renders for the `vcmt.` package macros used in models.
+
+sqlfluff lints models without a database, so these return representative SQL
+(the incremental branch of a model, a local lake path) instead of running the
+real macros in macros/.
+"""
+
+
+def lake_source(dataset, format="Parquet"):
+    return f"file('.local/lake/staged/{dataset}/**/*.{format.lower()}', '{format}')"
+
+
+def is_incremental():
+    return True
+
+
+def watermark(default=None):
+    return "0"
