@@ -9,9 +9,9 @@ against. It states DESIGN.md §3 as code:
   newer than the key's state version (live row or recorded delete); otherwise
   it is skipped as stale or duplicate;
 * `versioned` deletes remove the live row when their version is not older than
-  it, and always leave a tombstone at their version; `unconditional` deletes
-  remove the live row whatever their version, and leave a tombstone at the
-  removed row's version;
+  it; `unconditional` deletes remove it whatever their version; either way the
+  key's tombstone keeps the greater of the delete's version and the removed
+  row's version (a delete for a key with no row records its own version);
 * an accepted upsert combines the live row (`old`, absent after a delete) with
   the event (`new`) column by column through the merge policies.
 
@@ -130,10 +130,11 @@ class Oracle:
     def _delete(self, event: Event) -> bool:
         state = self.state.get(event.key)
         if self.delete_mode == "unconditional":
-            if state is None or not state.live:
+            if state is None:
+                self.state[event.key] = KeyState(live=False, version=event.version, row=None)
                 return False
-            self.state[event.key] = KeyState(live=False, version=state.version, row=None)
-            return True
+            self.state[event.key] = KeyState(live=False, version=max(state.version, event.version), row=None)
+            return state.live
         if state is None:
             self.state[event.key] = KeyState(live=False, version=event.version, row=None)
             return False
