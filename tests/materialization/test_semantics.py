@@ -209,3 +209,15 @@ def test_large_batch_spanning_many_blocks_matches_oracle(project):
     oracle.apply_batch(oracle_events(rows, list(cols), ["id"]))
     assert s.final_rows() == expected_rows(oracle, list(cols), ["id"])
     s.assert_invariants()
+
+
+def test_unconditional_delete_of_unknown_key_blocks_older_upsert(project):
+    """Regression: an unconditional delete that overtakes its insert still records its version."""
+    s = Scenario(project, EX3, {"unique_key": "id", "delete_mode": "unconditional"})
+    s.run_batch([(1, 0, 0, 10, -1)])
+    s.run_batch([(1, 5, 5, 5, 1)])
+    assert s.final_rows() == []
+    oracle = Oracle(["metric1", "metric2"], delete_mode="unconditional")
+    for rows in ([(1, 0, 0, 10, -1)], [(1, 5, 5, 5, 1)]):
+        oracle.apply_batch(oracle_events(rows, list(EX3), ["id"]))
+    assert oracle.live_rows() == {}
