@@ -5,6 +5,10 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.vcmt-installed
+# dbt must not try to reach the network for usage stats or version checks.
+export DO_NOT_TRACK := 1
+export DBT_SEND_ANONYMOUS_USAGE_STATS := false
+export DBT_VERSION_CHECK := false
 
 .PHONY: demo test fuzz bench lint venv java clean
 

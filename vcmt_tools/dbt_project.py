@@ -28,6 +28,25 @@ class DbtRun:
         return bool(self.result.success)
 
 
+def invoke(cli: list[str]) -> DbtRun:
+    """Run one dbt command in this process and keep its log.
+
+    The console stays quiet: every event reaches the callback, and a failure
+    carries the log with it.
+    """
+    lines: list[str] = []
+
+    def collect(event) -> None:
+        msg = event.info.msg
+        if msg:
+            lines.append(str(msg))
+
+    result = dbtRunner(callbacks=[collect]).invoke([*cli, "--log-level", "none"])
+    if result.exception is not None:
+        lines.append(f"EXCEPTION: {result.exception!r}")
+    return DbtRun(result=result, log="\n".join(lines))
+
+
 @dataclass
 class DbtProject:
     root: Path
@@ -138,22 +157,10 @@ class DbtProject:
         return run
 
     def _invoke(self, args: list[str], common: bool = True) -> DbtRun:
-        lines: list[str] = []
-
-        def collect(event) -> None:
-            msg = event.info.msg
-            if msg:
-                lines.append(str(msg))
-
-        runner = dbtRunner(callbacks=[collect])
-        # The console stays quiet: every event reaches `collect`, and failures carry the log.
-        cli = [*args, "--project-dir", str(self.root), "--profiles-dir", str(self.root), "--log-level", "none"]
+        cli = [*args, "--project-dir", str(self.root), "--profiles-dir", str(self.root)]
         if common:
             cli += ["--log-path", str(self.root / "logs"), "--target-path", str(self.root / "target")]
-        result = runner.invoke(cli)
-        if result.exception is not None:
-            lines.append(f"EXCEPTION: {result.exception!r}")
-        return DbtRun(result=result, log="\n".join(lines))
+        return invoke(cli)
 
     # -- direct SQL on the same embedded engine --------------------------------
     @property

@@ -8,13 +8,13 @@
 ) }}
 
 select
-    toInt64(customer_id) as customer_id,
+    toInt64(assumeNotNull(customer_id)) as customer_id,
     name,
     email,
     tier,
     lifetime_value,
-    toUInt64(_version) as _version,
-    toInt8(sign) as sign,
+    toUInt64(assumeNotNull(_version)) as _version,
+    toInt8(assumeNotNull(sign)) as sign,
     toUInt32(_batch_id) as _batch_id
 from {{ vcmt.lake_source('stg_customers_changes') }}
 {% if vcmt.is_incremental() %}
