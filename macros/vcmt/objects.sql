@@ -18,8 +18,10 @@
   } -%}
   {%- set objs = {'target': target} -%}
   {%- for role, suffix in names.items() -%}
+    {#- Helpers follow the target onto the cluster (dbt-clickhouse's can_on_cluster). -#}
     {%- set rel = api.Relation.create(database=target.database, schema=target.schema,
-                                      identifier=target.identifier ~ '__' ~ suffix, type='table') -%}
+                                      identifier=target.identifier ~ '__' ~ suffix, type='table',
+                                      can_on_cluster=target.can_on_cluster) -%}
     {%- do objs.update({role: rel}) -%}
   {%- endfor -%}
   {{ return(objs) }}
