@@ -1,0 +1,3 @@
+from vcmt_tools.cdc.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,101 @@
+"""`generate()`: one seeded run from source simulation to lake files, oracle and manifest."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from pathlib import Path
+
+from vcmt_tools.cdc import lake as lake_files
+from vcmt_tools.cdc.delivery import DeliveryPlan, deliver
+from vcmt_tools.cdc.domain import DOMAINS
+from vcmt_tools.cdc.envelope import schema_of, to_json
+from vcmt_tools.cdc.expected import live_rows
+from vcmt_tools.cdc.manifest import Manifest, TopicManifest
+from vcmt_tools.cdc.source import SourceClock, changes
+
+DEFAULT_TOPICS: tuple[str, ...] = ("orders", "customers")
+
+
+def generate(
+    lake: Path,
+    events: int = 10_000,
+    batches: int = 5,
+    seed: int = 42,
+    *,
+    malformed_share: float = 0.02,
+    wrap_share: float = 0.2,
+    late_window: int = 2,
+    topics: Sequence[str] = DEFAULT_TOPICS,
+    late_share: float = 0.05,
+    duplicate_share: float = 0.02,
+    snapshot_share: float = 0.1,
+) -> Manifest:
+    """Write `events` change lines (all topics, every kind) in `batches` batches under `lake`.
+
+    Also writes the expected live rows per topic and `oracle/manifest.json`.
+    Same arguments, same bytes. Replaces `raw/<topic>` for each topic it writes.
+    """
+    _check(events, batches, late_window, topics, malformed_share, wrap_share, late_share, duplicate_share)
+    if not 0 < snapshot_share < 1:
+        raise ValueError(f"generate: `snapshot_share` must be within (0, 1); got {snapshot_share}.")
+    lake = Path(lake)
+    clock = SourceClock(random.Random(f"{seed}/clock"))
+    plan_base = dict(batches=batches, late_window=late_window, late_share=late_share, wrap_share=wrap_share)
+    per_topic = _split(events, len(topics))
+    topic_manifests: dict[str, TopicManifest] = {}
+
+    for topic, lines in zip(topics, per_topic, strict=True):
+        domain = DOMAINS[topic]()
+        rng = random.Random(f"{seed}/{topic}")
+        malformed = round(lines * malformed_share)
+        duplicates = round(lines * duplicate_share)
+        source = lines - malformed - duplicates
+        if source < 2:
+            raise ValueError(
+                f"generate: {lines} lines for topic `{topic}` leave {source} changes; raise `events`."
+            )
+        snapshot = min(source - 1, max(1, round(source * snapshot_share)))
+        history = changes(domain, rng, clock, snapshot, source - snapshot)
+        plan = DeliveryPlan(malformed=malformed, duplicates=duplicates, **plan_base)
+        delivered = deliver(domain, history, snapshot, plan, rng, to_json(schema_of(domain)))
+
+        files = lake_files.write_raw(lake, topic, delivered)
+        expected = live_rows(domain, delivered)
+        lake_files.write_oracle(lake, topic, expected)
+        topic_manifests[topic] = TopicManifest.of(domain, delivered, len(expected), files)
+
+    manifest = Manifest(
+        seed=seed,
+        batches=batches,
+        events=events,
+        late_window=late_window,
+        malformed_share=malformed_share,
+        wrap_share=wrap_share,
+        late_share=late_share,
+        duplicate_share=duplicate_share,
+        topics=topic_manifests,
+    )
+    manifest.write(lake_files.manifest_path(lake))
+    return manifest
+
+
+def _split(total: int, parts: int) -> list[int]:
+    """`total` as `parts` near-equal counts, the remainder going to the first ones."""
+    return [total // parts + (i < total % parts) for i in range(parts)]
+
+
+def _check(events: int, batches: int, late_window: int, topics: Sequence[str], *shares: float) -> None:
+    unknown = [t for t in topics if t not in DOMAINS]
+    if not topics or unknown:
+        raise ValueError(
+            f"generate: `topics` must be a non-empty subset of {sorted(DOMAINS)}; got {list(topics)}."
+        )
+    if len(set(topics)) != len(topics):
+        raise ValueError(f"generate: `topics` lists a topic twice; got {list(topics)}.")
+    if batches < 1 or events < 1:
+        raise ValueError(f"generate: `events` and `batches` must be positive; got {events} and {batches}.")
+    if late_window < 0:
+        raise ValueError(f"generate: `late_window` must be 0 or more; got {late_window}.")
+    if any(not 0 <= share <= 1 for share in shares):
+        raise ValueError(f"generate: every share must be within [0, 1]; got {list(shares)}.")
