@@ -100,6 +100,10 @@ class DbtProject:
                                 "spark.sql.shuffle.partitions": "2",
                                 "spark.ui.enabled": "false",
                                 "spark.sql.warehouse.dir": str(self.lab_dir / "spark" / "warehouse"),
+                                # The Hive metastore (Derby) and its log stay in the lab, not in the cwd.
+                                "spark.hadoop.javax.jdo.option.ConnectionURL":
+                                    f"jdbc:derby:;databaseName={self.lab_dir / 'spark' / 'metastore_db'};create=true",
+                                "spark.driver.extraJavaOptions": f"-Dderby.system.home={self.lab_dir / 'spark'}",
                                 "spark.sql.session.timeZone": "UTC",
                             },
                         },
