@@ -23,10 +23,11 @@
 {% endmacro %}
 
 
-{% macro _check_existing_is_vcmt(objs, existing) %}
-  {%- set engine = run_query("select engine from system.tables where database = '" ~ objs.target.schema ~ "' and name = '" ~ objs.target.identifier ~ "'").columns[0].values() -%}
-  {%- if not engine or 'VersionedCollapsingMergeTree' not in engine[0] or not vcmt._relation_exists(objs.stage) -%}
-    {{ exceptions.raise_compiler_error("vcmt_upsert: `" ~ objs.target ~ "` exists but was not built by vcmt_upsert (engine " ~ (engine[0] if engine else 'unknown') ~ ", stage " ~ objs.stage.identifier ~ (" present" if vcmt._relation_exists(objs.stage) else " missing") ~ "). Run once with --full-refresh to rebuild it.") }}
+{% macro _check_existing_is_vcmt(objs, found) %}
+  {%- set engine = found.get(objs.target.identifier, {}).get('engine', 'unknown') -%}
+  {%- set has_stage = objs.stage.identifier in found -%}
+  {%- if 'VersionedCollapsingMergeTree' not in engine or not has_stage -%}
+    {{ exceptions.raise_compiler_error("vcmt_upsert: `" ~ objs.target ~ "` exists but was not built by vcmt_upsert (engine " ~ engine ~ ", stage " ~ objs.stage.identifier ~ (" present" if has_stage else " missing") ~ "). Run once with --full-refresh to rebuild it.") }}
   {%- endif -%}
 {% endmacro %}
 
@@ -35,18 +36,18 @@
     data, and without ever leaving the stage without its transform:
     schema changes per on_schema_change, helpers created if missing, the
     transform changed in place with MODIFY QUERY, projections added. -#}
-{% macro _reconcile_objects(cfg, objs, columns) %}
+{% macro _reconcile_objects(cfg, objs, columns, found) %}
   {%- set columns = vcmt._apply_schema_changes(cfg, objs, columns) -%}
 
   {%- for role, create_sql in [
         ('tombstones', vcmt.create_tombstones_sql(cfg, objs.tombstones, columns)),
         ('applied', vcmt.create_applied_sql(objs.applied)),
         ('loads', vcmt.create_loads_sql(objs.loads))] -%}
-    {%- if not vcmt._relation_exists(objs[role]) -%}
+    {%- if objs[role].identifier not in found -%}
       {%- call statement('vcmt_create_' ~ role) -%}{{ create_sql }}{%- endcall -%}
     {%- endif -%}
   {%- endfor -%}
-  {%- if not vcmt._relation_exists(objs.applied_writer) -%}
+  {%- if objs.applied_writer.identifier not in found -%}
     {%- call statement('vcmt_create_applied_writer') -%}
       {{ vcmt.create_view_sql(objs.applied_writer, objs.applied, vcmt.applied_writer_sql(cfg, objs)) }}
     {%- endcall -%}
@@ -54,7 +55,7 @@
 
   {#- delete_mode: the new writer is attached before the old one goes, so no
       delete is ever left without a tombstone. -#}
-  {%- set has_cancels_writer = vcmt._relation_exists(objs.cancels_writer) -%}
+  {%- set has_cancels_writer = objs.cancels_writer.identifier in found -%}
   {%- if cfg.delete_mode == 'unconditional' and not has_cancels_writer -%}
     {%- call statement('vcmt_create_cancels_writer') -%}
       {{ vcmt.create_view_sql(objs.cancels_writer, objs.tombstones, vcmt.cancels_writer_sql(cfg, objs)) }}
@@ -62,45 +63,46 @@
   {%- elif cfg.delete_mode == 'versioned' and has_cancels_writer -%}
     {%- call statement('vcmt_drop_cancels_writer') -%}drop table {{ objs.cancels_writer }} sync{%- endcall -%}
   {%- endif -%}
-  {%- if not vcmt._relation_exists(objs.tombstones_writer) -%}
+  {%- if objs.tombstones_writer.identifier not in found -%}
     {%- call statement('vcmt_create_tombstones_writer') -%}
       {{ vcmt.create_view_sql(objs.tombstones_writer, objs.tombstones, vcmt.tombstones_writer_sql(cfg, objs)) }}
     {%- endcall -%}
   {%- endif -%}
 
   {%- set transform = vcmt.transform_sql(cfg, objs, columns) -%}
-  {%- if not vcmt._relation_exists(objs.transform) -%}
+  {%- if objs.transform.identifier not in found -%}
     {%- call statement('vcmt_create_transform') -%}
       {{ vcmt.create_view_sql(objs.transform, objs.target, transform) }}
     {%- endcall -%}
-  {%- elif vcmt._view_query_differs(objs.transform, transform) -%}
+  {%- elif vcmt._view_query_differs(found[objs.transform.identifier].as_select, transform) -%}
     {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': transform changed, updating it in place (MODIFY QUERY)', info=true) }}
     {%- call statement('vcmt_modify_transform') -%}
       alter table {{ objs.transform }} {{ on_cluster_clause(objs.transform) }} modify query {{ transform }}
     {%- endcall -%}
   {%- endif -%}
 
-  {%- do vcmt._sync_projections(cfg, objs) -%}
+  {%- do vcmt._sync_projections(cfg, objs, found[objs.target.identifier].create_table_query) -%}
   {{ return(columns) }}
 {% endmacro %}
 
 
-{% macro _view_query_differs(view, select_sql) %}
-  {%- set rows = run_query("select formatQuery(as_select) != formatQuery(" ~ dbt.string_literal(select_sql) ~ ") from system.tables where database = '" ~ view.schema ~ "' and name = '" ~ view.identifier ~ "'").columns[0].values() -%}
-  {{ return(rows | length == 0 or rows[0] | int == 1) }}
+{#- Both sides go through ClickHouse's formatter, so only a real change counts. -#}
+{% macro _view_query_differs(stored_select, select_sql) %}
+  {%- set rows = run_query("select formatQuery(" ~ dbt.string_literal(stored_select) ~ ") != formatQuery(" ~ dbt.string_literal(select_sql) ~ ")").columns[0].values() -%}
+  {{ return(rows[0] | int == 1) }}
 {% endmacro %}
 
 
 {#- Projections in config but not on the table are added and materialized for
     existing parts; a projection whose query changed is rebuilt; one no longer
     configured is dropped. -#}
-{% macro _sync_projections(cfg, objs) %}
+{% macro _sync_projections(cfg, objs, create_table_query) %}
   {%- set existing = {} -%}
   {%- set rows = run_query("select name, query from system.projections where database = '" ~ objs.target.schema ~ "' and table = '" ~ objs.target.identifier ~ "'") -%}
   {%- for row in rows.rows -%}{%- do existing.update({row[0]: row[1]}) -%}{%- endfor -%}
   {%- set wanted = {} -%}
   {%- for p in cfg.projections -%}{%- do wanted.update({p['name']: p['query']}) -%}{%- endfor -%}
-  {%- if wanted -%}
+  {%- if wanted and 'deduplicate_merge_projection_mode' not in create_table_query -%}
     {%- call statement('vcmt_projection_mode') -%}
       alter table {{ objs.target }} {{ on_cluster_clause(objs.target) }} modify setting deduplicate_merge_projection_mode = 'rebuild'
     {%- endcall -%}

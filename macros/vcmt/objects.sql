@@ -40,6 +40,21 @@
 {% endmacro %}
 
 
+{#- name -> {engine, as_select, create_table_query} for every object of the
+    model that exists: one system.tables query per run instead of one per object. -#}
+{% macro _existing_objects(objs) %}
+  {%- set names = [] -%}
+  {%- for rel in objs.values() -%}{%- do names.append(dbt.string_literal(rel.identifier)) -%}{%- endfor -%}
+  {%- set rows = run_query("select name, engine, as_select, create_table_query from system.tables where database = "
+                           ~ dbt.string_literal(objs.target.schema) ~ " and name in (" ~ names | join(', ') ~ ")") -%}
+  {%- set found = {} -%}
+  {%- for row in rows.rows -%}
+    {%- do found.update({row[0]: {'engine': row[1], 'as_select': row[2], 'create_table_query': row[3]}}) -%}
+  {%- endfor -%}
+  {{ return(found) }}
+{% endmacro %}
+
+
 {% macro _relation_exists(relation) %}
   {%- set rows = run_query("select count() from system.tables where database = '" ~ relation.schema ~ "' and name = '" ~ relation.identifier ~ "'") -%}
   {{ return(rows.columns[0].values()[0] | int > 0) }}

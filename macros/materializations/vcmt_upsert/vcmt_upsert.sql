@@ -11,7 +11,8 @@
   {%- set select_columns = adapter.get_column_schema_from_query(sql) -%}
   {%- set columns = vcmt._target_columns(cfg, select_columns) -%}
   {%- if not rebuild -%}
-    {%- do vcmt._check_existing_is_vcmt(objs, existing) -%}
+    {%- set found = vcmt._existing_objects(objs) -%}
+    {%- do vcmt._check_existing_is_vcmt(objs, found) -%}
   {%- endif -%}
 
   {{ run_hooks(pre_hooks, inside_transaction=False) }}
@@ -21,7 +22,7 @@
     {%- do vcmt._drop_objects(objs) -%}
     {%- do vcmt._create_objects(cfg, objs, columns) -%}
   {%- else -%}
-    {%- set columns = vcmt._reconcile_objects(cfg, objs, columns) -%}
+    {%- set columns = vcmt._reconcile_objects(cfg, objs, columns, found) -%}
   {%- endif -%}
 
   {%- set stats = vcmt._load(cfg, objs, columns, select_columns, sql) -%}
