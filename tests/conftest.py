@@ -43,16 +43,26 @@ def _schema_for(node_name: str) -> str:
     return f"t_{slug}_{uuid.uuid4().hex[:6]}"
 
 
+def make_project(root: Path, name: str, chdb_path: Path, lab_dir: Path) -> DbtProject:
+    """A dbt project under `root` that installs this package with `local:`, in its own schema."""
+    return DbtProject(
+        root=root, package_root=PACKAGE_ROOT, chdb_path=chdb_path, schema=_schema_for(name), lab_dir=lab_dir
+    )
+
+
 @pytest.fixture
 def project(request, tmp_path: Path, chdb_path: Path, lab_dir: Path) -> Iterator[DbtProject]:
-    """A fresh dbt project that installs this package with `local:` and targets chdb."""
-    proj = DbtProject(
-        root=tmp_path / "proj",
-        package_root=PACKAGE_ROOT,
-        chdb_path=chdb_path,
-        schema=_schema_for(request.node.name),
-        lab_dir=lab_dir,
-    )
+    """A fresh dbt project per test."""
+    proj = make_project(tmp_path / "proj", request.node.name, chdb_path, lab_dir)
+    yield proj
+    proj.close()
+
+
+@pytest.fixture(scope="module")
+def module_project(request, tmp_path_factory, chdb_path: Path, lab_dir: Path) -> Iterator[DbtProject]:
+    """One project shared by a test module: a full dbt parse of a fresh project costs seconds."""
+    name = request.module.__name__.rsplit(".", 1)[-1].removeprefix("test_")
+    proj = make_project(tmp_path_factory.mktemp(name) / "proj", name, chdb_path, lab_dir)
     yield proj
     proj.close()
 

@@ -52,6 +52,7 @@ def _configure_env(work: Path) -> None:
     os.environ["VCMT_SPARK_METASTORE"] = str(work / "spark" / "metastore_db")
     os.environ["VCMT_SPARK_DERBY_HOME"] = str(work / "spark")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ["VCMT_REFERENCE_MODELS"] = "1"  # the repository's reference pipeline is opt-in
 
 
 class Pipeline:
@@ -62,7 +63,7 @@ class Pipeline:
 
         self._invoke = invoke
         self.work = work
-        self.vars = json.dumps({"vcmt_reference_models": True, "vcmt_lake_root": str(work / "lake")})
+        self.vars = json.dumps({"vcmt_lake_root": str(work / "lake")})
 
     def dbt(self, *args: str, target: str, expect_pass: bool = True) -> Any:
         cli = [*args, "--target", target, "--vars", self.vars, "--project-dir", str(REPO_ROOT),

@@ -8,28 +8,18 @@ into its own folder and builds them once, then every scenario runs its own
 
 from __future__ import annotations
 
-import os
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.conftest import make_project
 from vcmt_tools.dbt_project import DbtProject
-
-# Same package under test as the `project` fixture (VCMT_PACKAGE_ROOT overrides it there too).
-PACKAGE_ROOT = Path(os.environ.get("VCMT_PACKAGE_ROOT", Path(__file__).resolve().parents[2]))
 
 
 @pytest.fixture(scope="session")
 def generic_tests_project(tmp_path_factory, chdb_path: Path, lab_dir: Path) -> Iterator[DbtProject]:
-    """One dbt project, in its own schema of the session chDB path, for all generic-test scenarios."""
-    proj = DbtProject(
-        root=tmp_path_factory.mktemp("generic_tests") / "proj",
-        package_root=PACKAGE_ROOT,
-        chdb_path=chdb_path,
-        schema=f"t_generic_tests_{uuid.uuid4().hex[:6]}",
-        lab_dir=lab_dir,
-    )
+    """One dbt project for all generic-test scenarios."""
+    proj = make_project(tmp_path_factory.mktemp("generic_tests") / "proj", "generic_tests", chdb_path, lab_dir)
     yield proj
     proj.close()
