@@ -48,7 +48,7 @@ phase 4/4 "ruff"
 if ruff check . ; then results+=("ruff: clean"); else failed+=("ruff"); results+=("ruff: violations"); fi
 
 elapsed=$(( $(date +%s) - start ))
-summary=$(IFS='; '; echo "${results[*]}")
+summary=$(printf '%s; ' "${results[@]}"); summary=${summary%; }
 if [ ${#failed[@]} -eq 0 ]; then
   echo; echo "make test: OK in ${elapsed}s — ${summary}"
   exit 0

@@ -16,7 +16,7 @@ select
     toInt32(assumeNotNull(tenant_id)) as tenant_id,
     toInt64(assumeNotNull(order_id)) as order_id,
     toInt64(customer_id) as customer_id,
-    ifNull(status, '') as status,
+    coalesce(status, '') as status,
     toDecimal64(toString(amount), 2) as amount,
     note,
     toDateTime64(assumeNotNull(created_at), 3, 'UTC') as created_at,
