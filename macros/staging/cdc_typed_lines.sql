@@ -3,28 +3,27 @@
     valid). The topics differ only in their columns and key; typing and the
     quarantine rules must not, so both typed models render them here.
 
-    `columns`: (name, type) pairs in output order, read from the image
-    (`before` of a delete, `after` otherwise). A type is a Spark type for
-    `try_variant_get`, or `timestamp_millis` for epoch milliseconds, staged as
-    TIMESTAMP. `key`: the key columns; a line missing one is `null_key`.
+    `key`: the key columns; a line missing one is `null_key`. `columns`: name
+    to type, in output order, read from the image (`before` of a delete,
+    `after` otherwise). A type is a Spark type for `try_variant_get`, or
+    `timestamp_millis` for epoch milliseconds, staged as TIMESTAMP.
 
     Output: topic, raw_payload, source_file, _batch_id, op, the columns,
     _version (`source.lsn`), source_ts, reason. Reasons are checked in order
     and the first that applies wins: bad_json, unknown_op, null_key,
     null_version, wrong_type (the codes of vcmt_tools.cdc.REASONS).
 
-      {{ vcmt.cdc_typed_lines(ref('stg_cdc__envelopes'), 'customers',
-                              columns=[('customer_id', 'bigint'), ('name', 'string')], key=['customer_id']) }}
+      {{ vcmt.cdc_typed_lines(ref('stg_cdc__envelopes'), topic='customers', key=['customer_id'],
+                              columns={'customer_id': 'bigint', 'name': 'string'}) }}
 -#}
-{% macro cdc_typed_lines(envelopes, topic, columns, key) %}
-  {{ return(adapter.dispatch('cdc_typed_lines', 'vcmt')(envelopes, topic, columns, key)) }}
+{% macro cdc_typed_lines(envelopes, topic, key, columns) %}
+  {{ return(adapter.dispatch('cdc_typed_lines', 'vcmt')(envelopes, topic, key, columns)) }}
 {% endmacro %}
 
-{% macro default__cdc_typed_lines(envelopes, topic, columns, key) %}
-  {%- set names = columns | map(attribute=0) | list -%}
-  {%- for column in key if column not in names -%}
+{% macro default__cdc_typed_lines(envelopes, topic, key, columns) %}
+  {%- for column in key if column not in columns -%}
     {{ exceptions.raise_compiler_error(
-      "vcmt.cdc_typed_lines: every column of argument `key` must be in `columns` " ~ names
+      "vcmt.cdc_typed_lines: every column of argument `key` must be in `columns` " ~ (columns | list)
       ~ "; got `" ~ column ~ "`.") }}
   {%- endfor -%}
   {%- set millis_range = 'between -62135596800000 and 253402300799999' -%}
@@ -37,7 +36,7 @@ with lines as (
 fields as (
     select
         *,
-        {%- for name, type in columns %}
+        {%- for name, type in columns.items() %}
             try_variant_get(image, '$.{{ name }}', 'string') as {{ name }}__text,
             try_variant_get(image, '$.{{ name }}', '{{ 'bigint' if type == 'timestamp_millis' else type }}') as {{ name }}__value
             {%- if not loop.last %},{% endif %}
@@ -51,7 +50,7 @@ select
     source_file,
     _batch_id,
     op,
-    {%- for name, type in columns %}
+    {%- for name, type in columns.items() %}
         {%- if type == 'timestamp_millis' %}
         -- Epoch milliseconds in the event. Range-checked: timestamp_millis() raises on overflow,
         -- and one bad line must not fail the run.
@@ -74,10 +73,10 @@ select
         when
             lsn is null
             or (source_ts_text is not null and source_ts is null)
-            {%- for name, type in columns if type != 'string' %}
+            {%- for name, type in columns.items() if type != 'string' %}
                 or ({{ name }}__text is not null and {{ name }}__value is null)
             {%- endfor %}
-            {%- for name, type in columns if type == 'timestamp_millis' %}
+            {%- for name, type in columns.items() if type == 'timestamp_millis' %}
                 or {{ name }}__value not {{ millis_range }}
             {%- endfor %}
             then 'wrong_type'

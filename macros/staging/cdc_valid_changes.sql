@@ -1,8 +1,9 @@
-{#- The valid change events of a typed model (`reason is null`), in the
-    batches not staged yet: the given columns, then the change-event columns
-    the VersionedCollapsingMergeTree mart reads: `_version` (`source.lsn`),
-    `sign` (-1 for a delete, +1 otherwise), `_op`, `_source_ts` and
-    `_batch_id`. `_batch_id` comes last because it is the partition column,
+{#- The valid change events of a typed model (`reason is null`) in the
+    batches the model being built has not staged yet (see
+    `vcmt.cdc_new_batches_filter`): the given columns, then the change-event
+    columns the VersionedCollapsingMergeTree mart reads: `_version`
+    (`source.lsn`), `sign` (-1 for a delete, +1 otherwise), `_op`,
+    `_source_ts` and `_batch_id`. `_batch_id` comes last because it is the partition column,
     and Spark's insert overwrite takes partition columns at the end.
 
       {{ vcmt.cdc_valid_changes(ref('stg_cdc__customers_typed'), columns=['customer_id', 'name']) }}

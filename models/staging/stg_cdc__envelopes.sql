@@ -8,15 +8,6 @@
 
 {%- set topics = ['orders', 'customers'] %}
 
-{#-
-    Spark resolves a relative table location against its warehouse, not the working directory:
-    anchor a relative lake root at the directory dbt runs from, as the Spark session does for reads.
--#}
-{%- set lake_root = var('vcmt_lake_root') %}
-{%- if not (lake_root.startswith('/') or '://' in lake_root) %}
-    {%- set lake_root = env_var('PWD', '.') ~ '/' ~ lake_root %}
-{%- endif %}
-
 with raw_lines as (
     {%- for topic in topics %}
         select
@@ -24,7 +15,7 @@ with raw_lines as (
             value as raw_payload,
             _metadata.file_name as source_file,
             cast(_batch_id as int) as _batch_id
-        from text.`{{ lake_root }}/raw/{{ topic }}`
+        from text.`{{ vcmt.cdc_lake_root() }}/raw/{{ topic }}`
         {%- if not loop.last %}
             union all
         {%- endif %}

@@ -1,18 +1,4 @@
-select
-    tenant_id,
-    order_id,
-    _version,
-    sign,
-    status,
-    amount
-from {{ ref('orders_rows') }}
+{{ select_orders_from('orders_rows') }}
 union all
-select
-    tenant_id,
-    order_id,
-    _version,
-    sign,
-    status,
-    amount
-from {{ ref('orders_corruptions') }}
+{{ select_orders_from('orders_corruptions') }}
 where fixture = 'bad_cancel'

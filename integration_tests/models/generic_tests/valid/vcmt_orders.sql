@@ -1,8 +1,1 @@
-select
-    tenant_id,
-    order_id,
-    _version,
-    sign,
-    status,
-    amount
-from {{ ref('orders_rows') }}
+{{ select_orders_from('orders_rows') }}
