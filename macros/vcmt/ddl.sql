@@ -94,16 +94,17 @@
   ) engine = SummingMergeTree order by tuple()
 {% endmacro %}
 
+{#- In one insert block an update is a key with two rows (-1, +1), an insert a
+    +1 alone, a delete a -1 alone; so rows - distinct keys counts updates, and
+    the rest follows by sign. (uniqExact is about twice as fast as a GROUP BY.) -#}
 {% macro applied_writer_sql(cfg, objs) %}
+  {%- set s = adapter.quote(cfg.sign) -%}
+  {%- set updated = '(count() - uniqExact(' ~ vcmt._column_list(cfg.key_columns) ~ '))' -%}
   select
-    countIf(_rows = 1 and _net = 1) as inserted,
-    countIf(_rows = 2) as updated,
-    countIf(_rows = 1 and _net = -1) as deleted
-  from (
-    select count() as _rows, sum({{ adapter.quote(cfg.sign) }}) as _net
-    from {{ objs.target }}
-    group by {{ vcmt._column_list(cfg.key_columns) }}
-  )
+    countIf({{ s }} = 1) - {{ updated }} as inserted,
+    {{ updated }} as updated,
+    countIf({{ s }} = -1) - {{ updated }} as deleted
+  from {{ objs.target }}
 {% endmacro %}
 
 
