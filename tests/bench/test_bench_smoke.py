@@ -1,0 +1,47 @@
+"""`python -m vcmt_tools.bench` end to end at a tiny size: files written, results checked.
+
+No timing assertions: at this size the numbers mean nothing. The bench runs in
+a subprocess because chDB allows one data directory per process and the test
+session already holds its own.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.slow
+def test_bench_tiny_run_writes_report_and_chart(tmp_path: Path) -> None:
+    """A tiny run writes latest.md/.png/.json and its three report queries agree."""
+    results = tmp_path / "results"
+    proc = subprocess.run(
+        [
+            sys.executable, "-m", "vcmt_tools.bench",
+            "--rows", "20000", "--batch", "2000", "--small-batch", "500", "--repeat", "1",
+            "--work", str(tmp_path / "work"), "--results", str(results),
+        ],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, f"bench failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+    assert proc.stdout.strip().splitlines()[-1].startswith("bench: N=20k B=2k R=1")
+
+    markdown = (results / "latest.md").read_text()
+    assert "## Goals" in markdown and "## Correctness" in markdown
+    png = results / "latest.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert len(list(results.glob("*.md"))) == 2, "latest.md plus a timestamped copy"
+
+    report = json.loads((results / "latest.json").read_text())
+    answers = report["report_results"]
+    assert answers["report_final"] == answers["report_group_by"] == answers["report_projection"]
+    assert sum(n for _, n, _ in answers["report_final"]) == 20000
+    checks = {c["name"]: c for c in report["checks"]}
+    assert checks["report query after OPTIMIZE FINAL: FINAL == GROUP BY == projection"]["ok"]
+    assert all(c["ok"] for c in report["checks"] if c["guard"])

@@ -1,0 +1,3 @@
+from vcmt_tools.bench.cli import main
+
+raise SystemExit(main())
