@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import argparse
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from vcmt_tools.dbt_project import DbtProject
 from vcmt_tools.fuzz.streams import MODEL_SPECS, ModelSpec, Stream, generate_stream, python_policy, to_events
 from vcmt_tools.oracle import Oracle
 from vcmt_tools.stage_writer import write_events
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 @dataclass
@@ -132,11 +137,15 @@ def run_campaign(
     seed: int,
     dbt_every: int = 10,
     progress: Callable[[int, StreamResult], None] | None = None,
+    indices: list[int] | None = None,
 ) -> list[StreamResult]:
-    """Run `streams` streams; every `dbt_every`-th one goes through `dbt run` instead of the stage writer."""
+    """Run streams `seed + i` for i in `indices` (default: all of range(streams)).
+
+    Every `dbt_every`-th stream goes through `dbt run` instead of the stage writer.
+    """
     setup_models(project)
     results = []
-    for i in range(streams):
+    for i in indices if indices is not None else range(streams):
         stream_seed = seed + i
         spec = MODEL_SPECS[stream_seed % len(MODEL_SPECS)]
         path = "dbt" if dbt_every and i % dbt_every == 0 else "writer"
@@ -145,3 +154,29 @@ def run_campaign(
         if progress:
             progress(i, result)
     return results
+
+
+def run_share(args: argparse.Namespace, job: int, indices: list[int], started: float) -> list[StreamResult]:
+    """One worker's share of a campaign, on its own chDB engine under `args.work/job<N>`; prints progress."""
+    work = args.work / f"job{job}"
+    project = DbtProject(
+        root=work / "project", package_root=REPO_ROOT, chdb_path=work / "chdb", schema="vcmt_fuzz", lab_dir=work,
+    )
+    done = 0
+
+    def progress(i: int, result: StreamResult) -> None:
+        nonlocal done
+        done += 1
+        status = "ok" if not result.problems else f"MISMATCH ({len(result.problems)} problems)"
+        if result.problems or done % 10 == 0 or done == 1:
+            print(f"[job {job}: {done}/{len(indices)}] seed {result.seed} {result.model} via {result.path}: "
+                  f"{result.events} events {status}  ({time.time() - started:.0f}s)", flush=True)
+        for line in result.problems[:5]:
+            print(f"    {line}", flush=True)
+
+    try:
+        return run_campaign(project, args.streams, args.events, args.seed, args.dbt_every, progress, indices)
+    finally:
+        project.close()
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
