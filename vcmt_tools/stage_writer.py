@@ -60,11 +60,22 @@ def write_events(
     sign: str = "sign",
     database: str | None = None,
     settings: Mapping[str, Any] | None = None,
+    fold: bool = False,
 ) -> StageWriteResult:
-    """Insert events into `<model>__stage` with a clickhouse-connect client, one round per INSERT."""
+    """Insert events into `<model>__stage` with a clickhouse-connect client, one round per INSERT.
+
+    `fold=True` sends only each key's last event (one INSERT), as `dbt run` does;
+    it is exact only when every merge policy of the model is `replace`.
+    """
     stage = f"{model}__stage"
     columns = list(events[0].keys()) if events else []
     batches = rounds(events, keys, version, sign)
+    if fold and batches:
+        last: dict[tuple, Mapping[str, Any]] = {}
+        for batch in batches:
+            for event in batch:
+                last[tuple(event[k] for k in keys)] = event
+        batches = [list(last.values())]
     for batch in batches:
         client.insert(
             stage,
