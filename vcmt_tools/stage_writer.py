@@ -65,7 +65,8 @@ def write_events(
     """Insert events into `<model>__stage` with a clickhouse-connect client, one round per INSERT.
 
     `fold=True` sends only each key's last event (one INSERT), as `dbt run` does;
-    it is exact only when every merge policy of the model is `replace`.
+    it is exact only when every merge policy of the model is `replace` and its
+    delete_mode is `versioned`.
     """
     stage = f"{model}__stage"
     columns = list(events[0].keys()) if events else []

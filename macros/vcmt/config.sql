@@ -98,7 +98,7 @@
       'projections': projections,
       'settings': settings,
       'watermark': watermark,
-      'foldable': foldable | length == 0,
+      'foldable': foldable | length == 0 and delete_mode == 'versioned',
       'insert_settings': source.get('insert_settings', {}) or {},
   }) }}
 {% endmacro %}

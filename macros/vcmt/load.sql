@@ -35,10 +35,12 @@
 {% endmacro %}
 
 
-{#- When every column's policy is `replace`, a key's batch of events folds to
-    its last event (by version; a delete wins a tie): one INSERT, no helper
-    table. Otherwise policies depend on each intermediate state, so events are
-    ranked per key and applied in rounds, one event per key per INSERT. -#}
+{#- When every column's policy is `replace` and deletes are versioned, a key's
+    batch of events folds to its last event (by version; a delete wins a tie):
+    one INSERT, no helper table. Otherwise the outcome depends on intermediate
+    states (merge policies; an unconditional delete of version 0 still removes
+    a row that a later event of the batch re-sends), so events are ranked per
+    key and applied in rounds, one event per key per INSERT. -#}
 {% macro _load_events(cfg, objs, columns, select_columns, sql) %}
   {%- set events_sql = vcmt._normalized_events_sql(cfg, columns, select_columns, sql) -%}
   {%- set data = vcmt._loaded_data_columns(cfg, columns, select_columns) -%}

@@ -222,3 +222,23 @@ def test_unconditional_delete_of_unknown_key_blocks_older_upsert(project):
     for rows in ([(1, 0, 0, 10, -1)], [(1, 5, 5, 5, 1)]):
         oracle.apply_batch(oracle_events(rows, list(EX3), ["id"]))
     assert oracle.live_rows() == {}
+
+
+def test_unconditional_redelivered_delete_removes_row_resent_in_same_batch(project):
+    """Regression (fuzz seeds 73, 153): a version-0 unconditional delete applies before a re-sent upsert.
+
+    Folding the batch to its newest event would drop the delete and keep the row; the
+    unconditional mode therefore loads in rounds.
+    """
+    s = Scenario(project, EX3, {"unique_key": "id", "delete_mode": "unconditional"})
+    s.run_batch([(89, 1, 1, 3255, 1)])
+    s.run_batch([(89, 0, 0, 0, -1), (89, 2, 2, 4294, 1)])
+    assert s.final_rows() == [(89, 2, 2, 4294)]
+    run = s.run_batch([(89, 0, 0, 0, -1), (89, 2, 2, 4294, 1)])
+    assert s.final_rows() == []
+    assert "1 deleted, 1 skipped" in run.log
+    oracle = Oracle(["metric1", "metric2"], delete_mode="unconditional")
+    for rows in ([(89, 1, 1, 3255, 1)], [(89, 0, 0, 0, -1), (89, 2, 2, 4294, 1)],
+                 [(89, 0, 0, 0, -1), (89, 2, 2, 4294, 1)]):
+        oracle.apply_batch(oracle_events(rows, list(EX3), ["id"]))
+    assert oracle.live_rows() == {}

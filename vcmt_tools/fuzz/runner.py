@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -59,7 +60,8 @@ def _apply_batch(
     settings = tiny if small_blocks else None
     if rows:
         # Models whose columns all `replace` fold to one INSERT, as `dbt run` does.
-        write_events(project.client, spec.name, rows, list(spec.keys), settings=settings, fold=not spec.merge)
+        fold = not spec.merge and spec.delete_mode == "versioned"
+        write_events(project.client, spec.name, rows, list(spec.keys), settings=settings, fold=fold)
 
 
 def _merge_action(project: DbtProject, spec: ModelSpec, action: str, stopped: bool) -> bool:
@@ -149,7 +151,8 @@ def run_campaign(
     for i in indices if indices is not None else range(streams):
         stream_seed = seed + i
         spec = MODEL_SPECS[stream_seed % len(MODEL_SPECS)]
-        path = "dbt" if dbt_every and i % dbt_every == 0 else "writer"
+        # Drawn from the stream's own seed, so every model shape goes through `dbt run` too.
+        path = "dbt" if dbt_every and random.Random(f"path/{stream_seed}").random() < 1 / dbt_every else "writer"
         result = run_stream(project, generate_stream(stream_seed, spec, events), path)
         results.append(result)
         if progress:
