@@ -6,8 +6,8 @@
   {%- if not execute -%}{{ return([]) }}{%- endif -%}
   {%- set found = run_query(
       "select name, type from system.columns where database = "
-      ~ vcmt._vcmt_test_string_literal(relation.schema) ~ " and table = "
-      ~ vcmt._vcmt_test_string_literal(relation.identifier) ~ " order by position") -%}
+      ~ vcmt._sql_string(relation.schema) ~ " and table = "
+      ~ vcmt._sql_string(relation.identifier) ~ " order by position") -%}
   {%- set columns = [] -%}
   {%- for row in found.rows -%}
     {%- do columns.append({'name': row[0], 'type': row[1]}) -%}

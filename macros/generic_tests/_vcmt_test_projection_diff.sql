@@ -16,7 +16,7 @@
     {%- do same.append(vcmt._vcmt_test_same(a, b, tolerance if numeric else none)) -%}
   {%- endfor -%}
 select
-    {{ vcmt._vcmt_test_string_literal(name) }} as projection_name,
+    {{ vcmt._sql_string(name) }} as projection_name,
     toString(if(proj.vcmt_present = 1, proj.vcmt_group, base.vcmt_group)) as group_key,
     proj.vcmt_present = 1 as in_projection,
     base.vcmt_present = 1 as in_base,

@@ -4,7 +4,7 @@
 {% macro _vcmt_test_quote(column_or_expression) %}
   {%- set text = column_or_expression | trim -%}
   {%- if modules.re.match('^[A-Za-z_][A-Za-z0-9_]*$', text) -%}
-    {{ return(adapter.quote(text)) }}
+    {{ return(vcmt._quote(text)) }}
   {%- endif -%}
   {{ return(text) }}
 {% endmacro %}

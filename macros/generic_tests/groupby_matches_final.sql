@@ -12,7 +12,7 @@
   {%- if not execute -%}{{ return('') }}{%- endif -%}
   {%- set name = 'groupby_matches_final' -%}
   {%- set relation = vcmt._vcmt_test_relation(name, model) -%}
-  {%- set s = adapter.quote(vcmt._vcmt_test_args(name, model, sign=sign, require_key=false).sign) -%}
+  {%- set s = vcmt._quote(vcmt._vcmt_test_args(name, model, sign=sign, require_key=false).sign) -%}
   {%- set group_by = [group_by] if group_by is string else group_by -%}
   {%- if group_by is none or group_by is mapping or group_by | length == 0 -%}
     {{ exceptions.raise_compiler_error("vcmt.groupby_matches_final: argument `group_by` must be a non-empty list of columns or expressions, e.g. ['status']; got `" ~ group_by ~ "`.") }}
@@ -57,13 +57,13 @@ vcmt_final as (
 )
 select
     {%- for g in group_by %}
-    tupleElement(if(gb.vcmt_present = 1, gb.vcmt_group, fin.vcmt_group), {{ loop.index }}) as {{ adapter.quote(g | trim) }},
+    tupleElement(if(gb.vcmt_present = 1, gb.vcmt_group, fin.vcmt_group), {{ loop.index }}) as {{ vcmt._quote(g | trim) }},
     {%- endfor %}
     if(gb.vcmt_present = 1, gb.vcmt_count, null) as groupby_count,
     if(fin.vcmt_present = 1, fin.vcmt_count, null) as final_count
     {%- for m in metrics %},
-    if(gb.vcmt_present = 1, gb.vcmt_metric_{{ loop.index }}, null) as {{ adapter.quote('groupby_' ~ (m | trim)) }},
-    if(fin.vcmt_present = 1, fin.vcmt_metric_{{ loop.index }}, null) as {{ adapter.quote('final_' ~ (m | trim)) }}
+    if(gb.vcmt_present = 1, gb.vcmt_metric_{{ loop.index }}, null) as {{ vcmt._quote('groupby_' ~ (m | trim)) }},
+    if(fin.vcmt_present = 1, fin.vcmt_metric_{{ loop.index }}, null) as {{ vcmt._quote('final_' ~ (m | trim)) }}
     {%- endfor %}
 from vcmt_groupby as gb
 full outer join vcmt_final as fin on gb.vcmt_group_key = fin.vcmt_group_key

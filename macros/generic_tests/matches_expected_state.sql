@@ -16,7 +16,7 @@
   {%- set expected = vcmt._vcmt_test_relation(name, expected, 'expected') -%}
   {%- set args = vcmt._vcmt_test_args(name, model, unique_key=unique_key, sign=sign) -%}
   {%- set keys = args.unique_key -%}
-  {%- set s = adapter.quote(args.sign) -%}
+  {%- set s = vcmt._quote(args.sign) -%}
   {%- if tolerance is not number or tolerance < 0 -%}
     {{ exceptions.raise_compiler_error("vcmt.matches_expected_state: argument `tolerance` must be a number >= 0; got `" ~ tolerance ~ "`.") }}
   {%- endif -%}
@@ -39,18 +39,18 @@
   {%- endfor -%}
   {%- set outputs = [] -%}
   {%- for c in keys -%}
-    {%- do outputs.append('if(t.vcmt_present = 1, t.' ~ adapter.quote(c) ~ ', e.' ~ adapter.quote(c) ~ ') as ' ~ adapter.quote(c)) -%}
+    {%- do outputs.append('if(t.vcmt_present = 1, t.' ~ vcmt._quote(c) ~ ', e.' ~ vcmt._quote(c) ~ ') as ' ~ vcmt._quote(c)) -%}
   {%- endfor -%}
   {%- for c in compare_columns -%}
-    {%- do outputs.append('if(t.vcmt_present = 1, t.' ~ adapter.quote(c) ~ ', null) as ' ~ adapter.quote(c)) -%}
-    {%- do outputs.append('if(e.vcmt_present = 1, e.' ~ adapter.quote(c) ~ ', null) as ' ~ adapter.quote('expected_' ~ c)) -%}
+    {%- do outputs.append('if(t.vcmt_present = 1, t.' ~ vcmt._quote(c) ~ ', null) as ' ~ vcmt._quote(c)) -%}
+    {%- do outputs.append('if(e.vcmt_present = 1, e.' ~ vcmt._quote(c) ~ ', null) as ' ~ vcmt._quote('expected_' ~ c)) -%}
   {%- endfor -%}
   {%- set joins = [] -%}
-  {%- for c in keys -%}{%- do joins.append('t.' ~ adapter.quote(c) ~ ' = e.' ~ adapter.quote(c)) -%}{%- endfor -%}
+  {%- for c in keys -%}{%- do joins.append('t.' ~ vcmt._quote(c) ~ ' = e.' ~ vcmt._quote(c)) -%}{%- endfor -%}
 with vcmt_target as (
     select
         {%- for c in keys + compare_columns %}
-        {{ adapter.quote(c) }},
+        {{ vcmt._quote(c) }},
         {%- endfor %}
         1 as vcmt_present
     from {{ relation }} final
@@ -59,7 +59,7 @@ with vcmt_target as (
 vcmt_expected as (
     select
         {%- for c in keys + compare_columns %}
-        cast({{ adapter.quote(c) }}, {{ vcmt._vcmt_test_string_literal(types.get(c, 'String')) }}) as {{ adapter.quote(c) }},
+        cast({{ vcmt._quote(c) }}, {{ vcmt._sql_string(types.get(c, 'String')) }}) as {{ vcmt._quote(c) }},
         {%- endfor %}
         1 as vcmt_present
     from {{ expected }}
@@ -77,7 +77,7 @@ where not (
     coalesce(t.vcmt_present = 1 and e.vcmt_present = 1, false)
     {%- for c in compare_columns %}
     {%- set numeric = modules.re.search('Float|Decimal', types.get(c, '')) is not none %}
-    and {{ vcmt._vcmt_test_same('t.' ~ adapter.quote(c), 'e.' ~ adapter.quote(c), tolerance if numeric else none) }}
+    and {{ vcmt._vcmt_test_same('t.' ~ vcmt._quote(c), 'e.' ~ vcmt._quote(c), tolerance if numeric else none) }}
     {%- endfor %}
 )
 {% endmacro %}

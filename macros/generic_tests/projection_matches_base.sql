@@ -19,8 +19,8 @@
   {%- endif -%}
   {%- set projections = run_query(
       "select name, query from system.projections where database = "
-      ~ vcmt._vcmt_test_string_literal(relation.schema) ~ " and table = "
-      ~ vcmt._vcmt_test_string_literal(relation.identifier) ~ " and type = 'Aggregate' order by name") -%}
+      ~ vcmt._sql_string(relation.schema) ~ " and table = "
+      ~ vcmt._sql_string(relation.identifier) ~ " and type = 'Aggregate' order by name") -%}
   {%- set checks = [] -%}
   {%- for projection in projections.rows -%}
     {%- set check = vcmt._vcmt_test_projection_diff(relation, projection[0], projection[1], tolerance) -%}

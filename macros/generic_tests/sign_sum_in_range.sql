@@ -14,8 +14,8 @@
     {{ exceptions.raise_compiler_error("vcmt.sign_sum_in_range: argument `per_version` must be true or false; got `" ~ per_version ~ "`.") }}
   {%- endif -%}
   {%- set keys = vcmt._vcmt_test_quoted_columns(args.unique_key) -%}
-  {%- set v = adapter.quote(args.version) -%}
-  {%- set s = adapter.quote(args.sign) -%}
+  {%- set v = vcmt._quote(args.version) -%}
+  {%- set s = vcmt._quote(args.sign) -%}
 select
     'key' as check_level,
     {{ keys }},

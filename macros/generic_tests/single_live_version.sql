@@ -10,8 +10,8 @@
   {%- if not execute -%}{{ return('') }}{%- endif -%}
   {%- set args = vcmt._vcmt_test_args('single_live_version', model, unique_key, version, sign) -%}
   {%- set keys = vcmt._vcmt_test_quoted_columns(args.unique_key) -%}
-  {%- set v = adapter.quote(args.version) -%}
-  {%- set s = adapter.quote(args.sign) -%}
+  {%- set v = vcmt._quote(args.version) -%}
+  {%- set s = vcmt._quote(args.sign) -%}
 select
     {{ keys }},
     count() as live_versions,

@@ -19,11 +19,11 @@
   {%- set root = (var('vcmt_lake_root', '.local/lake') | string).rstrip('/') -%}
   {%- set path = root ~ '/staged/' ~ dataset ~ '/**/*.' ~ (format | lower) -%}
   {%- if not root.startswith('s3://') -%}
-    {{ return("file(" ~ dbt.string_literal(path) ~ ", " ~ dbt.string_literal(format) ~ ")") }}
+    {{ return("file(" ~ vcmt._sql_string(path) ~ ", " ~ vcmt._sql_string(format) ~ ")") }}
   {%- endif -%}
   {%- set endpoint = var('vcmt_s3_endpoint', none) -%}
   {%- set url = endpoint.rstrip('/') ~ '/' ~ path[5:] if endpoint else path -%}
   {%- set key = env_var('VCMT_S3_ACCESS_KEY_ID', '') -%}
-  {%- set credentials = dbt.string_literal(key) ~ ", " ~ dbt.string_literal(env_var('VCMT_S3_SECRET_ACCESS_KEY', '')) ~ ", " if key else '' -%}
-  {{ return("s3(" ~ dbt.string_literal(url) ~ ", " ~ credentials ~ dbt.string_literal(format) ~ ")") }}
+  {%- set credentials = vcmt._sql_string(key) ~ ", " ~ vcmt._sql_string(env_var('VCMT_S3_SECRET_ACCESS_KEY', '')) ~ ", " if key else '' -%}
+  {{ return("s3(" ~ vcmt._sql_string(url) ~ ", " ~ credentials ~ vcmt._sql_string(format) ~ ")") }}
 {% endmacro %}

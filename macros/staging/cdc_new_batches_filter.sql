@@ -25,7 +25,7 @@
     {%- set batch = partition['_batch_id'] | int -%}
     {%- set scope = [] -%}
     {%- for column, value in partition.items() if column != '_batch_id' -%}
-      {%- do scope.append(column ~ ' = ' ~ dbt.string_literal(value)) -%}
+      {%- do scope.append(column ~ ' = ' ~ vcmt._sql_string(value)) -%}
     {%- endfor -%}
     {%- if batch not in restage -%}{%- do staged.setdefault(scope | join(' and '), []).append(batch) -%}{%- endif -%}
   {%- endfor -%}

@@ -30,7 +30,7 @@
 with lines as (
     select *
     from {{ envelopes }}
-    where topic = {{ dbt.string_literal(topic) }}
+    where topic = {{ vcmt._sql_string(topic) }}
 ),
 
 fields as (

@@ -5,6 +5,9 @@
   {%- set by_name = {} -%}
   {%- for c in select_columns -%}{%- do by_name.update({c.name: c.data_type}) -%}{%- endfor -%}
   {%- set returned = by_name.keys() | list -%}
+  {%- for name in returned if name.startswith(vcmt._reserved_prefix()) -%}
+    {{ exceptions.raise_compiler_error("vcmt_upsert: column `" ~ name ~ "` starts with `" ~ vcmt._reserved_prefix() ~ "`, which vcmt reserves for its own columns and aliases; rename it in the SELECT (e.g. `" ~ name ~ " as " ~ name[vcmt._reserved_prefix() | length:] ~ "`).") }}
+  {%- endfor -%}
   {%- for k in cfg.key_columns -%}
     {%- if k not in by_name -%}
       {{ exceptions.raise_compiler_error("vcmt_upsert: `unique_key` column `" ~ k ~ "` is not returned by the model's SELECT; it returns " ~ returned ~ ".") }}
@@ -58,7 +61,7 @@
 
 {% macro _column_list(names) %}
   {%- set quoted = [] -%}
-  {%- for n in names -%}{%- do quoted.append(adapter.quote(n)) -%}{%- endfor -%}
+  {%- for n in names -%}{%- do quoted.append(vcmt._quote(n)) -%}{%- endfor -%}
   {{ return(quoted | join(', ')) }}
 {% endmacro %}
 
@@ -67,4 +70,10 @@
 {% macro _key_tuple(keys) %}
   {%- set cols = vcmt._column_list(keys) -%}
   {{ return('(' ~ cols ~ ')' if keys | length > 1 else cols) }}
+{% endmacro %}
+
+
+{#- Every name vcmt introduces inside its SQL starts with this prefix. -#}
+{% macro _reserved_prefix() %}
+  {{ return('_vcmt_') }}
 {% endmacro %}

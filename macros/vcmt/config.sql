@@ -55,7 +55,7 @@
   {%- set order_by = source.get('order_by') -%}
   {%- if not order_by -%}
     {%- set order_by = [] -%}
-    {%- for k in keys -%}{%- do order_by.append(adapter.quote(k)) -%}{%- endfor -%}
+    {%- for k in keys -%}{%- do order_by.append(vcmt._quote(k)) -%}{%- endfor -%}
   {%- endif -%}
   {%- set order_by = [order_by] if order_by is string else order_by | list -%}
   {%- set order_cols = vcmt._split_top_level(order_by | join(',')) | map('trim') | map('replace', '`', '') | map('replace', '"', '') | list -%}
@@ -80,6 +80,9 @@
     {{ exceptions.raise_compiler_error(name ~ ": `watermark` must be the name of an input column (e.g. '_batch_id'); got `" ~ watermark ~ "`.") }}
   {%- endif -%}
 
+  {%- set insert_settings = source.get('insert_settings', {}) or {} -%}
+  {%- do vcmt._validate_insert_settings(insert_settings) -%}
+
   {%- set foldable = [] -%}
   {%- for policy in merge.values() if policy != 'replace' -%}{%- do foldable.append(policy) -%}{%- endfor -%}
 
@@ -99,7 +102,7 @@
       'settings': settings,
       'watermark': watermark,
       'foldable': foldable | length == 0 and delete_mode == 'versioned',
-      'insert_settings': source.get('insert_settings', {}) or {},
+      'insert_settings': insert_settings,
   }) }}
 {% endmacro %}
 

@@ -1,6 +1,6 @@
 {% macro _columns_ddl(columns) %}
   {%- set parts = [] -%}
-  {%- for c in columns -%}{%- do parts.append(adapter.quote(c.name) ~ ' ' ~ c.data_type) -%}{%- endfor -%}
+  {%- for c in columns -%}{%- do parts.append(vcmt._quote(c.name) ~ ' ' ~ c.data_type) -%}{%- endfor -%}
   {{ return(parts) }}
 {% endmacro %}
 
@@ -16,22 +16,22 @@
     {%- do settings.update({'deduplicate_merge_projection_mode': "'rebuild'"}) -%}
   {%- endif -%}
   {%- for k, v in cfg.settings.items() -%}
-    {%- do settings.update({k: ("'" ~ v ~ "'") if v is string else v}) -%}
+    {%- do settings.update({k: vcmt._sql_string(v) if v is string else v}) -%}
   {%- endfor -%}
   {%- set body = vcmt._columns_ddl(columns) + vcmt._projection_clauses(cfg.projections) -%}
   create table {{ relation }} {{ on_cluster_clause(relation) }} (
     {{ body | join(',\n    ') }}
   )
-  engine = {{ vcmt._engine_name(relation) }}({{ adapter.quote(cfg.sign) }}, {{ adapter.quote(cfg.version) }})
+  engine = {{ vcmt._engine_name(relation) }}({{ vcmt._quote(cfg.sign) }}, {{ vcmt._quote(cfg.version) }})
   {%- if cfg.partition_by %}
-  partition by ({{ cfg.partition_by if cfg.partition_by is string else cfg.partition_by | join(', ') }})
+  partition by ({{ vcmt._user_sql(cfg.partition_by if cfg.partition_by is string else cfg.partition_by | join(', ')) }})
   {%- endif %}
-  order by ({{ cfg.order_by | join(', ') }})
+  order by ({{ vcmt._user_sql(cfg.order_by | join(', ')) }})
   {%- if cfg.primary_key %}
-  primary key ({{ cfg.primary_key if cfg.primary_key is string else cfg.primary_key | join(', ') }})
+  primary key ({{ vcmt._user_sql(cfg.primary_key if cfg.primary_key is string else cfg.primary_key | join(', ')) }})
   {%- endif %}
   {%- if cfg.ttl %}
-  ttl {{ cfg.ttl }}
+  ttl {{ vcmt._user_sql(cfg.ttl) }}
   {%- endif %}
   {%- if settings %}
   settings {% for k, v in settings.items() %}{{ k }} = {{ v }}{{ ', ' if not loop.last }}{% endfor %}
@@ -61,18 +61,18 @@
   {%- for c in columns -%}{%- do types.update({c.name: c.data_type}) -%}{%- endfor -%}
   create table {{ relation }} {{ on_cluster_clause(relation) }} (
     {%- for k in cfg.key_columns %}
-    {{ adapter.quote(k) }} {{ types[k] }},
+    {{ vcmt._quote(k) }} {{ types[k] }},
     {%- endfor %}
-    {{ adapter.quote(cfg.version) }} SimpleAggregateFunction(max, {{ types[cfg.version] }})
+    {{ vcmt._quote(cfg.version) }} SimpleAggregateFunction(max, {{ types[cfg.version] }})
   ) engine = AggregatingMergeTree
   order by ({{ vcmt._column_list(cfg.key_columns) }})
 {% endmacro %}
 
 
 {% macro tombstones_writer_sql(cfg, objs) %}
-  select {{ vcmt._column_list(cfg.key_columns) }}, {{ adapter.quote(cfg.version) }}
+  select {{ vcmt._column_list(cfg.key_columns) }}, {{ vcmt._quote(cfg.version) }}
   from {{ objs.stage }}
-  where {{ adapter.quote(cfg.sign) }} < 0
+  where {{ vcmt._quote(cfg.sign) }} < 0
 {% endmacro %}
 
 
@@ -80,10 +80,10 @@
     tombstone also records the version of the row it removed. In one insert
     block a key is cancelled by a delete exactly when it has a -1 row and no +1 row. -#}
 {% macro cancels_writer_sql(cfg, objs) %}
-  select {{ vcmt._column_list(cfg.key_columns) }}, max({{ adapter.quote(cfg.version) }}) as {{ adapter.quote(cfg.version) }}
+  select {{ vcmt._column_list(cfg.key_columns) }}, max({{ vcmt._quote(cfg.version) }}) as {{ vcmt._quote(cfg.version) }}
   from {{ objs.target }}
   group by {{ vcmt._column_list(cfg.key_columns) }}
-  having max({{ adapter.quote(cfg.sign) }}) = -1
+  having max({{ vcmt._quote(cfg.sign) }}) = -1
 {% endmacro %}
 
 
@@ -98,7 +98,7 @@
     +1 alone, a delete a -1 alone; so rows - distinct keys counts updates, and
     the rest follows by sign. (uniqExact is about twice as fast as a GROUP BY.) -#}
 {% macro applied_writer_sql(cfg, objs) %}
-  {%- set s = adapter.quote(cfg.sign) -%}
+  {%- set s = vcmt._quote(cfg.sign) -%}
   {%- set updated = '(count() - uniqExact(' ~ vcmt._column_list(cfg.key_columns) ~ '))' -%}
   select
     countIf({{ s }} = 1) - {{ updated }} as inserted,

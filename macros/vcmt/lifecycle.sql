@@ -88,7 +88,7 @@
 
 {#- Both sides go through ClickHouse's formatter, so only a real change counts. -#}
 {% macro _view_query_differs(stored_select, select_sql) %}
-  {%- set rows = run_query("select formatQuery(" ~ dbt.string_literal(stored_select) ~ ") != formatQuery(" ~ dbt.string_literal(select_sql) ~ ")").columns[0].values() -%}
+  {%- set rows = run_query("select formatQuery(" ~ vcmt._sql_string(stored_select) ~ ") != formatQuery(" ~ vcmt._sql_string(select_sql) ~ ")").columns[0].values() -%}
   {{ return(rows[0] | int == 1) }}
 {% endmacro %}
 
@@ -98,7 +98,7 @@
     configured is dropped. -#}
 {% macro _sync_projections(cfg, objs, create_table_query) %}
   {%- set existing = {} -%}
-  {%- set rows = run_query("select name, query from system.projections where database = '" ~ objs.target.schema ~ "' and table = '" ~ objs.target.identifier ~ "'") -%}
+  {%- set rows = run_query("select name, query from system.projections where database = " ~ vcmt._sql_string(objs.target.schema) ~ " and table = " ~ vcmt._sql_string(objs.target.identifier)) -%}
   {%- for row in rows.rows -%}{%- do existing.update({row[0]: row[1]}) -%}{%- endfor -%}
   {%- set wanted = {} -%}
   {%- for p in cfg.projections -%}{%- do wanted.update({p['name']: p['query']}) -%}{%- endfor -%}
@@ -109,16 +109,16 @@
   {%- endif -%}
   {%- for name in existing.keys() if name not in wanted or vcmt._projection_query_differs(existing[name], wanted[name]) -%}
     {%- call statement('vcmt_drop_projection') -%}
-      alter table {{ objs.target }} {{ on_cluster_clause(objs.target) }} drop projection {{ adapter.quote(name) }}
+      alter table {{ objs.target }} {{ on_cluster_clause(objs.target) }} drop projection {{ vcmt._quote(name) }}
     {%- endcall -%}
   {%- endfor -%}
   {%- for name, query in wanted.items() if name not in existing or vcmt._projection_query_differs(existing[name], query) -%}
     {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': adding projection ' ~ name ~ ' and materializing it for existing data', info=true) }}
     {%- call statement('vcmt_add_projection') -%}
-      alter table {{ objs.target }} {{ on_cluster_clause(objs.target) }} add projection {{ adapter.quote(name) }} ({{ query }})
+      alter table {{ objs.target }} {{ on_cluster_clause(objs.target) }} add projection {{ vcmt._quote(name) }} ({{ vcmt._user_sql(query) }})
     {%- endcall -%}
     {%- call statement('vcmt_materialize_projection') -%}
-      alter table {{ objs.target }} {{ on_cluster_clause(objs.target) }} materialize projection {{ adapter.quote(name) }} settings mutations_sync = 2
+      alter table {{ objs.target }} {{ on_cluster_clause(objs.target) }} materialize projection {{ vcmt._quote(name) }} settings mutations_sync = 2
     {%- endcall -%}
   {%- endfor -%}
 {% endmacro %}

@@ -28,7 +28,7 @@
   {%- elif policy == 'coalesce' -%}
     {%- set combined = 'coalesce(' ~ new ~ ', ' ~ old ~ ')' -%}
   {%- else -%}
-    {%- set combined = '(' ~ policy | replace('{old}', old) | replace('{new}', new) ~ ')' -%}
+    {%- set combined = '(' ~ vcmt._user_sql(policy | replace('{old}', old) | replace('{new}', new)) ~ ')' -%}
   {%- endif -%}
   {%- if policy == 'replace' -%}
     {{ return(new) }}

@@ -44,9 +44,9 @@
     model that exists: one system.tables query per run instead of one per object. -#}
 {% macro _existing_objects(objs) %}
   {%- set names = [] -%}
-  {%- for rel in objs.values() -%}{%- do names.append(dbt.string_literal(rel.identifier)) -%}{%- endfor -%}
+  {%- for rel in objs.values() -%}{%- do names.append(vcmt._sql_string(rel.identifier)) -%}{%- endfor -%}
   {%- set rows = run_query("select name, engine, as_select, create_table_query from system.tables where database = "
-                           ~ dbt.string_literal(objs.target.schema) ~ " and name in (" ~ names | join(', ') ~ ")") -%}
+                           ~ vcmt._sql_string(objs.target.schema) ~ " and name in (" ~ names | join(', ') ~ ")") -%}
   {%- set found = {} -%}
   {%- for row in rows.rows -%}
     {%- do found.update({row[0]: {'engine': row[1], 'as_select': row[2], 'create_table_query': row[3]}}) -%}
@@ -56,6 +56,6 @@
 
 
 {% macro _relation_exists(relation) %}
-  {%- set rows = run_query("select count() from system.tables where database = '" ~ relation.schema ~ "' and name = '" ~ relation.identifier ~ "'") -%}
+  {%- set rows = run_query("select count() from system.tables where database = " ~ vcmt._sql_string(relation.schema) ~ " and name = " ~ vcmt._sql_string(relation.identifier)) -%}
   {{ return(rows.columns[0].values()[0] | int > 0) }}
 {% endmacro %}

@@ -87,7 +87,7 @@
 {% macro _projection_clauses(projections) %}
   {%- set clauses = [] -%}
   {%- for p in projections -%}
-    {%- do clauses.append('projection ' ~ adapter.quote(p['name']) ~ ' (' ~ p['query'] ~ ')') -%}
+    {%- do clauses.append('projection ' ~ vcmt._quote(p['name']) ~ ' (' ~ vcmt._user_sql(p['query']) ~ ')') -%}
   {%- endfor -%}
   {{ return(clauses) }}
 {% endmacro %}

@@ -1,0 +1,103 @@
+{#- Query settings that change what the loader or the transform computes, and
+    the value each must have. A profile's custom_settings or a model's
+    `insert_settings` can set any of them for the session; every statement
+    vcmt runs repeats them in its own SETTINGS clause, which wins over the
+    session. See docs/design.md#pinned-settings.
+
+    - join_use_nulls / join_default_strictness / any_join_distinct_right_table_keys:
+      the transform's lookups are LEFT JOINs whose "no match" must read as a
+      default row, not NULL (with NULLs every new key looks like "skip").
+    - aggregate_functions_null_for_empty / transform_null_in: the tombstone
+      lookup and the run report aggregate and filter with plain semantics.
+    - *_overflow_mode, limit, offset, additional_*_filter(s): a limit that
+      "breaks" instead of throwing, or a filter added to every read, would
+      truncate the lookup or the loaded events without an error.
+    - use_query_cache: the run report and the watermark must read fresh data.
+    - final: the stats read the model's SELECT as written. -#}
+{% macro _pinned_query_settings() %}
+  {%- set pinned = {
+      'join_use_nulls': 0,
+      'join_default_strictness': 'ALL',
+      'any_join_distinct_right_table_keys': 0,
+      'aggregate_functions_null_for_empty': 0,
+      'transform_null_in': 0,
+      'limit': 0,
+      'offset': 0,
+      'additional_result_filter': '',
+      'additional_table_filters': {},
+      'use_query_cache': 0,
+      'final': 0,
+  } -%}
+  {%- for name in ['read_overflow_mode', 'read_overflow_mode_leaf', 'result_overflow_mode', 'set_overflow_mode',
+                   'join_overflow_mode', 'distinct_overflow_mode', 'sort_overflow_mode', 'transfer_overflow_mode',
+                   'timeout_overflow_mode', 'timeout_overflow_mode_leaf', 'group_by_overflow_mode'] -%}
+    {%- do pinned.update({name: 'throw'}) -%}
+  {%- endfor -%}
+  {{ return(pinned) }}
+{% endmacro %}
+
+
+{#- Settings of every INSERT into a stage, on top of the query settings above.
+    - insert_deduplicate / deduplicate_blocks_in_dependent_materialized_views:
+      two rounds, or a rerun, may carry identical blocks that must not be
+      dropped as duplicates.
+    - async_insert: buffered inserts can be flushed together, which would put
+      one key twice into one insert block of the transform.
+    - materialized_views_ignore_errors: a failing transform must fail the load,
+      not drop its rows.
+    - optimize_on_insert: the transform never writes both signs of one
+      (key, version) in a block, so collapsing on insert only costs time.
+    - do_not_merge_across_partitions_select_final: the transform's FINAL lookup
+      may stay within partitions, since a cancel row lands in its old row's
+      partition. -#}
+{% macro _pinned_insert_settings() %}
+  {%- set pinned = vcmt._pinned_query_settings() -%}
+  {%- do pinned.update({
+      'insert_deduplicate': 0,
+      'deduplicate_blocks_in_dependent_materialized_views': 0,
+      'async_insert': 0,
+      'materialized_views_ignore_errors': 0,
+      'optimize_on_insert': 0,
+      'do_not_merge_across_partitions_select_final': 1,
+  }) -%}
+  {{ return(pinned) }}
+{% endmacro %}
+
+
+{#- A model's `insert_settings` may tune the loader's INSERTs (threads, block
+    sizes, ...) but may not change a pinned setting: refused before any DDL. -#}
+{% macro _validate_insert_settings(settings) %}
+  {%- if settings is not mapping -%}
+    {{ exceptions.raise_compiler_error("vcmt_upsert: `insert_settings` must be a dict of ClickHouse settings, e.g. {'max_insert_threads': 2}; got `" ~ settings ~ "`.") }}
+  {%- endif -%}
+  {%- set pinned = vcmt._pinned_insert_settings() -%}
+  {%- for name, value in settings.items() if name in pinned and (value | string) != (pinned[name] | string) -%}
+    {{ exceptions.raise_compiler_error("vcmt_upsert: `insert_settings` cannot set `" ~ name ~ "` to `" ~ value ~ "`: vcmt pins it to `" ~ pinned[name] ~ "` because another value changes which events are applied (see docs/design.md#pinned-settings). Remove it from `insert_settings`.") }}
+  {%- endfor -%}
+{% endmacro %}
+
+
+{#- `settings k = v, ...` for a dict of settings. -#}
+{% macro _settings_clause(settings) %}
+  {%- set parts = [] -%}
+  {%- for k, v in settings.items() -%}
+    {%- do parts.append(k ~ ' = ' ~ (vcmt._sql_string(v) if v is string else v)) -%}
+  {%- endfor -%}
+  {{ return('settings ' ~ parts | join(', ') if parts else '') }}
+{% endmacro %}
+
+
+{#- The SETTINGS clause of the loader's INSERTs: the user's `insert_settings`,
+    then the pinned ones. -#}
+{% macro _stage_insert_settings(cfg) %}
+  {%- set settings = {} -%}
+  {%- do settings.update(cfg.insert_settings) -%}
+  {%- do settings.update(vcmt._pinned_insert_settings()) -%}
+  {{ return(vcmt._settings_clause(settings)) }}
+{% endmacro %}
+
+
+{#- The SETTINGS clause of vcmt's own reads (stats, watermark, lookups). -#}
+{% macro _read_settings() %}
+  {{ return(vcmt._settings_clause(vcmt._pinned_query_settings())) }}
+{% endmacro %}
