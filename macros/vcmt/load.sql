@@ -1,11 +1,21 @@
-{#- The model's events with the sign normalised to +1 (upsert) / -1 (delete)
-    in `_vcmt_sign`; a SELECT without a sign column is all upserts. -#}
+{#- The model's events, every column cast to the target's type (so one key
+    has one spelling: a UUID written in upper and lower case is one key), with
+    the sign normalised to +1 (upsert) / -1 (delete) in `_vcmt_sign`; a SELECT
+    without a sign column is all upserts. -#}
 {% macro _normalized_events_sql(cfg, columns, select_columns, sql) %}
   {%- set has_sign = cfg.sign in (select_columns | map(attribute='name') | list) -%}
-  {%- set sign_expr = 'if(' ~ adapter.quote(cfg.sign) ~ ' < 0, toInt8(-1), toInt8(1))' if has_sign else 'toInt8(1)' -%}
-  {%- set cols = cfg.key_columns + vcmt._loaded_data_columns(cfg, columns, select_columns) + [cfg.version] -%}
-  select {{ vcmt._column_list(cols) }}, _vcmt_sign
-  from (select *, {{ sign_expr }} as _vcmt_sign from ({{ sql }}) as _vcmt_src)
+  {%- set sign_expr = 'if(' ~ vcmt._quote(cfg.sign) ~ ' < 0, toInt8(-1), toInt8(1))' if has_sign else 'toInt8(1)' -%}
+  {%- set types = {} -%}
+  {%- for c in columns -%}{%- do types.update({c.name: c.data_type}) -%}{%- endfor -%}
+  {%- set casts = [] -%}
+  {%- for c in cfg.key_columns + vcmt._loaded_data_columns(cfg, columns, select_columns) + [cfg.version] -%}
+    {%- do casts.append('cast(_vcmt_in.' ~ vcmt._quote(c) ~ ', ' ~ vcmt._sql_string(types[c]) ~ ') as ' ~ vcmt._quote(c)) -%}
+  {%- endfor -%}
+  {%- if cfg.watermark and cfg.watermark not in types -%}
+    {%- do casts.append('_vcmt_in.' ~ vcmt._quote(cfg.watermark) ~ ' as ' ~ vcmt._quote(cfg.watermark)) -%}
+  {%- endif -%}
+  select {{ casts | join(', ') }}, _vcmt_in._vcmt_sign as _vcmt_sign
+  from (select *, {{ sign_expr }} as _vcmt_sign from ({{ vcmt._user_sql(sql) }}) as _vcmt_src) as _vcmt_in
 {% endmacro %}
 
 
@@ -20,44 +30,35 @@
 {% endmacro %}
 
 
-{#- Settings for every INSERT into the stage. Blocks from one INSERT must not
-    be dropped as duplicates of each other; the transform's FINAL lookup may
-    stay within partitions (a cancel row lands in its old row's partition); and
-    the transform never writes both signs of one (key, version) in a block, so
-    collapsing on insert would only cost time. -#}
-{% macro _stage_insert_settings(cfg) %}
-  {%- set settings = {'insert_deduplicate': 0, 'do_not_merge_across_partitions_select_final': 1,
-                      'optimize_on_insert': 0} -%}
-  {%- do settings.update(cfg.insert_settings) -%}
-  {%- set parts = [] -%}
-  {%- for k, v in settings.items() -%}{%- do parts.append(k ~ ' = ' ~ (("'" ~ v ~ "'") if v is string else v)) -%}{%- endfor -%}
-  {{ return('settings ' ~ parts | join(', ')) }}
-{% endmacro %}
-
-
 {#- When every column's policy is `replace` and deletes are versioned, a key's
     batch of events folds to its last event (by version; a delete wins a tie):
     one INSERT, no helper table. Otherwise the outcome depends on intermediate
     states (merge policies; an unconditional delete of version 0 still removes
     a row that a later event of the batch re-sends), so events are ranked per
-    key and applied in rounds, one event per key per INSERT. -#}
+    key and applied in rounds, one event per key per INSERT.
+
+    A load killed half-way leaves the target exact (each INSERT applies whole
+    events, and every event is version-guarded), and rerunning the same input
+    applies only what is missing. A `m__batch` left by such a load is replaced. -#}
 {% macro _load_events(cfg, objs, columns, select_columns, sql) %}
+  {%- do vcmt._check_event_values(cfg, columns, select_columns, sql, 'vcmt_upsert ' ~ objs.target.identifier) -%}
   {%- set events_sql = vcmt._normalized_events_sql(cfg, columns, select_columns, sql) -%}
   {%- set data = vcmt._loaded_data_columns(cfg, columns, select_columns) -%}
   {%- set stage_cols = vcmt._column_list(cfg.key_columns + data + [cfg.version, cfg.sign]) -%}
   {%- set keys = vcmt._column_list(cfg.key_columns) -%}
-  {%- set v = adapter.quote(cfg.version) -%}
-  {%- set wm = 'toString(max(' ~ adapter.quote(cfg.watermark) ~ '))' if cfg.watermark else 'cast(null as Nullable(String))' -%}
+  {%- set v = vcmt._quote(cfg.version) -%}
+  {#- count() = 0: max() over nothing is the type's default, not "no value". -#}
+  {%- set wm = 'if(count() = 0, null, toString(max(' ~ vcmt._quote(cfg.watermark) ~ ')))' if cfg.watermark else 'cast(null as Nullable(String))' -%}
 
   {%- if cfg.foldable -%}
-    {%- set stats = run_query('select count(), countIf(_vcmt_sign < 0), uniqExact(' ~ keys ~ '), ' ~ wm ~ ' from (' ~ events_sql ~ ')').rows[0] -%}
+    {%- set stats = run_query('select count(), countIf(_vcmt_sign < 0), uniqExact(' ~ keys ~ '), ' ~ wm ~ ' from (' ~ events_sql ~ ') ' ~ vcmt._read_settings()).rows[0] -%}
     {%- if stats[0] | int > 0 -%}
       {#- LIMIT 1 BY over a sort is about twice as fast as argMax over a tuple
           here, and hands the transform its events in key order, so the target's
           part writer finds them (nearly) sorted. -#}
       {%- call statement('vcmt_load') -%}
         insert into {{ objs.stage }} ({{ stage_cols }})
-        select {{ keys }}{% for c in data %}, {{ adapter.quote(c) }}{% endfor %}, {{ v }}, _vcmt_sign
+        select {{ keys }}{% for c in data %}, {{ vcmt._quote(c) }}{% endfor %}, {{ v }}, _vcmt_sign
         from ({{ events_sql }})
         order by {{ keys }}, {{ v }} desc, _vcmt_sign asc
         limit 1 by {{ keys }}
@@ -68,12 +69,16 @@
                'rounds': 1 if stats[0] | int > 0 else 0, 'watermark': stats[3]}) }}
   {%- endif -%}
 
+  {%- call statement('vcmt_batch_replace') -%}
+    drop table if exists {{ objs.batch }} {{ on_cluster_clause(objs.batch) }} sync
+  {%- endcall -%}
   {%- call statement('vcmt_batch') -%}
     create table {{ objs.batch }} engine = MergeTree order by _vcmt_round as
     select *, row_number() over (partition by {{ keys }} order by {{ v }} asc, _vcmt_sign desc) as _vcmt_round
     from ({{ events_sql }} limit 1 by {{ keys }}, {{ v }}, _vcmt_sign)
+    {{ vcmt._read_settings() }}
   {%- endcall -%}
-  {%- set stats = run_query('select (select count() from (' ~ events_sql ~ ')), countIf(_vcmt_sign < 0), count(), max(_vcmt_round), ' ~ wm ~ ' from ' ~ objs.batch).rows[0] -%}
+  {%- set stats = run_query('select (select count() from (' ~ events_sql ~ ')), countIf(_vcmt_sign < 0), count(), max(_vcmt_round), ' ~ wm ~ ' from ' ~ objs.batch ~ ' ' ~ vcmt._read_settings()).rows[0] -%}
   {%- set rounds = stats[3] | int -%}
   {%- for r in range(1, rounds + 1) -%}
     {%- if r % 50 == 0 -%}
@@ -81,14 +86,14 @@
     {%- endif -%}
     {%- call statement('vcmt_load_round') -%}
       insert into {{ objs.stage }} ({{ stage_cols }})
-      select {{ keys }}{% for c in data %}, {{ adapter.quote(c) }}{% endfor %}, {{ v }}, _vcmt_sign
+      select {{ keys }}{% for c in data %}, {{ vcmt._quote(c) }}{% endfor %}, {{ v }}, _vcmt_sign
       from {{ objs.batch }}
       where _vcmt_round = {{ r }}
       {{ vcmt._stage_insert_settings(cfg) }}
     {%- endcall -%}
   {%- endfor -%}
   {%- call statement('vcmt_batch_drop') -%}
-    drop table if exists {{ objs.batch }}
+    drop table if exists {{ objs.batch }} {{ on_cluster_clause(objs.batch) }} sync
   {%- endcall -%}
   {{ return({'events': stats[0] | int, 'deletes': stats[1] | int, 'fed': stats[2] | int,
              'rounds': rounds, 'watermark': stats[4]}) }}
@@ -96,8 +101,30 @@
 
 
 {% macro _applied_totals(objs) %}
-  {%- set row = run_query('select sum(inserted), sum(updated), sum(deleted) from ' ~ objs.applied).rows[0] -%}
+  {%- set row = run_query('select sum(inserted), sum(updated), sum(deleted) from ' ~ objs.applied ~ ' ' ~ vcmt._read_settings()).rows[0] -%}
   {{ return({'inserted': row[0] | int, 'updated': row[1] | int, 'deleted': row[2] | int}) }}
+{% endmacro %}
+
+
+{#- The watermark to record after loading a batch whose highest watermark
+    value is `batch_max`: the greater of it and the highest recorded so far,
+    compared as the column's own type, so a backfill of older batches never
+    lowers it. none when the batch had no rows: an empty run records nothing. -#}
+{% macro _next_watermark(cfg, objs, select_columns, batch_max) %}
+  {%- if batch_max is none -%}{{ return(none) }}{%- endif -%}
+  {%- set previous = vcmt._recorded_watermark(objs.loads) -%}
+  {%- if previous is none -%}{{ return(batch_max) }}{%- endif -%}
+  {%- set wm_type = (select_columns | selectattr('name', 'equalto', cfg.watermark) | first).data_type -%}
+  {%- set typed = 'cast(x, ' ~ vcmt._sql_string(wm_type) ~ ')' -%}
+  {{ return(run_query('select toString(max(' ~ typed ~ ')) from (select arrayJoin([' ~ vcmt._sql_string(batch_max) ~ ', ' ~ vcmt._sql_string(previous) ~ ']) as x) ' ~ vcmt._read_settings()).rows[0][0]) }}
+{% endmacro %}
+
+
+{#- The highest watermark recorded in `<model>__loads`, as text, or none.
+    Every recorded value is the running maximum, so the latest one is it. -#}
+{% macro _recorded_watermark(loads) %}
+  {%- set rows = run_query('select watermark from ' ~ loads ~ ' where watermark is not null order by loaded_at desc limit 1 ' ~ vcmt._read_settings()).rows -%}
+  {{ return(rows[0][0] if rows | length > 0 else none) }}
 {% endmacro %}
 
 
@@ -118,20 +145,22 @@
       'inserted': after.inserted - before.inserted,
       'updated': after.updated - before.updated,
       'deleted': after.deleted - before.deleted,
-      'watermark': fed.watermark,
+      'watermark': vcmt._next_watermark(cfg, objs, select_columns, fed.watermark),
   } -%}
   {%- do stats.update({
       'skipped': stats.fed - stats.inserted - stats.updated - stats.deleted,
       'rows_written': stats.inserted + 2 * stats.updated + stats.deleted,
       'seconds': (modules.datetime.datetime.now() - started).total_seconds(),
   }) -%}
-  {%- call statement('vcmt_log_load') -%}
-    insert into {{ objs.loads }}
-    select now64(3), '{{ invocation_id }}', {{ stats.events }}, {{ stats.upserts }}, {{ stats.deletes }},
-      {{ stats.fed }}, {{ stats.rounds }}, {{ stats.inserted }}, {{ stats.updated }}, {{ stats.deleted }},
-      {{ stats.skipped }}, {{ stats.rows_written }},
-      {{ "'" ~ (stats.watermark | replace("'", "\\'")) ~ "'" if stats.watermark is not none else 'null' }},
-      {{ stats.seconds }}
-  {%- endcall -%}
+  {%- if stats.events > 0 -%}
+    {%- call statement('vcmt_log_load') -%}
+      insert into {{ objs.loads }}
+      select now64(3), {{ vcmt._sql_string(invocation_id) }}, {{ stats.events }}, {{ stats.upserts }}, {{ stats.deletes }},
+        {{ stats.fed }}, {{ stats.rounds }}, {{ stats.inserted }}, {{ stats.updated }}, {{ stats.deleted }},
+        {{ stats.skipped }}, {{ stats.rows_written }},
+        {{ vcmt._sql_string(stats.watermark) if stats.watermark is not none else 'null' }},
+        {{ stats.seconds }}
+    {%- endcall -%}
+  {%- endif -%}
   {{ return(stats) }}
 {% endmacro %}

@@ -1,6 +1,8 @@
 {#- The highest value of the model's `watermark` column loaded so far, as a SQL
     literal, or `default` when nothing was loaded yet. Recorded per run in
-    `<model>__loads`, so it also covers input that was skipped as stale.
+    `<model>__loads`, so it also covers input that was skipped as stale. It
+    never moves backwards: an empty run records nothing, and a backfill of
+    older values through `vcmt.load_stage` keeps the highest.
 
       {{ config(materialized='vcmt_upsert', unique_key='id', watermark='_batch_id') }}
       select ... from {{ source('lake', 'changes') }}
@@ -16,11 +18,11 @@
   {%- if config.get('watermark') is none -%}
     {{ exceptions.raise_compiler_error("vcmt.watermark(): model `" ~ this.identifier ~ "` sets no `watermark` config; set watermark='<input column>' (e.g. '_batch_id').") }}
   {%- endif -%}
-  {%- set loads = api.Relation.create(database=this.database, schema=this.schema, identifier=this.identifier ~ '__loads') -%}
+  {%- set loads = vcmt.objects(this.incorporate(type='table')).loads -%}
   {%- if not vcmt._relation_exists(loads) or should_full_refresh() -%}
     {{ return(fallback) }}
   {%- endif -%}
-  {%- set value = run_query('select argMax(watermark, loaded_at) from ' ~ loads ~ ' where watermark is not null').columns[0].values()[0] -%}
+  {%- set value = vcmt._recorded_watermark(loads) -%}
   {%- if value is none -%}{{ return(fallback) }}{%- endif -%}
-  {{ return(value if modules.re.match('^-?[0-9]+(\\.[0-9]+)?$', value) else "'" ~ value | replace("'", "\\'") ~ "'") }}
+  {{ return(value if modules.re.match('^-?[0-9]+(\\.[0-9]+)?$', value) else vcmt._sql_string(value)) }}
 {% endmacro %}
