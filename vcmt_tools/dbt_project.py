@@ -55,6 +55,8 @@ class DbtProject:
     schema: str
     lab_dir: Path
     vars: dict[str, Any] = field(default_factory=dict)
+    # The chdb target's `custom_settings` (session settings of every dbt query).
+    custom_settings: dict[str, Any] = field(default_factory=dict)
     _client: Any = None
 
     def __post_init__(self) -> None:
@@ -87,6 +89,7 @@ class DbtProject:
                             "path": str(self.chdb_path),
                             "schema": self.schema,
                             "threads": 1,
+                            **({"custom_settings": self.custom_settings} if self.custom_settings else {}),
                         },
                         "spark": {
                             "type": "spark",
@@ -165,6 +168,13 @@ class DbtProject:
         if common:
             cli += ["--log-path", str(self.root / "logs"), "--target-path", str(self.root / "target")]
         return invoke(cli)
+
+    def load_rows(self, model: str, rows: list[dict[str, Any]]) -> str:
+        """Apply rows to a vcmt_upsert model through `vcmt-load-stage`'s path (vcmt.load_stage)."""
+        from vcmt_tools.stage_writer import load_rows
+
+        return load_rows(rows, model, self.root, profiles_dir=self.root, target="chdb", extra_args=[
+            "--log-path", str(self.root / "logs"), "--target-path", str(self.root / "target")])
 
     # -- direct SQL on the same embedded engine --------------------------------
     @property

@@ -1,148 +1,115 @@
-"""Write change events straight into a vcmt_upsert model's stage, safely.
+"""Load change events from a file, or from Python rows, into a vcmt_upsert model.
 
-The rule for anyone inserting into `<model>__stage`: **at most one event per
-key per INSERT**. A materialized view runs once per insert block and does not
-see what earlier blocks of the same INSERT wrote, so a key that appears twice
-in one INSERT can be applied twice (DESIGN.md §3, fact 1). This module obeys
-the rule by ranking each key's events by version (an upsert before a delete at
-the same version) and sending round r as one INSERT holding every key's r-th
-event.
+There is one loader: `vcmt.load_stage`, the engine-side loader `dbt run` uses.
+This module only hands it a SELECT over the file, so the model's own config
+(key, version, sign, merge policies, delete mode) decides, the engine reads the
+file as a stream, casts every value to the target's types (one key, one
+spelling) and checks every value before the first INSERT: a bad row fails the
+whole load with its row number and column, and nothing is half-applied.
 
-    vcmt-load-stage --model fct_orders --key tenant_id,order_id events.parquet
+    vcmt-load-stage events.parquet --model fct_orders --project-dir my_dbt_project
+
+The file must be readable by the engine: always true for the embedded chDB
+target; for a ClickHouse server, a path on the server, or use
+`dbt run-operation vcmt.load_stage` with `s3(...)` or `url(...)` directly.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
-from collections import defaultdict
+import tempfile
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from vcmt_tools.dbt_project import invoke
 
-@dataclass
-class StageWriteResult:
-    events: int
-    duplicates_dropped: int
-    inserts: int
-
-
-def rounds(
-    events: Iterable[Mapping[str, Any]], keys: Sequence[str], version: str = "_version", sign: str = "sign"
-) -> list[list[Mapping[str, Any]]]:
-    """Split events into rounds holding at most one event per key, in apply order.
-
-    Exact redeliveries (same key, version and sign) are kept once: the target
-    would skip them anyway, and they would only add rounds.
-    """
-    per_key: dict[tuple, dict[tuple, Mapping[str, Any]]] = defaultdict(dict)
-    for event in events:
-        key = tuple(event[k] for k in keys)
-        is_delete = (event.get(sign) or 1) < 0
-        per_key[key].setdefault((event[version], is_delete), event)
-    out: list[list[Mapping[str, Any]]] = []
-    for versions in per_key.values():
-        for i, (_, event) in enumerate(sorted(versions.items(), key=lambda item: item[0])):
-            if i == len(out):
-                out.append([])
-            out[i].append(event)
-    return out
+FORMATS = {".parquet": "Parquet", ".csv": "CSVWithNames", ".jsonl": "JSONEachRow", ".ndjson": "JSONEachRow",
+           ".json": "JSONEachRow"}
+ROWS_PER_CHUNK = 100_000
 
 
-def write_events(
-    client: Any,
-    model: str,
-    events: Sequence[Mapping[str, Any]],
-    keys: Sequence[str],
-    version: str = "_version",
-    sign: str = "sign",
-    database: str | None = None,
-    settings: Mapping[str, Any] | None = None,
-    fold: bool = False,
-) -> StageWriteResult:
-    """Insert events into `<model>__stage` with a clickhouse-connect client, one round per INSERT.
-
-    `fold=True` sends only each key's last event (one INSERT), as `dbt run` does;
-    it is exact only when every merge policy of the model is `replace` and its
-    delete_mode is `versioned`.
-    """
-    stage = f"{model}__stage"
-    columns = list(events[0].keys()) if events else []
-    batches = rounds(events, keys, version, sign)
-    if fold and batches:
-        last: dict[tuple, Mapping[str, Any]] = {}
-        for batch in batches:
-            for event in batch:
-                last[tuple(event[k] for k in keys)] = event
-        batches = [list(last.values())]
-    for batch in batches:
-        client.insert(
-            stage,
-            [[event.get(c) for c in columns] for event in batch],
-            column_names=columns,
-            database=database,
-            settings={"insert_deduplicate": 0, **(settings or {})},
-        )
-    kept = sum(len(b) for b in batches)
-    return StageWriteResult(events=len(events), duplicates_dropped=len(events) - kept, inserts=len(batches))
+class LoadError(Exception):
+    """The load was refused or failed; the message says why (row and column for a bad value)."""
 
 
-def _read_events(path: Path) -> list[dict[str, Any]]:
-    import pyarrow.csv as pacsv
-    import pyarrow.json as pajson
+def file_select(path: Path) -> str:
+    """The SELECT that reads `path` inside the engine."""
+    fmt = FORMATS.get(path.suffix.lower())
+    if fmt is None:
+        raise LoadError(f"vcmt-load-stage: unsupported file type '{path.suffix}'; use one of {sorted(FORMATS)}")
+    literal = str(path.resolve()).replace("\\", "\\\\").replace("'", "\\'")
+    return f"select * from file('{literal}', '{fmt}')"
+
+
+def load_select(sql: str, model: str, project_dir: Path, profiles_dir: Path | None = None,
+                target: str | None = None, extra_args: Sequence[str] = ()) -> str:
+    """Run `vcmt.load_stage` for `sql`; returns its one-line report."""
+    args = ["run-operation", "vcmt.load_stage", "--args", json.dumps({"model": model, "sql": sql}),
+            "--project-dir", str(project_dir), *extra_args]
+    if profiles_dir:
+        args += ["--profiles-dir", str(profiles_dir)]
+    if target:
+        args += ["--target", target]
+    run = invoke(args)
+    report = [line for line in run.log.splitlines() if line.startswith(f"vcmt.load_stage {model}:")]
+    if not run.success or not report:
+        errors = [line for line in run.log.splitlines() if "vcmt" in line and ("row" in line or "must" in line)]
+        raise LoadError("\n".join(errors[-3:]) or run.log[-3000:])
+    return report[-1]
+
+
+def load_file(path: Path, model: str, project_dir: Path, **kwargs: Any) -> str:
+    """Apply the events in `path` (.parquet, .csv with a header, or JSON lines) to `model`."""
+    if not path.is_file():
+        raise LoadError(f"vcmt-load-stage: no such file: {path}")
+    return load_select(file_select(path), model, project_dir, **kwargs)
+
+
+def load_rows(rows: Iterable[Mapping[str, Any]], model: str, project_dir: Path, **kwargs: Any) -> str:
+    """Apply Python rows (dicts of column -> value) to `model`, through a Parquet file written in chunks."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
-    suffix = path.suffix.lower()
-    if suffix == ".parquet":
-        table = pq.read_table(path)
-    elif suffix == ".csv":
-        table = pacsv.read_csv(path)
-    elif suffix in (".json", ".jsonl", ".ndjson"):
-        table = pajson.read_json(path)
-    else:
-        raise SystemExit(f"vcmt-load-stage: unsupported file type '{suffix}'; use .parquet, .csv or .jsonl")
-    return table.to_pylist()
+    with tempfile.TemporaryDirectory(prefix="vcmt-load-") as tmp:
+        path = Path(tmp) / "events.parquet"
+        writer = None
+        chunk: list[Mapping[str, Any]] = []
 
+        def flush() -> None:
+            nonlocal writer
+            table = pa.Table.from_pylist(chunk, schema=writer.schema if writer else None)
+            writer = writer or pq.ParquetWriter(path, table.schema)
+            writer.write_table(table)
+            chunk.clear()
 
-def _client(args: argparse.Namespace) -> Any:
-    import clickhouse_connect
-
-    if args.chdb_path:
-        return clickhouse_connect.get_client(interface="chdb", path=args.chdb_path, database=args.database)
-    return clickhouse_connect.get_client(
-        host=args.host, port=args.port, username=args.user, password=args.password,
-        secure=args.secure, database=args.database,
-    )
+        for row in rows:
+            chunk.append(row)
+            if len(chunk) >= ROWS_PER_CHUNK:
+                flush()
+        if chunk:
+            flush()
+        if writer is None:
+            return f"vcmt.load_stage {model}: 0 events"
+        writer.close()
+        return load_file(path, model, project_dir, **kwargs)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="vcmt-load-stage", description=__doc__.split("\n\n")[0])
-    parser.add_argument("file", type=Path, help="events as .parquet, .csv or .jsonl")
-    parser.add_argument("--model", required=True, help="the vcmt_upsert model (its stage is <model>__stage)")
-    parser.add_argument("--key", required=True, help="unique_key columns, comma-separated")
-    parser.add_argument("--version", default="_version")
-    parser.add_argument("--sign", default="sign")
-    parser.add_argument("--database", default="vcmt")
-    parser.add_argument("--chdb-path", help="embedded chDB data directory (instead of a server)")
-    parser.add_argument("--host", default="localhost")
-    parser.add_argument("--port", type=int, default=8123)
-    parser.add_argument("--user", default="default")
-    parser.add_argument("--password", default="")
-    parser.add_argument("--secure", action="store_true")
+    parser.add_argument("file", type=Path, help="events as .parquet, .csv (with a header) or JSON lines")
+    parser.add_argument("--model", required=True, help="the vcmt_upsert model, as named in the dbt project")
+    parser.add_argument("--project-dir", type=Path, default=Path.cwd(), help="the dbt project (default: .)")
+    parser.add_argument("--profiles-dir", type=Path, help="where profiles.yml is (default: as dbt finds it)")
+    parser.add_argument("--target", help="the profile target (default: the profile's own)")
     args = parser.parse_args(argv)
-    events = _read_events(args.file)
-    keys = [k.strip() for k in args.key.split(",") if k.strip()]
-    missing = [c for c in [*keys, args.version] if events and c not in events[0]]
-    if missing:
-        print(f"vcmt-load-stage: {args.file} has no column(s) {missing}", file=sys.stderr)
+    try:
+        print(load_file(args.file, args.model, args.project_dir, profiles_dir=args.profiles_dir, target=args.target))
+    except LoadError as ex:
+        print(ex, file=sys.stderr)
         return 2
-    result = write_events(_client(args), args.model, events, keys, args.version, args.sign, args.database)
-    print(
-        f"vcmt-load-stage: {result.events} events -> {args.model}__stage in {result.inserts} INSERT(s)"
-        f" ({result.duplicates_dropped} exact duplicates dropped)"
-    )
     return 0
 
 

@@ -1,6 +1,8 @@
 {#- Apply any SELECT of change events to an existing vcmt_upsert model through
     its stage, with the same loader as `dbt run` (one event per key per INSERT,
-    stats in `<model>__loads`). For backfills and external feeds:
+    every value checked and cast to the target's types before the first
+    INSERT, stats in `<model>__loads`). For backfills and external feeds, and
+    behind `vcmt-load-stage`:
 
       dbt run-operation vcmt.load_stage --args "{model: fct_orders, sql: 'select * from s3(...)'}"
 -#}
@@ -26,12 +28,13 @@
   {%- endif -%}
   {%- set columns = [] -%}
   {%- for c in adapter.get_columns_in_relation(target) -%}{%- do columns.append({'name': c.name, 'data_type': c.data_type}) -%}{%- endfor -%}
-  {%- set select_columns = adapter.get_column_schema_from_query(sql) -%}
-  {%- do vcmt._target_columns(cfg, select_columns) -%}
+  {%- set select_columns = adapter.get_column_schema_from_query(vcmt._user_sql(sql)) -%}
   {%- set returned = select_columns | map(attribute='name') | list -%}
   {%- for c in columns if c.name not in returned and c.name != cfg.sign -%}
-    {{ exceptions.raise_compiler_error("vcmt.load_stage: the SELECT must return every column of `" ~ target ~ "`; `" ~ c.name ~ "` is missing.") }}
+    {{ exceptions.raise_compiler_error("vcmt.load_stage: the SELECT must return every column of `" ~ target ~ "`; `" ~ c.name ~ "` is missing. It returns " ~ returned ~ ".") }}
   {%- endfor -%}
+  {#- Input types may differ from the target's (a file's Nullable or Float
+      columns): values are checked and cast by the loader, before any INSERT. -#}
   {%- set stats = vcmt._load(cfg, objs, columns, select_columns, sql) -%}
   {{ log('vcmt.load_stage ' ~ model ~ ': ' ~ vcmt._summary(stats), info=true) }}
   {{ return(stats) }}
