@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from tests.materialization.scenario import Scenario
-from vcmt_tools.stage_writer import rounds, write_events
 
 COLS = {"id": "Int32", "x": "Int64", "_version": "UInt64", "sign": "Int8"}
 
@@ -192,16 +191,14 @@ def test_hooks_and_persist_docs_behave_as_in_dbt_clickhouse(project):
     assert comments["x"] == "the amount"
 
 
-def test_stage_writer_splits_events_into_one_per_key_rounds(project):
-    """The Python stage writer obeys the one-event-per-key rule and reaches the oracle's state."""
+def test_stage_writer_applies_python_rows_with_the_models_own_loader(project):
+    """Python rows go through vcmt.load_stage: one event per key per INSERT, the model's merge policy."""
     s = Scenario(project, COLS, {"unique_key": "id", "merge": {"x": "sum"}})
     s.run_batch([])
     events = [{"id": i % 3, "x": i, "_version": i, "sign": 1} for i in range(1, 31)]
     events.append(dict(events[-1]))
-    plan = rounds(events, ["id"])
-    assert all(len({e["id"] for e in r}) == len(r) for r in plan) and len(plan) == 10
-    result = write_events(project.client, "m", events, ["id"])
-    assert (result.inserts, result.duplicates_dropped) == (10, 1)
+    report = project.load_rows("m", events)
+    assert "31 events" in report and "in 10 round(s)" in report
     assert s.final_rows() == [(0, sum(range(3, 31, 3)), 30), (1, sum(range(1, 31, 3)), 28), (2, sum(range(2, 31, 3)), 29)]
     s.assert_invariants()
 
