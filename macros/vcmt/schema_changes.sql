@@ -47,13 +47,13 @@
   {%- for rel in [objs.target, objs.stage] -%}
     {%- for c in added -%}
       {%- call statement('vcmt_add_column') -%}
-        alter table {{ rel }} {{ on_cluster_clause(rel) }} add column if not exists {{ adapter.quote(c.name) }} {{ c.data_type }}
+        alter table {{ rel }} {{ on_cluster_clause(rel) }} add column if not exists {{ vcmt._quote(c.name) }} {{ c.data_type }}
       {%- endcall -%}
     {%- endfor -%}
     {%- if cfg.on_schema_change == 'sync_all_columns' -%}
       {%- for c in changed -%}
         {%- call statement('vcmt_modify_column') -%}
-          alter table {{ rel }} {{ on_cluster_clause(rel) }} modify column {{ adapter.quote(c.name) }} {{ c.data_type }}
+          alter table {{ rel }} {{ on_cluster_clause(rel) }} modify column {{ vcmt._quote(c.name) }} {{ c.data_type }}
         {%- endcall -%}
       {%- endfor -%}
     {%- endif -%}
@@ -67,7 +67,7 @@
     {%- for rel in [objs.stage, objs.target] -%}
       {%- for name in removed -%}
         {%- call statement('vcmt_drop_column') -%}
-          alter table {{ rel }} {{ on_cluster_clause(rel) }} drop column if exists {{ adapter.quote(name) }}
+          alter table {{ rel }} {{ on_cluster_clause(rel) }} drop column if exists {{ vcmt._quote(name) }}
         {%- endcall -%}
       {%- endfor -%}
     {%- endfor -%}
