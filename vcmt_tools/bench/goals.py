@@ -1,10 +1,11 @@
-"""The ratios the bench is judged by (DESIGN.md §5) and their goals."""
+"""The ratios the bench is judged by (docs/design.md#measured-facts) and their goals."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
 
+from vcmt_tools.bench.anchors import ANCHORS
 from vcmt_tools.bench.steps import Steps, ratio
 
 
@@ -74,14 +75,20 @@ class _Builder:
 
 def ratios(steps: Steps) -> list[Ratio]:
     b = _Builder(steps)
-    return [
+    found = [
         *b.upsert_vs_insert("upsert_insert", "UPSERT at B (vcmt loader)", "big_vcmt", "big", 3.0),
         b.r("dbt_insert", "whole `dbt run` / the article's plain INSERT at B", "big_dbt", "big_insert"),
-        b.r("vcmt_reference", "vcmt / reference at B (loader INSERT vs the article's transform)", "big_vcmt",
-            "big_reference", ("≤", 0.5)),
-        b.r("reference_insert", "reference / the article's plain INSERT at B", "big_reference", "big_insert"),
-        *b.upsert_vs_insert("small_upsert_insert", "small batch UPSERT, random keys", "small_vcmt", "small", 1.5),
-        b.r("small_vcmt_reference", "small batch vcmt / reference, random keys", "small_vcmt", "small_reference"),
+    ]
+    for a in ANCHORS:
+        found += [
+            b.r(f"vcmt_{a.key}", f"vcmt / {a.label} at B", "big_vcmt", f"big_{a.key}",
+                ("≤", a.goal) if a.goal else None),
+            b.r(f"{a.key}_insert", f"{a.label} / the article's plain INSERT at B", f"big_{a.key}", "big_insert"),
+        ]  # fmt: skip
+    found += b.upsert_vs_insert("small_upsert_insert", "small batch UPSERT, random keys", "small_vcmt", "small", 1.5)
+    found += [b.r(f"small_vcmt_{a.key}", f"small batch vcmt / {a.label}, random keys", "small_vcmt",
+                  f"small_{a.key}") for a in ANCHORS]  # fmt: skip
+    return found + [
         b.r("clustered_upsert_insert", "small batch UPSERT, consecutive keys / plain INSERT of its rows",
             "clustered_vcmt", "clustered_insert_rows"),
         b.r("final_projection", "FINAL / projection (how many times faster the projection is)", "report_final",
@@ -91,20 +98,3 @@ def ratios(steps: Steps) -> list[Ratio]:
         b.r("optimized_final_projection", "FINAL / projection after OPTIMIZE FINAL", "optimized_final",
             "optimized_projection"),
     ]  # fmt: skip
-
-
-def window_ratios(steps: Steps) -> list[Ratio]:
-    """The UPSERT goals for the generated and the proposed loader SQL, from the prototype phase, where
-    the plain INSERTs, the reference and the variants ran interleaved in one window."""
-    b = _Builder(steps)
-    found: list[Ratio] = []
-    for variant, name in (("current", "generated"), ("proposed", "proposed")):
-        found += [
-            *b.upsert_vs_insert(f"{name}_upsert_insert", f"{name}: UPSERT at B", f"variants_big_{variant}",
-                                "variants_big", 3.0),
-            b.r(f"{name}_vcmt_reference", f"{name}: vcmt / reference at B", f"variants_big_{variant}",
-                "variants_big_reference", ("≤", 0.5)),
-            *b.upsert_vs_insert(f"{name}_small_upsert_insert", f"{name}: small batch UPSERT, random keys",
-                                f"variants_small_{variant}", "variants_small", 1.5),
-        ]  # fmt: skip
-    return [x for x in found if not math.isnan(x.wall)]

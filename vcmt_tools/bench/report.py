@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from vcmt_tools.bench.goals import Ratio, window_ratios
+from vcmt_tools.bench.goals import Ratio
 from vcmt_tools.bench.machine import Machine
 from vcmt_tools.bench.scenario import Outcome, median_views
-from vcmt_tools.bench.steps import Step, ratio
+from vcmt_tools.bench.steps import Step
 
 
 @dataclass(frozen=True)
@@ -58,18 +58,21 @@ def summary_line(out: Outcome, ratios: list[Ratio]) -> str:
     return "bench: " + " | ".join(parts)
 
 
-def _ratio_row(r: Ratio) -> str:
-    return f"| {r.label} | {_ratio(r.wall)} | {_ratio(r.cpu)} | {r.goal_text} | {r.verdict} | {r.cpu_verdict} |"
+def goals_table(ratios: list[Ratio]) -> list[str]:
+    return [
+        "| ratio | wall | CPU | goal | result | on CPU |",
+        "|---|--:|--:|--:|:-:|:-:|",
+        *[f"| {r.label} | {_ratio(r.wall)} | {_ratio(r.cpu)} | {r.goal_text} | {r.verdict} | {r.cpu_verdict} |"
+          for r in ratios],
+    ]  # fmt: skip
 
 
 def _step_rows(steps: list[Step]) -> list[str]:
     rows = []
     for s in steps:
         low, high = s.spread
-        cpu = "–" if math.isnan(s.cpu_ms) else _ms(s.cpu_ms)
         rows.append(
-            f"| {s.label} | {_ms(s.wall_ms)} | {_ms(low)}–{_ms(high)} | {cpu} | {_mib(s.engine_memory)} | "
-            f"{_mib(s.rss_peak)} (+{_mib(s.rss_growth)}) |"
+            f"| {s.label} | {_ms(s.wall_ms)} | {_ms(low)}–{_ms(high)} | {_ms(s.cpu_ms)} | {_mib(s.engine_memory)} |"
         )
     return rows
 
@@ -83,8 +86,8 @@ GROUPS = (
 )
 
 _STEP_HEAD = [
-    "| step | median ms | min–max ms | CPU ms | engine peak memory | process RSS peak (+ rise) |",
-    "|---|--:|--:|--:|--:|--:|",
+    "| step | median ms | min–max ms | CPU ms | engine peak memory |",
+    "|---|--:|--:|--:|--:|",
 ]
 
 
@@ -100,21 +103,8 @@ def render(out: Outcome, ratios: list[Ratio], ctx: Context) -> str:
         "Ratios of medians. CPU = this process's CPU time (chDB runs in-process), which stays comparable "
         "when other jobs compete for the cores; goals are judged on wall time.",
         "",
-        "| ratio | wall | CPU | goal | result | on CPU |",
-        "|---|--:|--:|--:|:-:|:-:|",
+        *goals_table(ratios),
     ]
-    lines += [_ratio_row(r) for r in ratios]
-    window = window_ratios(out.steps)
-    if window:
-        lines += [
-            "",
-            "The same goals from the prototype phase, where plain INSERT, the reference, the generated loader "
-            "SQL and the proposed one (see Prototypes) ran interleaved in one window:",
-            "",
-            "| ratio | wall | CPU | goal | result | on CPU |",
-            "|---|--:|--:|--:|:-:|:-:|",
-            *[_ratio_row(r) for r in window],
-        ]
     if (s.rows, s.batch) != (10_000_000, 1_000_000):
         lines += ["", f"The UPSERT/INSERT goal is defined at N=10M, B=1M; this run used N={s.rows:,}, B={s.batch:,}."]
     lines += [
@@ -144,26 +134,7 @@ def render(out: Outcome, ratios: list[Ratio], ctx: Context) -> str:
         )
     lines += [
         "",
-        "How: a generated dbt project (`bench/work/project`) installs this repository as a local package and "
-        "`dbt run`s a `vcmt_upsert` model on the article's schema, so the target, stage, transform, tombstone "
-        "and applied-stats objects are exactly what the materialization creates. `base` is created `AS` that "
-        "target and bulk-loaded with the N base rows at version 0, sign 1 straight away (fresh keys, so a valid "
-        "VCMT state; the transform is not needed for them), one part per partition. The plain-INSERT table "
-        "and the reference table have the same DDL. Before every sample its table gets base's parts back by "
-        "hard link (`ATTACH PARTITION ALL FROM`), so samples are independent; background merges are stopped "
-        "on measured tables so one sample's merges do not steal a core from the next. The order of the "
-        "approaches rotates per repeat. The vcmt sample runs the loader's stage INSERT exactly as dbt ran it "
-        "(taken from the engine's query_log of a warm-up `dbt run`). The reference's INSERT runs with "
-        "`max_insert_threads = 1` so its batch arrives as one block, as in the article (its per-block dedupe "
-        "is wrong across blocks).",
-        "",
-        "Two plain INSERTs of the same number of rows: *the article's* (new keys in key order, its "
-        "'measure plain INSERT time' step, the baseline of DESIGN.md §3 fact 6) and *the batch's own rows* "
-        "(random existing keys: what the UPSERT writes, without the lookup; unsorted, so the part writer sorts "
-        "them). UPSERT goals are judged against the faster of the two, so a PASS never rests on a slow "
-        "baseline: at B = 1M the sorted article INSERT is usually faster; at 10k rows it touches all 20 "
-        "partitions (20 small parts) while the random small batch touches 2, and the batch's own rows are "
-        "much faster.",
+        "How it is measured, and why two plain INSERTs: [bench/README.md](../README.md).",
         "",
         "## Times",
         "",
@@ -172,13 +143,10 @@ def render(out: Outcome, ratios: list[Ratio], ctx: Context) -> str:
     for group, title in GROUPS:
         steps = out.steps.in_group(group)
         if steps:
-            lines.append(f"| **{title}** | | | | | |")
+            lines.append(f"| **{title}** | | | | |")
             lines += _step_rows(steps)
     lines += _dbt_section(out)
-    for size, title in (("big", "batch of B"), ("small", "small batch, random keys")):
-        lines += _profile_section(out, size, title)
-    for size, title in (("big", "batch of B"), ("small", "small batch, random keys")):
-        lines += _variants_section(out, size, title)
+    lines += _views_section(out)
     lines += [
         "",
         "## Correctness",
@@ -196,78 +164,27 @@ def render(out: Outcome, ratios: list[Ratio], ctx: Context) -> str:
             "Report query result (Department, live rows, sum(metric1)): "
             + ", ".join(f"{d} {n:,} {t:,}" for d, n, t in first),
         ]
-    lines += [
-        "",
-        "Which FINAL query is right: `select Department, count(), sum(metric1) from t final where sign = 1`. "
-        "ClickHouse applies WHERE after FINAL's collapsing (it does not move it to PREWHERE under FINAL unless "
-        "`optimize_move_to_prewhere_if_final` is set), so the filter only drops rows FINAL left with sign -1. "
-        "At rest there are none (every cancel row pairs with its state row), so the result equals the "
-        "unfiltered one, as checked above; the filter makes `count()` a count of live rows by construction. "
-        "Filtering before collapsing (`prewhere sign = 1`) is wrong: it removes the cancel rows and resurrects "
-        "every replaced row.",
-        "",
-        "## SQL",
-        "",
-        *_sql_block("Target DDL, as the materialization created it", out.target_ddl),
-        *_sql_block("The loader's stage INSERT, as dbt ran it (the vcmt sample)", out.loader_sql),
-        *_sql_block("The transform view, as the materialization created it", out.transform_sql),
-        *[line for title, text in out.proposed_sql.items() for line in _sql_block(f"Proposed: {title}", text)],
-    ]
+    lines += ["", "## SQL", ""]
+    for title, text in out.sql.items():
+        lines += ["<details>", f"<summary>{title}</summary>", "", "```sql", text.strip(), "```", "", "</details>", ""]
     return "\n".join(lines)
 
 
-def _sql_block(title: str, text: str) -> list[str]:
-    if not text:
-        return []
-    return ["<details>", f"<summary>{title}</summary>", "", "```sql", text.strip(), "```", "", "</details>", ""]
-
-
-def _profile_section(out: Outcome, size: str, title: str) -> list[str]:
-    steps = out.steps.in_group(f"profile_{size}")
-    if not steps:
-        return []
-    lines = ["", f"## Profile of the UPSERT, {title} (each piece alone, generated SQL)", "", *_STEP_HEAD]
-    lines += _step_rows(steps)
-    views = median_views(out.loader_views.get(size, []))
-    if views:
-        lines += [
-            "",
-            "Inside the loader's INSERT (system.query_views_log, medians; a view's time includes the views on its "
-            "own target, so the transform's includes the applied-stats view):",
-            "",
-            "| view | ms | peak memory |",
-            "|---|--:|--:|",
-        ]
-        lines += [f"| `{name}` | {_ms(ms)} | {_mib(mem)} |" for name, ms, mem in views]
-    return lines
-
-
-def _variants_section(out: Outcome, size: str, title: str) -> list[str]:
-    group = f"variants_{size}"
-    steps = out.steps.in_group(group)
-    if not steps:
-        return []
-    generated, plain, reference = (out.steps.get(f"{group}_{k}") for k in ("current", "insert", "reference"))
-    lines = [
-        "",
-        f"## Prototypes, {title} (hand-built copy of the objects, same batch)",
-        "",
-        "Plain INSERT, reference and every variant sampled in one window, interleaved, so their ratios share "
-        "the host's load. Ratios as wall (CPU).",
-        "",
-        "| run | median ms | CPU ms | / generated loader | / plain INSERT | / reference | parts written "
-        "(already sorted) |",
-        "|---|--:|--:|--:|--:|--:|--:|",
-    ]
-    for v in steps:
-
-        def both(other: Step | None, v: Step = v) -> str:
-            return f"{_ratio(ratio(v, other))} ({_ratio(ratio(v, other, cpu=True))})"
-
-        parts = f"{v.parts[0]} ({v.parts[1]})" if v.parts else "–"
-        cells = [v.label, _ms(v.wall_ms), _ms(v.cpu_ms), both(generated), both(plain), both(reference), parts]
-        lines.append("| " + " | ".join(cells) + " |")
-    return lines
+def _views_section(out: Outcome) -> list[str]:
+    lines = []
+    for size, title in (("big", "batch of B"), ("small", "small batch, random keys")):
+        views = median_views(out.loader_views.get(size, []))
+        if views:
+            lines += [
+                "",
+                f"Inside the loader's INSERT, {title} (system.query_views_log, medians; a view's time "
+                "includes the views on its own target):",
+                "",
+                "| view | ms | peak memory |",
+                "|---|--:|--:|",
+            ]
+            lines += [f"| `{name}` | {_ms(ms)} | {_mib(mem)} |" for name, ms, mem in views]
+    return ["", "## Where the UPSERT's time goes", *lines] if lines else []
 
 
 _STATEMENT_KINDS = (
@@ -346,7 +263,7 @@ def as_json(out: Outcome, ratios: list[Ratio], ctx: Context) -> dict[str, Any]:
                 "verdict": r.verdict,
                 "cpu_verdict": r.cpu_verdict,
             }
-            for r in ratios + window_ratios(out.steps)
+            for r in ratios
         },
         "checks": [{"name": c.name, "ok": c.ok, "guard": c.guard, "detail": c.detail} for c in out.checks.items],
         "report_results": out.report_results,

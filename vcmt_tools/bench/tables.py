@@ -16,12 +16,28 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from vcmt_tools.bench import sql
-from vcmt_tools.bench.dbt_project import EVENTS, MODEL
 from vcmt_tools.bench.engine import Engine
+
+# The model the bench's dbt project builds with vcmt_upsert, on the reference
+# article's schema, reading its events from one input table.
+MODEL = "bench_vcmt"
+EVENTS = "bench_events"
+DATA_COLUMNS = ("Department", "metric1", "metric2")
+MODEL_SQL = f"""
+{{{{ config(
+    materialized='vcmt_upsert',
+    unique_key='id',
+    partition_by='id % 20',
+    settings={{'index_granularity': 4096}},
+    projections=[{{'name': 'by_department',
+                  'query': 'select Department, sum(sign), sum(metric1 * sign) group by Department'}}],
+) }}}}
+select id, Department, metric1, metric2, _version, sign
+from {{{{ source('bench', '{EVENTS}') }}}}
+"""
 
 BASE = "base"
 PLAIN = "plain"
-REFERENCE = "reference"
 BIG_BATCH = "batch_big"
 SMALL_BATCH = "batch_small"
 CLUSTERED_BATCH = "batch_clustered"
@@ -128,16 +144,6 @@ class Tables:
     def clone(self, name: str) -> None:
         self.engine.command(f"create table {self.q(name)} as {self.q(BASE)}")
         self.engine.command(f"system stop merges {self.q(name)}")
-
-    def build_reference(self) -> None:
-        """The article's objects on their own copy of base: Null stage and its transform MV."""
-        self.clone(REFERENCE)
-        stage = self.q(REFERENCE + "__stage")
-        self.engine.command(f"create table {stage} ({sql.COLUMNS}) engine = Null")
-        self.engine.command(
-            f"create materialized view {self.q(REFERENCE + '__transform')} to {self.q(REFERENCE)} as "
-            + sql.reference_transform(stage, self.q(REFERENCE))
-        )
 
     def stop_merges(self, name: str) -> None:
         self.engine.command(f"system stop merges {self.q(name)}")
