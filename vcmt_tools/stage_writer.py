@@ -3,7 +3,7 @@
 The rule for anyone inserting into `<model>__stage`: **at most one event per
 key per INSERT**. A materialized view runs once per insert block and does not
 see what earlier blocks of the same INSERT wrote, so a key that appears twice
-in one INSERT can be applied twice (DESIGN.md §3, fact 1). This module obeys
+in one INSERT can be applied twice (docs/design.md#loader). This module obeys
 the rule by ranking each key's events by version (an upsert before a delete at
 the same version) and sending round r as one INSERT holding every key's r-th
 event.

@@ -1,4 +1,4 @@
-"""The ratios the bench is judged by (docs/design.md#measured-facts) and their goals."""
+"""The ratios the bench is judged by (docs/design.md#benchmark-goals) and their goals."""
 
 from __future__ import annotations
 
