@@ -21,7 +21,9 @@ from vcmt_tools.bench.tables import Tables
 class Anchor:
     key: str
     label: str
-    create: Callable[[Tables], None]
+    # Builds the anchor's objects on a copy of base; returns their DDL, for the report.
+    create: Callable[[Tables], str]
+    # The statement that applies the batch in the events table.
     insert: Callable[[Tables], str]
     exact: bool = False
     # Goal for vcmt's time / this anchor's on the batch of B, if any.
@@ -54,15 +56,18 @@ where if(__new.sign = -1,
 """
 
 
-def _create_reference(t: Tables) -> None:
+def _create_reference(t: Tables) -> str:
     """The article's objects on their own copy of base: a Null stage and its transform view."""
     t.clone(REFERENCE)
     stage = t.q(REFERENCE + "__stage")
-    t.engine.command(f"create table {stage} ({sql.COLUMNS}) engine = Null")
-    t.engine.command(
+    ddl = [
+        f"create table {stage} ({sql.COLUMNS}) engine = Null",
         f"create materialized view {t.q(REFERENCE + '__transform')} to {t.q(REFERENCE)} as "
-        + _reference_transform(stage, t.q(REFERENCE))
-    )
+        + _reference_transform(stage, t.q(REFERENCE)),
+    ]
+    for statement in ddl:
+        t.engine.command(statement)
+    return ";\n".join(ddl)
 
 
 def _reference_insert(t: Tables) -> str:

@@ -77,15 +77,11 @@ class Engine:
         self._config = config_dir / "chdb-logs.xml"
         self._config.write_text(_LOGS_CONFIG)
         self._client: Any = None
-        self._comment = ""
 
     def open(self) -> None:
         self.path.mkdir(parents=True, exist_ok=True)
-        self._client = clickhouse_connect.get_client(
-            interface="chdb",
-            path=str(self.path),
-            chdb_options={"config-file": str(self._config)},
-        )
+        options = {"config-file": str(self._config)}
+        self._client = clickhouse_connect.get_client(interface="chdb", path=str(self.path), chdb_options=options)
 
     def close(self) -> None:
         if self._client is not None:
@@ -96,7 +92,6 @@ class Engine:
     def version(self) -> str:
         return str(self.scalar("select version()"))
 
-    # -- untimed ---------------------------------------------------------------
     def command(self, sql: str, **settings: Any) -> Any:
         return self._client.command(sql, settings=settings or None)
 
@@ -108,40 +103,27 @@ class Engine:
         return rows[0][0] if rows else None
 
     # -- timed -----------------------------------------------------------------
-    def timed(self, tag: str, sql: str) -> Timing:
-        """Run one statement as it is (settings inline), tagged in query_log by `log_comment`."""
-        self._set_comment(tag)
+    def timed(self, tag: str, sql: str, want_rows: bool = False) -> tuple[Timing, list[tuple]]:
+        """Run one statement as it is (settings inline), tagged in query_log by `log_comment`;
+        with `want_rows`, a SELECT whose (small) result is returned."""
+        self._client.set_client_setting("log_comment", tag)
         try:
+            rows: list[tuple] = []
             with measured(tag) as out:
-                self._client.command(sql)
+                if want_rows:
+                    rows = [tuple(r) for r in self._client.query(sql).result_rows]
+                else:
+                    self._client.command(sql)
         finally:
-            self._set_comment("")
-        return out[0]
-
-    def timed_rows(self, tag: str, sql: str) -> tuple[Timing, list[tuple]]:
-        """Like `timed`, for a SELECT whose (small) result is wanted."""
-        self._set_comment(tag)
-        try:
-            with measured(tag) as out:
-                rows = [tuple(r) for r in self._client.query(sql).result_rows]
-        finally:
-            self._set_comment("")
+            self._client.set_client_setting("log_comment", "")
         return out[0], rows
 
-    def _set_comment(self, tag: str) -> None:
-        if tag != self._comment:
-            self._client.set_client_setting("log_comment", tag)
-            self._comment = tag
-
     # -- logs --------------------------------------------------------------------
-    def flush_logs(self) -> None:
-        self.command("system flush logs")
-
     def engine_memory(self, tags: list[str]) -> dict[str, int]:
         """Peak memory query_log recorded for each tagged statement (materialized views included)."""
         if not tags:
             return {}
-        self.flush_logs()
+        self.command("system flush logs")
         rows = self.rows(
             "select log_comment, any(memory_usage) from system.query_log where type = 'QueryFinish' "
             f"and query_kind not in ('Set', 'System') and log_comment in {_sql_list(tags)} group by log_comment"
@@ -150,33 +132,23 @@ class Engine:
 
     def view_stats(self, tag: str) -> list[ViewStats]:
         """Per materialized view: what the last statement tagged `tag` spent in it."""
-        self.flush_logs()
+        self.command("system flush logs")
         rows = self.rows(
-            f"""
-            select view_name, view_duration_ms, peak_memory_usage
-            from system.query_views_log
-            where initial_query_id = (
-                select any(query_id) from system.query_log
-                where type = 'QueryFinish' and query_kind = 'Insert' and log_comment = {_sql_str(tag)})
-            order by event_time_microseconds
-            """
+            "select view_name, view_duration_ms, peak_memory_usage from system.query_views_log "
+            "where initial_query_id = (select any(query_id) from system.query_log where type = 'QueryFinish' "
+            f"and query_kind = 'Insert' and log_comment = {_sql_str(tag)}) order by event_time_microseconds"
         )
         return [ViewStats(str(r[0]), float(r[1]), int(r[2])) for r in rows]
 
     def dbt_queries(self, since: float) -> list[tuple[str, float]]:
         """Statements dbt ran since `since` (unix time): (query, engine ms)."""
-        self.flush_logs()
-        return [
-            (str(r[0]), float(r[1]))
-            for r in self.rows(
-                f"""
-                select query, query_duration_ms from system.query_log
-                where type = 'QueryFinish' and event_time_microseconds >= toDateTime64({since}, 6)
-                  and query like '%"app": "dbt"%'
-                order by event_time_microseconds
-                """
-            )
-        ]
+        self.command("system flush logs")
+        rows = self.rows(
+            "select query, query_duration_ms from system.query_log where type = 'QueryFinish' "
+            f"""and event_time_microseconds >= toDateTime64({since}, 6) and query like '%"app": "dbt"%' """
+            "order by event_time_microseconds"
+        )
+        return [(str(r[0]), float(r[1])) for r in rows]
 
 
 def _sql_str(text: str) -> str:
