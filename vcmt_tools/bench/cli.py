@@ -120,5 +120,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     say(f"wrote {args.results / 'latest.md'}, latest.json and latest.png")
     for check in out.checks.failed:
         print(f"bench: CHECK FAILED: {check.name}: {check.detail}", file=sys.stderr)
+    print("\n".join(report.goals_table(found)))
     print(report.summary_line(out, found), flush=True)
     return 1 if out.checks.failed else 0

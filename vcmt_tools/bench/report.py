@@ -81,6 +81,11 @@ def render(out: Outcome, ratios: list[Ratio], ctx: Context) -> str:
         "## Goals",
         "",
         *goals_table(ratios),
+        *(
+            []
+            if (s.rows, s.batch) == (10_000_000, 1_000_000)
+            else ["", f"The goals are set for N = 10M, B = 1M; this run used N = {s.rows:,}, B = {s.batch:,}."]
+        ),
         "",
         "## Machine and shape",
         "",
