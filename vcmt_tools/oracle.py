@@ -1,7 +1,7 @@
 """The reference semantics of `vcmt_upsert`, in plain Python.
 
 This is the oracle every correctness test compares the ClickHouse target
-against. It states DESIGN.md §3 as code:
+against. It states docs/design.md#per-key-semantics as code:
 
 * a batch (one `dbt run`, or one external load) is applied per key in version
   order; at equal versions an upsert is applied before a delete;

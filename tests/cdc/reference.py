@@ -1,4 +1,4 @@
-"""The staging contract (DESIGN.md §4) in plain Python, read straight from the raw lake files.
+"""The staging contract (docs/design.md#cdc-staging-contract) in plain Python, read straight from the raw lake files.
 
 Tests use it two ways: to check the generator's manifest and oracle against
 what a reader of its files sees, and as the expected output of the Spark

@@ -1,4 +1,4 @@
-"""Per-key semantics of vcmt_upsert (DESIGN.md §3), on the real chDB engine."""
+"""Per-key semantics of vcmt_upsert (docs/design.md#per-key-semantics), on the real chDB engine."""
 
 from __future__ import annotations
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from vcmt_tools import invariants
 from vcmt_tools.bench import sql
 from vcmt_tools.bench.engine import Engine
+from vcmt_tools.bench.tables import DATA_COLUMNS
 
 
 @dataclass(frozen=True)
@@ -37,39 +39,22 @@ def normalized(rows: list[tuple]) -> list[tuple[str, int, int]]:
 
 
 def check_upsert_state(
-    engine: Engine,
-    checks: Checks,
-    name: str,
-    table: str,
-    base: str,
-    events: str,
-    guard: bool = True,
-    whole_table: bool = False,
-) -> None:
-    """Invariants at rest, FINAL == GROUP BY per key, and the state equals base upserted with `events`.
+    engine: Engine, checks: Checks, name: str, table: str, base: str, events: str,
+    guard: bool = True, whole_table: bool = False,
+) -> None:  # fmt: skip
+    """The invariants, and the state equals base with each batch key replaced by its newest event.
 
     By default only the batch's keys are examined in depth (the other keys are
     base rows nobody touched), plus the total of live rows; `whole_table`
     checks every key, which costs a GROUP BY over the whole table.
     """
-    keys = None if whole_table else sql.keys_of(events)
+    target = invariants.Target(table, ["id"], where=None if whole_table else f"id in (select id from {events})")
     scope = "all keys" if whole_table else "batch keys"
-    bad_keys, bad_versions = engine.rows(sql.bad_keys(table, keys))[0]
-    checks.add(
-        f"{name}: per key and per (key, version) sum(sign) in {{0, 1}} ({scope})",
-        bad_keys == 0 and bad_versions == 0,
-        f"{bad_keys} keys, {bad_versions} (key, version) pairs outside {{0, 1}}",
-        guard,
-    )
-    final = tuple(int(v) for v in engine.rows(sql.live_checksum_final(table, keys))[0])
-    grouped = tuple(int(v) for v in engine.rows(sql.live_checksum_group_by(table, keys))[0])
-    checks.add(
-        f"{name}: live rows by GROUP BY sign arithmetic == FINAL where sign = 1 ({scope})",
-        final == grouped,
-        f"FINAL {final[0]:,} rows, checksum {final[1]}; GROUP BY {grouped[0]:,} rows, checksum {grouped[1]}",
-        guard,
-    )
-    expected = tuple(int(v) for v in engine.rows(sql.expected_checksum(base, events, not whole_table))[0])
+    for f in invariants.check(engine.rows, target, DATA_COLUMNS):
+        checks.add(f"{name}: {f.name} ({scope})", f.ok, f.detail, guard)
+    final = invariants.live_rows_final(engine.rows, target, DATA_COLUMNS)
+    row_hash = invariants.row_hash(target, DATA_COLUMNS)
+    expected = tuple(int(v) for v in engine.rows(sql.expected_checksum(base, events, row_hash, not whole_table))[0])
     checks.add(
         f"{name}: rows == base with each batch key replaced by its newest event ({scope})",
         final == expected,
@@ -77,7 +62,7 @@ def check_upsert_state(
         guard,
     )
     if not whole_table:
-        live, base_live = int(engine.scalar(sql.live_rows(table))), int(engine.scalar(sql.live_rows(base)))
+        live, base_live = (int(engine.scalar(f"select sum(sign) from {t}")) for t in (table, base))
         checks.add(
             f"{name}: live rows (sum(sign)) unchanged by upserts of existing keys",
             live == base_live,

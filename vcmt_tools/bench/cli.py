@@ -1,4 +1,4 @@
-"""`make bench` / `python -m vcmt_tools.bench`: one run, one report."""
+"""`make bench` / `python -m vcmt_tools.bench`: one run, one report (bench/results/latest.*)."""
 
 from __future__ import annotations
 
@@ -14,14 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from vcmt_tools.bench import chart, report
-from vcmt_tools.bench.dbt_project import BenchProject
 from vcmt_tools.bench.engine import Engine
-from vcmt_tools.bench.goals import ratios, window_ratios
+from vcmt_tools.bench.goals import ratios
 from vcmt_tools.bench.machine import Contention, describe
-from vcmt_tools.bench.profile import Profile
-from vcmt_tools.bench.scenario import BenchFailure, Scenario, work_paths
+from vcmt_tools.bench.scenario import BenchFailure, Scenario
 from vcmt_tools.bench.tables import Shape
-from vcmt_tools.bench.variants import Prototypes, proposed_sql
+from vcmt_tools.dbt_project import DbtProject
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BIG_ROWS = 100_000_000
@@ -48,7 +46,6 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--schema", default="vcmt_bench", help="database for the bench tables")
     p.add_argument("--work", type=Path, default=REPO_ROOT / "bench" / "work", help="scratch folder (git-ignored)")
     p.add_argument("--results", type=Path, default=REPO_ROOT / "bench" / "results", help="report folder")
-    p.add_argument("--no-profile", action="store_true", help="skip the piece-by-piece profile and prototypes")
     p.add_argument("--keep", action="store_true", help="keep the bench database after the run")
     return p
 
@@ -72,23 +69,6 @@ def _finite(value: Any) -> Any:
     return value
 
 
-def _profile(scenario: Scenario, shape: Shape, repeat: int, say: Progress) -> None:
-    """The UPSERT's pieces one by one, then faster loader SQL on a copy of the objects."""
-    out = scenario.out
-    big, small = shape.batches()[:2]
-    for batch, full in ((big, True), (small, False)):
-        say(f"profile: the UPSERT's pieces, each alone ({batch.size} batch)")
-        profile = Profile(scenario.tables, out.steps, out.loader_sql, repeat, say, batch, full)
-        profile.run()
-        profile.cleanup()
-    protos = Prototypes(scenario.tables, out.steps, out.checks, out.loader_sql, repeat, shape.rows, say)
-    out.proposed_sql = proposed_sql(scenario.tables.db, scenario.tables.events)
-    for batch in (big, small):
-        say(f"prototypes: faster loader SQL on a copy of the objects ({batch.size} batch)")
-        protos.run(batch, scenario.baselines(batch), differential=batch is big)
-    protos.drop()
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     rows = BIG_ROWS if args.big else args.rows
@@ -100,21 +80,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = datetime.now()
     contention = Contention()
     machine = describe()
-    chdb_path, project_dir = work_paths(args.work)
+    chdb_path, project_dir = (args.work / "chdb").resolve(), (args.work / "project").resolve()
     shutil.rmtree(chdb_path, ignore_errors=True)
+    shutil.rmtree(project_dir, ignore_errors=True)
     engine = Engine(chdb_path, args.work, args.schema)
     say(f"N={rows:,} B={args.batch:,} small={args.small_batch:,} R={args.repeat}; engine at {chdb_path}")
     engine.open()
     try:
         clickhouse = engine.version
-        project = BenchProject(project_dir, REPO_ROOT, chdb_path, args.schema)
+        project = DbtProject(project_dir, REPO_ROOT, chdb_path, args.schema, lab_dir=args.work.resolve())
         scenario = Scenario(engine, project, shape, args.repeat, say)
         scenario.setup()
         scenario.measure()
         say("report query: FINAL vs GROUP BY vs aggregating projection")
         scenario.report_queries()
-        if not args.no_profile:
-            _profile(scenario, shape, args.repeat, say)
         scenario.finish()
         if not args.keep:
             scenario.tables.drop_database()
@@ -134,16 +113,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         total_s=time.perf_counter() - say.started,
     )
     args.results.mkdir(parents=True, exist_ok=True)
-    stamp = f"{started:%Y%m%d-%H%M%S}"
-    markdown = report.render(out, found, ctx)
-    for name in ("latest.md", f"{stamp}.md"):
-        (args.results / name).write_text(markdown)
+    (args.results / "latest.md").write_text(report.render(out, found, ctx))
     (args.results / "latest.json").write_text(json.dumps(_finite(report.as_json(out, found, ctx)), indent=2) + "\n")
     title = f"vcmt bench {started:%Y-%m-%d %H:%M}: N={rows:,}, B={args.batch:,}, R={args.repeat}"
-    chart.draw(out.steps, found + window_ratios(out.steps), title, args.results / "latest.png")
-    shutil.copyfile(args.results / "latest.png", args.results / f"{stamp}.png")
-    say(f"wrote {args.results / 'latest.md'} and latest.png")
+    chart.draw(out.steps, found, title, args.results / "latest.png")
+    say(f"wrote {args.results / 'latest.md'}, latest.json and latest.png")
     for check in out.checks.failed:
         print(f"bench: CHECK FAILED: {check.name}: {check.detail}", file=sys.stderr)
+    print("\n".join(report.goals_table(found)))
     print(report.summary_line(out, found), flush=True)
     return 1 if out.checks.failed else 0

@@ -10,7 +10,6 @@ logged engine.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -36,15 +35,13 @@ _LOGS_CONFIG = """<clickhouse>
 
 @dataclass(frozen=True)
 class Timing:
-    """One timed piece of work: wall clock, CPU time of this process (the engine
-    runs in it, so this is the engine's CPU, robust when other jobs compete for
-    the cores) and the process RSS peak meanwhile."""
+    """One timed piece of work: wall clock and the CPU time of this process (the
+    engine runs in it, so this is the engine's CPU, which stays comparable when
+    other jobs compete for the cores)."""
 
     tag: str
     wall_ms: float
     cpu_ms: float
-    rss_peak: int
-    rss_start: int
 
 
 @contextmanager
@@ -53,25 +50,12 @@ def measured(tag: str) -> Iterator[list[Timing]]:
     out: list[Timing] = []
     process = psutil.Process()
     cpu = process.cpu_times()
-    with RssSampler() as rss:
-        started = time.perf_counter()
-        yield out
-        wall = (time.perf_counter() - started) * 1000
+    started = time.perf_counter()
+    yield out
+    wall = (time.perf_counter() - started) * 1000
     now = process.cpu_times()
     cpu_ms = ((now.user - cpu.user) + (now.system - cpu.system)) * 1000
-    out.append(Timing(tag=tag, wall_ms=wall, cpu_ms=cpu_ms, rss_peak=rss.peak, rss_start=rss.start))
-
-
-@dataclass(frozen=True)
-class ServerStats:
-    """What the engine logged for one statement (query_log), MVs included."""
-
-    duration_ms: float
-    memory: int
-    read_rows: int
-    written_rows: int
-    parts_written: int
-    parts_presorted: int
+    out.append(Timing(tag=tag, wall_ms=wall, cpu_ms=cpu_ms))
 
 
 @dataclass(frozen=True)
@@ -80,38 +64,7 @@ class ViewStats:
 
     view: str
     duration_ms: float
-    read_rows: int
-    written_rows: int
     peak_memory: int
-
-
-class RssSampler:
-    """Peak resident memory of this process, sampled on a thread while a block runs."""
-
-    def __init__(self, interval: float = 0.005) -> None:
-        self._interval = interval
-        self._process = psutil.Process()
-        self.peak = 0
-        self.start = 0
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.peak = max(self.peak, self._process.memory_info().rss)
-            self._stop.wait(self._interval)
-
-    def __enter__(self) -> RssSampler:
-        self.start = self.peak = self._process.memory_info().rss
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-        self.peak = max(self.peak, self._process.memory_info().rss)
 
 
 class Engine:
@@ -124,15 +77,11 @@ class Engine:
         self._config = config_dir / "chdb-logs.xml"
         self._config.write_text(_LOGS_CONFIG)
         self._client: Any = None
-        self._comment = ""
 
     def open(self) -> None:
         self.path.mkdir(parents=True, exist_ok=True)
-        self._client = clickhouse_connect.get_client(
-            interface="chdb",
-            path=str(self.path),
-            chdb_options={"config-file": str(self._config)},
-        )
+        options = {"config-file": str(self._config)}
+        self._client = clickhouse_connect.get_client(interface="chdb", path=str(self.path), chdb_options=options)
 
     def close(self) -> None:
         if self._client is not None:
@@ -143,7 +92,6 @@ class Engine:
     def version(self) -> str:
         return str(self.scalar("select version()"))
 
-    # -- untimed ---------------------------------------------------------------
     def command(self, sql: str, **settings: Any) -> Any:
         return self._client.command(sql, settings=settings or None)
 
@@ -155,81 +103,52 @@ class Engine:
         return rows[0][0] if rows else None
 
     # -- timed -----------------------------------------------------------------
-    def timed(self, tag: str, sql: str) -> Timing:
-        """Run one statement as it is (settings inline), tagged in query_log by `log_comment`."""
-        self._set_comment(tag)
+    def timed(self, tag: str, sql: str, want_rows: bool = False) -> tuple[Timing, list[tuple]]:
+        """Run one statement as it is (settings inline), tagged in query_log by `log_comment`;
+        with `want_rows`, a SELECT whose (small) result is returned."""
+        self._client.set_client_setting("log_comment", tag)
         try:
+            rows: list[tuple] = []
             with measured(tag) as out:
-                self._client.command(sql)
+                if want_rows:
+                    rows = [tuple(r) for r in self._client.query(sql).result_rows]
+                else:
+                    self._client.command(sql)
         finally:
-            self._set_comment("")
-        return out[0]
-
-    def timed_rows(self, tag: str, sql: str) -> tuple[Timing, list[tuple]]:
-        """Like `timed`, for a SELECT whose (small) result is wanted."""
-        self._set_comment(tag)
-        try:
-            with measured(tag) as out:
-                rows = [tuple(r) for r in self._client.query(sql).result_rows]
-        finally:
-            self._set_comment("")
+            self._client.set_client_setting("log_comment", "")
         return out[0], rows
 
-    def _set_comment(self, tag: str) -> None:
-        if tag != self._comment:
-            self._client.set_client_setting("log_comment", tag)
-            self._comment = tag
-
     # -- logs --------------------------------------------------------------------
-    def flush_logs(self) -> None:
-        self.command("system flush logs")
-
-    def server_stats(self, tags: list[str]) -> dict[str, ServerStats]:
-        """query_log's record of each tagged statement."""
+    def engine_memory(self, tags: list[str]) -> dict[str, int]:
+        """Peak memory query_log recorded for each tagged statement (materialized views included)."""
         if not tags:
             return {}
-        self.flush_logs()
+        self.command("system flush logs")
         rows = self.rows(
-            """
-            select log_comment, any(query_duration_ms), any(memory_usage), any(read_rows), any(written_rows),
-                   any(ProfileEvents['MergeTreeDataWriterBlocks']),
-                   any(ProfileEvents['MergeTreeDataWriterBlocksAlreadySorted'])
-            from system.query_log
-            where type = 'QueryFinish' and query_kind not in ('Set', 'System') and log_comment in %(tags)s
-            group by log_comment
-            """.replace("%(tags)s", _sql_list(tags))
+            "select log_comment, any(memory_usage) from system.query_log where type = 'QueryFinish' "
+            f"and query_kind not in ('Set', 'System') and log_comment in {_sql_list(tags)} group by log_comment"
         )
-        return {r[0]: ServerStats(float(r[1]), *(int(v) for v in r[2:])) for r in rows}
+        return {str(r[0]): int(r[1]) for r in rows}
 
     def view_stats(self, tag: str) -> list[ViewStats]:
         """Per materialized view: what the last statement tagged `tag` spent in it."""
-        self.flush_logs()
+        self.command("system flush logs")
         rows = self.rows(
-            f"""
-            select view_name, view_duration_ms, read_rows, written_rows, peak_memory_usage
-            from system.query_views_log
-            where initial_query_id = (
-                select any(query_id) from system.query_log
-                where type = 'QueryFinish' and query_kind = 'Insert' and log_comment = {_sql_str(tag)})
-            order by event_time_microseconds
-            """
+            "select view_name, view_duration_ms, peak_memory_usage from system.query_views_log "
+            "where initial_query_id = (select any(query_id) from system.query_log where type = 'QueryFinish' "
+            f"and query_kind = 'Insert' and log_comment = {_sql_str(tag)}) order by event_time_microseconds"
         )
-        return [ViewStats(str(r[0]), float(r[1]), int(r[2]), int(r[3]), int(r[4])) for r in rows]
+        return [ViewStats(str(r[0]), float(r[1]), int(r[2])) for r in rows]
 
-    def dbt_queries(self, since: float) -> list[tuple[str, float, int]]:
-        """Statements dbt ran since `since` (unix time): (query, duration ms, memory)."""
-        self.flush_logs()
-        return [
-            (str(r[0]), float(r[1]), int(r[2]))
-            for r in self.rows(
-                f"""
-                select query, query_duration_ms, memory_usage from system.query_log
-                where type = 'QueryFinish' and event_time_microseconds >= toDateTime64({since}, 6)
-                  and query like '%"app": "dbt"%'
-                order by event_time_microseconds
-                """
-            )
-        ]
+    def dbt_queries(self, since: float) -> list[tuple[str, float]]:
+        """Statements dbt ran since `since` (unix time): (query, engine ms)."""
+        self.command("system flush logs")
+        rows = self.rows(
+            "select query, query_duration_ms from system.query_log where type = 'QueryFinish' "
+            f"""and event_time_microseconds >= toDateTime64({since}, 6) and query like '%"app": "dbt"%' """
+            "order by event_time_microseconds"
+        )
+        return [(str(r[0]), float(r[1])) for r in rows]
 
 
 def _sql_str(text: str) -> str:

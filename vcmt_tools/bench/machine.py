@@ -10,14 +10,17 @@ from pathlib import Path
 
 import psutil
 
+_PACKAGES = ("chdb", "chdb-core", "clickhouse-connect", "dbt-core", "dbt-clickhouse")
 
-def _cpu_model() -> str:
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.exists():
-        for line in cpuinfo.read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor() or platform.machine()
+
+@dataclass(frozen=True)
+class Machine:
+    cpu: str
+    logical_cores: int
+    ram_bytes: int
+    os: str
+    python: str
+    packages: dict[str, str]
 
 
 def _version(package: str) -> str:
@@ -27,35 +30,23 @@ def _version(package: str) -> str:
         return "not installed"
 
 
-@dataclass(frozen=True)
-class Machine:
-    cpu: str
-    logical_cores: int
-    physical_cores: int | None
-    ram_bytes: int
-    os: str
-    python: str
-    packages: dict[str, str]
-
-
 def describe() -> Machine:
+    cpuinfo = Path("/proc/cpuinfo")
+    models = [line.split(":", 1)[1].strip() for line in cpuinfo.read_text().splitlines()
+              if line.startswith("model name")] if cpuinfo.exists() else []  # fmt: skip
     return Machine(
-        cpu=_cpu_model(),
+        cpu=models[0] if models else platform.processor() or platform.machine(),
         logical_cores=os.cpu_count() or 0,
-        physical_cores=psutil.cpu_count(logical=False),
         ram_bytes=psutil.virtual_memory().total,
         os=platform.platform(),
         python=platform.python_version(),
-        packages={p: _version(p) for p in ("chdb", "chdb-core", "clickhouse-connect", "dbt-core", "dbt-clickhouse")},
+        packages={p: _version(p) for p in _PACKAGES},
     )
 
 
 class Contention:
-    """Share of the machine's CPU used by other processes while the bench ran.
-
-    The host is shared (other jobs, test suites): when this is high, wall times
-    stretch while the CPU times this bench reports stay comparable.
-    """
+    """Share of the machine's CPU other processes used while the bench ran: on a
+    shared host wall times stretch with it, while the CPU times stay comparable."""
 
     def __init__(self) -> None:
         self._process = psutil.Process()
@@ -67,11 +58,7 @@ class Contention:
         """(load average at start, at end, share of all cores busy with other processes)."""
         system, own = psutil.cpu_times(), self._process.cpu_times()
         total = sum(system) - sum(self._system)
-        busy = (
-            total
-            - (system.idle - self._system.idle)
-            - (getattr(system, "iowait", 0) - getattr(self._system, "iowait", 0))
-        )
+        idle = (system.idle - self._system.idle) + (getattr(system, "iowait", 0) - getattr(self._system, "iowait", 0))
         mine = (own.user - self._own.user) + (own.system - self._own.system)
-        others = max(busy - mine, 0.0) / total if total > 0 else 0.0
+        others = max(total - idle - mine, 0.0) / total if total > 0 else 0.0
         return self._load_start, os.getloadavg()[0], others

@@ -1,18 +1,24 @@
-"""The markdown report (bench/results/latest.md) and its machine-readable twin."""
+"""The markdown report (bench/results/latest.md), its JSON twin and the summary line."""
 
 from __future__ import annotations
 
 import math
-import re
 import statistics
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
-from vcmt_tools.bench.goals import Ratio, window_ratios
+from vcmt_tools.bench.goals import Ratio
 from vcmt_tools.bench.machine import Machine
 from vcmt_tools.bench.scenario import Outcome, median_views
-from vcmt_tools.bench.steps import Step, ratio
+
+GROUPS = (
+    ("big", "batch of B"),
+    ("small", "small batch, random keys"),
+    ("clustered", "small batch, consecutive keys"),
+    ("report", "report query"),
+    ("optimized", "report query, optimized"),
+)
 
 
 @dataclass(frozen=True)
@@ -36,10 +42,6 @@ def _mib(value: int | None) -> str:
     return "–" if value is None else f"{value / 2**20:,.0f} MiB"
 
 
-def _gib(value: int) -> str:
-    return f"{value / 2**30:.1f} GiB"
-
-
 def _count(n: int) -> str:
     for unit, size in (("M", 1_000_000), ("k", 1_000)):
         if n >= size and n % (size // 10) == 0:
@@ -50,276 +52,114 @@ def _count(n: int) -> str:
 def summary_line(out: Outcome, ratios: list[Ratio]) -> str:
     s = out.shape
     parts = [f"N={_count(s.rows)} B={_count(s.batch)} R={out.repeat}"]
-    for r in ratios:
-        if r.goal is not None:
-            parts.append(f"{r.key} {_ratio(r.wall)} ({r.goal_text}) {r.verdict}")
+    parts += [f"{r.key} {_ratio(r.wall)} ({r.goal_text}) {r.verdict}" for r in ratios if r.goal is not None]
     failed = out.checks.failed
     parts.append("checks PASS" if not failed else f"checks FAIL ({len(failed)})")
     return "bench: " + " | ".join(parts)
 
 
-def _ratio_row(r: Ratio) -> str:
-    return f"| {r.label} | {_ratio(r.wall)} | {_ratio(r.cpu)} | {r.goal_text} | {r.verdict} | {r.cpu_verdict} |"
+def goals_table(ratios: list[Ratio]) -> list[str]:
+    rows = [f"| {r.label} | {_ratio(r.wall)} | {_ratio(r.cpu)} | {r.goal_text} | {r.verdict} |" for r in ratios]
+    return ["| ratio | wall | CPU | goal | result |", "|---|--:|--:|--:|:-:|", *rows]
 
 
-def _step_rows(steps: list[Step]) -> list[str]:
-    rows = []
-    for s in steps:
-        low, high = s.spread
-        cpu = "–" if math.isnan(s.cpu_ms) else _ms(s.cpu_ms)
-        rows.append(
-            f"| {s.label} | {_ms(s.wall_ms)} | {_ms(low)}–{_ms(high)} | {cpu} | {_mib(s.engine_memory)} | "
-            f"{_mib(s.rss_peak)} (+{_mib(s.rss_growth)}) |"
-        )
-    return rows
-
-
-GROUPS = (
-    ("big", "batch of B"),
-    ("small", "small batch, random keys"),
-    ("clustered", "small batch, consecutive keys"),
-    ("report", "report query"),
-    ("optimized", "report query, optimized"),
-)
-
-_STEP_HEAD = [
-    "| step | median ms | min–max ms | CPU ms | engine peak memory | process RSS peak (+ rise) |",
-    "|---|--:|--:|--:|--:|--:|",
-]
+def _table(head: str, rows: list[str]) -> list[str]:
+    return ["", f"| {head} |", "|---|" + "--:|" * head.count("|"), *rows]
 
 
 def render(out: Outcome, ratios: list[Ratio], ctx: Context) -> str:
     s, m = out.shape, ctx.machine
-    lines: list[str] = [
+    lines = [
         f"# vcmt bench — {ctx.started:%Y-%m-%d %H:%M}",
         "",
         f"`{summary_line(out, ratios)}`",
         "",
+        "How it is measured: [bench/README.md](../README.md). Ratios of medians; CPU is this process's CPU "
+        "time (chDB runs in-process), comparable when other jobs compete for the cores. Goals are judged on "
+        "wall time.",
+        "",
         "## Goals",
         "",
-        "Ratios of medians. CPU = this process's CPU time (chDB runs in-process), which stays comparable "
-        "when other jobs compete for the cores; goals are judged on wall time.",
-        "",
-        "| ratio | wall | CPU | goal | result | on CPU |",
-        "|---|--:|--:|--:|:-:|:-:|",
-    ]
-    lines += [_ratio_row(r) for r in ratios]
-    window = window_ratios(out.steps)
-    if window:
-        lines += [
-            "",
-            "The same goals from the prototype phase, where plain INSERT, the reference, the generated loader "
-            "SQL and the proposed one (see Prototypes) ran interleaved in one window:",
-            "",
-            "| ratio | wall | CPU | goal | result | on CPU |",
-            "|---|--:|--:|--:|:-:|:-:|",
-            *[_ratio_row(r) for r in window],
-        ]
-    if (s.rows, s.batch) != (10_000_000, 1_000_000):
-        lines += ["", f"The UPSERT/INSERT goal is defined at N=10M, B=1M; this run used N={s.rows:,}, B={s.batch:,}."]
-    lines += [
+        *goals_table(ratios),
+        *(
+            []
+            if (s.rows, s.batch) == (10_000_000, 1_000_000)
+            else ["", f"The goals are set for N = 10M, B = 1M; this run used N = {s.rows:,}, B = {s.batch:,}."]
+        ),
         "",
         "## Machine and shape",
         "",
-        f"- CPU: {m.cpu}, {m.logical_cores} logical cores ({m.physical_cores or '?'} physical); "
-        f"RAM {_gib(m.ram_bytes)}; {m.os}; Python {m.python}",
-        f"- engine: chDB {m.packages['chdb']} (chdb-core {m.packages['chdb-core']}) = ClickHouse {ctx.clickhouse}; "
-        f"clickhouse-connect {m.packages['clickhouse-connect']}; dbt-core {m.packages['dbt-core']}, "
-        f"dbt-clickhouse {m.packages['dbt-clickhouse']}",
+        f"- {m.cpu}, {m.logical_cores} logical cores, RAM {m.ram_bytes / 2**30:.1f} GiB; {m.os}; "
+        f"Python {m.python}; ClickHouse {ctx.clickhouse}; " + ", ".join(f"{p} {v}" for p, v in m.packages.items()),
         f"- load average {ctx.load[0]:.1f} at start, {ctx.load[1]:.1f} at end; other processes used "
-        f"{ctx.load[2]:.0%} of all cores during the run (shared host: wall times stretch with it)",
-        f"- N = {s.rows:,} base rows, B = {s.batch:,} events per batch, small batch = {s.small_batch:,}, "
-        f"R = {out.repeat} samples per step (median reported); total run {ctx.total_s:,.0f} s "
-        f"(setup {out.setup_ms / 1000:,.0f} s)",
-    ]
-    lines.append(
-        f"- keys of the batch of B and the small batch: `(hash % {s.pool:,}) * {s.step}` (the article's "
-        "`(rand() % 1E6) * (N / 1E6)` shape); clustered small batch: consecutive keys from N/2. All events are "
-        "upserts of existing keys with distinct, newer versions."
-    )
-    for size, facts in out.batches.items():
-        lines.append(
-            f"  - {size}: {facts.events:,} events on {facts.distinct_keys:,} distinct keys "
-            f"({facts.distinct_keys / facts.events:.0%}, {facts.keys}) in {facts.partitions} of 20 partitions"
-        )
-    lines += [
-        "",
-        "How: a generated dbt project (`bench/work/project`) installs this repository as a local package and "
-        "`dbt run`s a `vcmt_upsert` model on the article's schema, so the target, stage, transform, tombstone "
-        "and applied-stats objects are exactly what the materialization creates. `base` is created `AS` that "
-        "target and bulk-loaded with the N base rows at version 0, sign 1 straight away (fresh keys, so a valid "
-        "VCMT state; the transform is not needed for them), one part per partition. The plain-INSERT table "
-        "and the reference table have the same DDL. Before every sample its table gets base's parts back by "
-        "hard link (`ATTACH PARTITION ALL FROM`), so samples are independent; background merges are stopped "
-        "on measured tables so one sample's merges do not steal a core from the next. The order of the "
-        "approaches rotates per repeat. The vcmt sample runs the loader's stage INSERT exactly as dbt ran it "
-        "(taken from the engine's query_log of a warm-up `dbt run`). The reference's INSERT runs with "
-        "`max_insert_threads = 1` so its batch arrives as one block, as in the article (its per-block dedupe "
-        "is wrong across blocks).",
-        "",
-        "Two plain INSERTs of the same number of rows: *the article's* (new keys in key order, its "
-        "'measure plain INSERT time' step, the baseline of DESIGN.md §3 fact 6) and *the batch's own rows* "
-        "(random existing keys: what the UPSERT writes, without the lookup; unsorted, so the part writer sorts "
-        "them). UPSERT goals are judged against the faster of the two, so a PASS never rests on a slow "
-        "baseline: at B = 1M the sorted article INSERT is usually faster; at 10k rows it touches all 20 "
-        "partitions (20 small parts) while the random small batch touches 2, and the batch's own rows are "
-        "much faster.",
+        f"{ctx.load[2]:.0%} of all cores during the run",
+        f"- N = {s.rows:,} base rows, B = {s.batch:,}, small batch = {s.small_batch:,}, R = {out.repeat}; "
+        f"total {ctx.total_s:,.0f} s (setup {out.setup_ms / 1000:,.0f} s)",
+        *[
+            f"- {size} batch: {f.events:,} events on {f.distinct_keys:,} distinct keys ({f.keys}) "
+            f"in {f.partitions} partitions"
+            for size, f in out.batches.items()
+        ],
         "",
         "## Times",
-        "",
-        *_STEP_HEAD,
     ]
+    rows = []
     for group, title in GROUPS:
         steps = out.steps.in_group(group)
-        if steps:
-            lines.append(f"| **{title}** | | | | | |")
-            lines += _step_rows(steps)
-    lines += _dbt_section(out)
-    for size, title in (("big", "batch of B"), ("small", "small batch, random keys")):
-        lines += _profile_section(out, size, title)
-    for size, title in (("big", "batch of B"), ("small", "small batch, random keys")):
-        lines += _variants_section(out, size, title)
-    lines += [
-        "",
-        "## Correctness",
-        "",
-        "| check | result | detail |",
-        "|---|:-:|---|",
-    ]
-    for c in out.checks.items:
-        verdict = "PASS" if c.ok else ("FAIL" if c.guard else "no")
-        lines.append(f"| {c.name} | {verdict} | {c.detail} |")
+        rows += [f"| **{title}** | | | | |"] if steps else []
+        for st in steps:
+            low, high = st.spread
+            rows.append(
+                f"| {st.label} | {_ms(st.wall_ms)} | {_ms(low)}–{_ms(high)} | {_ms(st.cpu_ms)} | "
+                f"{_mib(st.engine_memory)} |"
+            )
+    lines += _table("step | median ms | min–max ms | CPU ms | engine peak memory", rows)
+    lines += _where_time_goes(out)
+    lines += ["", "## Correctness"]
+    lines += _table("check | result | detail", [
+        f"| {c.name} | {'PASS' if c.ok else 'FAIL' if c.guard else 'no'} | {c.detail} |" for c in out.checks.items
+    ])  # fmt: skip
     if out.report_results:
         first = next(iter(out.report_results.values()))
-        lines += [
-            "",
-            "Report query result (Department, live rows, sum(metric1)): "
-            + ", ".join(f"{d} {n:,} {t:,}" for d, n, t in first),
-        ]
-    lines += [
-        "",
-        "Which FINAL query is right: `select Department, count(), sum(metric1) from t final where sign = 1`. "
-        "ClickHouse applies WHERE after FINAL's collapsing (it does not move it to PREWHERE under FINAL unless "
-        "`optimize_move_to_prewhere_if_final` is set), so the filter only drops rows FINAL left with sign -1. "
-        "At rest there are none (every cancel row pairs with its state row), so the result equals the "
-        "unfiltered one, as checked above; the filter makes `count()` a count of live rows by construction. "
-        "Filtering before collapsing (`prewhere sign = 1`) is wrong: it removes the cancel rows and resurrects "
-        "every replaced row.",
-        "",
-        "## SQL",
-        "",
-        *_sql_block("Target DDL, as the materialization created it", out.target_ddl),
-        *_sql_block("The loader's stage INSERT, as dbt ran it (the vcmt sample)", out.loader_sql),
-        *_sql_block("The transform view, as the materialization created it", out.transform_sql),
-        *[line for title, text in out.proposed_sql.items() for line in _sql_block(f"Proposed: {title}", text)],
-    ]
+        lines += ["", "Report query (Department, live rows, sum(metric1)): "
+                  + ", ".join(f"{d} {n:,} {t:,}" for d, n, t in first)]  # fmt: skip
+    lines += ["", "## SQL", ""]
+    for title, text in out.sql.items():
+        lines += ["<details>", f"<summary>{title}</summary>", "", "```sql", text.strip(), "```", "", "</details>", ""]
     return "\n".join(lines)
 
 
-def _sql_block(title: str, text: str) -> list[str]:
-    if not text:
-        return []
-    return ["<details>", f"<summary>{title}</summary>", "", "```sql", text.strip(), "```", "", "</details>", ""]
+def _where_time_goes(out: Outcome) -> list[str]:
+    """The whole `dbt run` split by the engine's query_log, and the loader INSERT by view."""
+    lines = ["", "## Where the UPSERT's time goes"]
+    if out.dbt_runs:
+        runs = out.dbt_runs
 
+        def med(part: str) -> str:
+            return _ms(statistics.median(getattr(r, part) for r in runs))
 
-def _profile_section(out: Outcome, size: str, title: str) -> list[str]:
-    steps = out.steps.in_group(f"profile_{size}")
-    if not steps:
-        return []
-    lines = ["", f"## Profile of the UPSERT, {title} (each piece alone, generated SQL)", "", *_STEP_HEAD]
-    lines += _step_rows(steps)
-    views = median_views(out.loader_views.get(size, []))
-    if views:
-        lines += [
-            "",
-            "Inside the loader's INSERT (system.query_views_log, medians; a view's time includes the views on its "
-            "own target, so the transform's includes the applied-stats view):",
-            "",
-            "| view | ms | peak memory |",
-            "|---|--:|--:|",
-        ]
-        lines += [f"| `{name}` | {_ms(ms)} | {_mib(mem)} |" for name, ms, mem in views]
+        lines += _table("whole `dbt run` at B (medians) | ms", [
+            f"| whole `dbt run` (in-process) | {med('wall_ms')} |",
+            f"| the loader's stage INSERT (engine time) | {med('loader_insert_ms')} |",
+            f"| {runs[0].statements - 1} other statements: batch stats, applied totals, object checks, run log "
+            f"| {med('other_sql_ms')} |",
+            f"| dbt itself: start-up, parse, compile, Python between statements | {med('overhead_ms')} |",
+        ])  # fmt: skip
+    for size, title in GROUPS[:2]:
+        views = median_views(out.loader_views.get(size, []))
+        if views:
+            lines += ["", f"Inside the loader's INSERT, {title} (query_views_log, medians; a view's time includes "
+                      "the views on its own target):"]  # fmt: skip
+            lines += _table("view | ms | peak memory", [f"| `{n}` | {_ms(ms)} | {_mib(mem)} |" for n, ms, mem in views])
     return lines
-
-
-def _variants_section(out: Outcome, size: str, title: str) -> list[str]:
-    group = f"variants_{size}"
-    steps = out.steps.in_group(group)
-    if not steps:
-        return []
-    generated, plain, reference = (out.steps.get(f"{group}_{k}") for k in ("current", "insert", "reference"))
-    lines = [
-        "",
-        f"## Prototypes, {title} (hand-built copy of the objects, same batch)",
-        "",
-        "Plain INSERT, reference and every variant sampled in one window, interleaved, so their ratios share "
-        "the host's load. Ratios as wall (CPU).",
-        "",
-        "| run | median ms | CPU ms | / generated loader | / plain INSERT | / reference | parts written "
-        "(already sorted) |",
-        "|---|--:|--:|--:|--:|--:|--:|",
-    ]
-    for v in steps:
-
-        def both(other: Step | None, v: Step = v) -> str:
-            return f"{_ratio(ratio(v, other))} ({_ratio(ratio(v, other, cpu=True))})"
-
-        parts = f"{v.parts[0]} ({v.parts[1]})" if v.parts else "–"
-        cells = [v.label, _ms(v.wall_ms), _ms(v.cpu_ms), both(generated), both(plain), both(reference), parts]
-        lines.append("| " + " | ".join(cells) + " |")
-    return lines
-
-
-_STATEMENT_KINDS = (
-    ("the loader's stage INSERT", re.compile(r"insert into \S+__stage", re.I)),
-    ("batch stats (count, deletes, distinct keys)", re.compile(r"countIf\(_vcmt_sign", re.I)),
-    ("applied totals, before and after", re.compile(r"from \S+__applied", re.I)),
-    ("schema, projection and view-query comparisons", re.compile(r"system\.(columns|projections)|formatQuery", re.I)),
-    ("existence checks of the model's objects (system.tables)", re.compile(r"from system\.tables", re.I)),
-    ("ALTER ... MODIFY SETTING (projection mode, every run)", re.compile(r"modify setting", re.I)),
-    ("run log INSERT", re.compile(r"insert into \S+__loads", re.I)),
-    ("dbt's own catalog queries", re.compile(r"system\.databases|mv_sources", re.I)),
-)
-
-
-def statement_kinds(statements: list[tuple[str, float]]) -> list[tuple[str, int, float]]:
-    """The last `dbt run`'s statements grouped by what they do: (kind, count, engine ms)."""
-    found: dict[str, list[float]] = {}
-    for sql_text, ms in statements:
-        kind = next((k for k, pattern in _STATEMENT_KINDS if pattern.search(sql_text)), "other")
-        found.setdefault(kind, []).append(ms)
-    return [(k, len(v), sum(v)) for k, v in found.items()]
-
-
-def _dbt_section(out: Outcome) -> list[str]:
-    if not out.dbt_runs:
-        return []
-
-    def med(values: list[float]) -> str:
-        return _ms(statistics.median(values))
-
-    runs = out.dbt_runs
-    return [
-        "",
-        "## Whole `dbt run` at B: where the time goes (medians)",
-        "",
-        "| part | ms |",
-        "|---|--:|",
-        f"| whole `dbt run` (in-process `dbtRunner`) | {med([r.wall_ms for r in runs])} |",
-        f"| the loader's stage INSERT (engine time) | {med([r.loader_insert_ms for r in runs])} |",
-        f"| {runs[0].statements - 1} other statements: batch stats, applied totals, relation checks, "
-        f"run log (engine time) | {med([r.other_sql_ms for r in runs])} |",
-        f"| dbt itself: start-up, parse, compile, Python between statements | {med([r.overhead_ms for r in runs])} |",
-        "",
-        "Statements of the last run, by kind:",
-        "",
-        "| kind | statements | engine ms |",
-        "|---|--:|--:|",
-        *[f"| {kind} | {n} | {_ms(ms)} |" for kind, n, ms in statement_kinds(out.dbt_statements)],
-    ]
 
 
 def as_json(out: Outcome, ratios: list[Ratio], ctx: Context) -> dict[str, Any]:
+    steps = {
+        s.key: {"label": s.label, "group": s.group, "wall_ms": s.wall_ms, "cpu_ms": s.cpu_ms,
+                "samples_ms": [t.wall_ms for t in s.timings], "engine_memory": s.engine_memory}
+        for s in out.steps.items.values()
+    }  # fmt: skip
     return {
         "started": ctx.started.isoformat(timespec="seconds"),
         "rows": out.shape.rows,
@@ -327,27 +167,8 @@ def as_json(out: Outcome, ratios: list[Ratio], ctx: Context) -> dict[str, Any]:
         "small_batch": out.shape.small_batch,
         "repeat": out.repeat,
         "clickhouse": ctx.clickhouse,
-        "steps": {
-            s.key: {
-                "label": s.label,
-                "group": s.group,
-                "wall_ms": s.wall_ms,
-                "cpu_ms": s.cpu_ms,
-                "samples_ms": [t.wall_ms for t in s.timings],
-                "engine_memory": s.engine_memory,
-            }
-            for s in out.steps.items.values()
-        },  # fmt: skip
-        "ratios": {
-            r.key: {
-                "wall": r.wall,
-                "cpu": r.cpu,
-                "goal": r.goal_text,
-                "verdict": r.verdict,
-                "cpu_verdict": r.cpu_verdict,
-            }
-            for r in ratios + window_ratios(out.steps)
-        },
-        "checks": [{"name": c.name, "ok": c.ok, "guard": c.guard, "detail": c.detail} for c in out.checks.items],
+        "steps": steps,
+        "ratios": {r.key: {"wall": r.wall, "cpu": r.cpu, "goal": r.goal_text, "verdict": r.verdict} for r in ratios},
+        "checks": [asdict(c) for c in out.checks.items],
         "report_results": out.report_results,
     }

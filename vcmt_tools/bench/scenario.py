@@ -7,23 +7,16 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from vcmt_tools.bench import sql
+from vcmt_tools.bench.anchors import ANCHORS
 from vcmt_tools.bench.checks import Checks, check_upsert_state, normalized
-from vcmt_tools.bench.dbt_project import MODEL, BenchProject
-from vcmt_tools.bench.engine import Engine, Timing, ViewStats, measured
+from vcmt_tools.bench.engine import Engine, ViewStats, measured
 from vcmt_tools.bench.steps import Steps
-from vcmt_tools.bench.tables import BIG_BATCH, PLAIN, REFERENCE, Batch, Shape, Tables
+from vcmt_tools.bench.tables import BASE, BIG_BATCH, EVENTS, MODEL, MODEL_SQL, PLAIN, Batch, Shape, Tables
+from vcmt_tools.dbt_project import DbtProject
 
 Say = Callable[[str], None]
-
-# Settings of the reference's stage INSERT: the loader's own two, plus one
-# insert thread, so the reference (which dedupes per block) gets its batch as
-# one block, as in the article where numbers() feeds a single stream.
-REFERENCE_INSERT_SETTINGS = (
-    "settings insert_deduplicate = 0, do_not_merge_across_partitions_select_final = 1, max_insert_threads = 1"
-)
 
 
 class BenchFailure(Exception):
@@ -58,25 +51,22 @@ class Outcome:
     repeat: int
     steps: Steps = field(default_factory=Steps)
     checks: Checks = field(default_factory=Checks)
-    loader_sql: str = ""
-    transform_sql: str = ""
-    proposed_sql: dict[str, str] = field(default_factory=dict)
-    target_ddl: str = ""
+    # SQL as the materialization generated it and dbt ran it, and each anchor's statement.
+    sql: dict[str, str] = field(default_factory=dict)
     batches: dict[str, BatchFacts] = field(default_factory=dict)
     dbt_runs: list[DbtBreakdown] = field(default_factory=list)
-    dbt_statements: list[tuple[str, float]] = field(default_factory=list)
     loader_views: dict[str, list[list[ViewStats]]] = field(default_factory=dict)
     report_results: dict[str, list[tuple[str, int, int]]] = field(default_factory=dict)
-    target_parts: int = 0
     setup_ms: float = 0.0
 
 
 class Scenario:
-    def __init__(self, engine: Engine, project: BenchProject, shape: Shape, repeat: int, say: Say) -> None:
+    def __init__(self, engine: Engine, project: DbtProject, shape: Shape, repeat: int, say: Say) -> None:
         self.engine = engine
         self.project = project
         self.tables = Tables(engine)
         self.out = Outcome(shape=shape, repeat=repeat)
+        self.loader_sql = ""
         self.say = say
 
     # -- setup -------------------------------------------------------------------
@@ -84,109 +74,75 @@ class Scenario:
         started = time.perf_counter()
         t, shape = self.tables, self.out.shape
         t.create_database()
+        self.project.write("models/sources.yml", f"""
+            version: 2
+            sources: [{{name: bench, schema: {t.db}, tables: [{{name: {EVENTS}}}]}}]
+        """)  # fmt: skip
+        self.project.model(MODEL, MODEL_SQL)
         self.say("dbt deps + first dbt run (empty input): the materialization creates the model's objects")
-        self._dbt_or_fail(self.project.deps(), "dbt deps")
-        self._dbt_or_fail(self.project.run(), "dbt run (create objects)")
-        self.out.target_ddl = str(self.engine.scalar(f"show create table {t.target}"))
-        self.out.transform_sql = self._view_sql(MODEL + "__transform")
+        self._dbt_run("dbt run (create objects)")
+        self.out.sql["Target DDL, as the materialization created it"] = t.stored(MODEL, "create_table_query")
+        self.out.sql["The transform view, as the materialization created it"] = t.stored(f"{MODEL}__transform")
         t.stop_merges(MODEL)
-        self.say(
-            f"bulk-loading {shape.rows:,} base rows into `base` (same DDL as the target) with version 0, "
-            "sign 1: fresh keys, so a valid VCMT state without the transform"
-        )
+        self.say(f"bulk-loading {shape.rows:,} base rows (version 0, sign 1: a valid state) into `base`")
         t.build_base(shape)
         t.build_batches(shape)
         t.clone(PLAIN)
-        t.build_reference()
+        anchor_ddl = {a.key: a.create(t) for a in ANCHORS}
         for batch in shape.batches():
-            facts = self._batch_facts(batch)
-            self.out.batches[batch.size] = facts
-            self.say(
-                f"{batch.size} batch: {facts.events:,} events on {facts.distinct_keys:,} distinct keys "
-                f"({facts.distinct_keys / facts.events:.0%}, {batch.keys}) in {facts.partitions} of "
-                f"{t.partitions('base')} partitions"
-            )
+            events, keys, parts = self.engine.rows(
+                f"select count(), uniqExact(id), uniqExact(id % 20) from {t.q(batch.table)}"
+            )[0]
+            self.out.batches[batch.size] = BatchFacts(int(events), int(keys), int(parts), batch.keys)
+            self.say(f"{batch.size} batch: {events:,} events on {keys:,} distinct keys in {parts} partitions")
         self.say("warm-up dbt run on the batch, to capture the loader's stage INSERT as dbt ran it")
         t.restore(MODEL)
         t.load_events(BIG_BATCH)
         since = time.time()
-        self._dbt_or_fail(self.project.run(), "dbt run (warm-up)")
-        self.out.loader_sql = self._loader_sql(since)
+        self._dbt_run("dbt run (warm-up)")
+        stage = f"insert into `{t.db}`.`{MODEL}__stage`"
+        inserts = [q for q, _ in self.engine.dbt_queries(since) if stage in q]
+        if len(inserts) != 1:
+            raise BenchFailure(f"expected one INSERT into the stage in the dbt run, found {len(inserts)}")
+        self.loader_sql = inserts[0]
+        self.out.sql["The loader's stage INSERT, as dbt ran it (the vcmt sample)"] = self.loader_sql
+        for a in ANCHORS:
+            self.out.sql[f"Anchor: {a.label} (its objects, then the timed statement)"] = (
+                f"{anchor_ddl[a.key]};\n\n{a.insert(t)}"
+            )
         self.out.setup_ms = (time.perf_counter() - started) * 1000
 
-    def _dbt_or_fail(self, run, what: str) -> None:
-        if not run.success:
-            raise BenchFailure(f"{what} failed:\n{run.log[-4000:]}")
-
-    def _view_sql(self, name: str) -> str:
-        return str(
-            self.engine.scalar(
-                f"select as_select from system.tables where database = '{self.tables.db}' and name = '{name}'"
-            )
-        )
-
-    def _loader_sql(self, since: float) -> str:
-        stage = f"`{self.tables.db}`.`{MODEL}__stage`"
-        inserts = [q for q, _, _ in self.engine.dbt_queries(since) if f"insert into {stage}" in q]
-        if len(inserts) != 1:
-            raise BenchFailure(f"expected one INSERT into {stage} in the dbt run, found {len(inserts)}")
-        return inserts[0]
-
-    def _batch_facts(self, batch: Batch) -> BatchFacts:
-        events, keys, parts = self.engine.rows(
-            f"select count(), uniqExact(id), uniqExact(id % 20) from {self.tables.q(batch.table)}"
-        )[0]
-        return BatchFacts(int(events), int(keys), int(parts), batch.keys)
+    def _dbt_run(self, what: str) -> None:
+        try:
+            self.project.dbt("run", "--select", MODEL)
+        except AssertionError as exc:
+            raise BenchFailure(f"{what} failed: {str(exc)[-4000:]}") from exc
 
     # -- samples -----------------------------------------------------------------
-    def _sample(self, key: str, label: str, group: str, statement: str, repeat: int) -> Timing:
-        timing = self.engine.timed(f"{key}#{repeat}", statement)
-        self.out.steps.step(key, label, group).timings.append(timing)
-        return timing
-
-    def baselines(self, batch: Batch) -> list[tuple[str, str, str, str]]:
-        """(key, label, table, statement) of the plain INSERTs and the reference, for side-by-side runs."""
-        return [
-            ("insert", "plain INSERT, the article's (new keys in key order), same window", PLAIN,
-             self._plain_insert(batch.fresh)),
-            ("insert_rows", "plain INSERT of the batch's rows, same window", PLAIN, self._plain_insert()),
-            ("reference", "reference transform, same window", REFERENCE, self._reference_insert()),
-        ]  # fmt: skip
-
-    def _reference_insert(self) -> str:
-        return (
-            f"insert into {self.tables.q(REFERENCE + '__stage')} select * from {self.tables.events} "
-            + REFERENCE_INSERT_SETTINGS
-        )
-
-    def _plain_insert(self, rows: str | None = None) -> str:
-        source = self.tables.q(rows) if rows else self.tables.events
-        return f"insert into {self.tables.q(PLAIN)} select * from {source}"
-
     def _round(self, r: int, batch: Batch) -> None:
-        """Both plain INSERTs, the vcmt loader and the reference, each on a freshly restored table,
+        """Both plain INSERTs, the vcmt loader and every anchor, each on a freshly restored table,
         in an order that rotates per repeat."""
-        n, size = batch.events, batch.size
+        t, n, size = self.tables, batch.events, batch.size
         approaches = [
             (f"{size}_insert", f"plain INSERT of {n:,} new keys in key order (the article's INSERT)", PLAIN,
-             self._plain_insert(batch.fresh)),
+             f"insert into {t.q(PLAIN)} select * from {t.q(batch.fresh)}"),
             (f"{size}_insert_rows", f"plain INSERT of the batch's {n:,} rows ({batch.keys})", PLAIN,
-             self._plain_insert()),
-            (f"{size}_vcmt", f"UPSERT {n:,} events: vcmt loader stage INSERT", MODEL, self.out.loader_sql),
-            (f"{size}_reference", f"UPSERT {n:,} events: reference transform", REFERENCE, self._reference_insert()),
+             f"insert into {t.q(PLAIN)} select * from {t.events}"),
+            (f"{size}_vcmt", f"UPSERT {n:,} events: vcmt loader stage INSERT", MODEL, self.loader_sql),
+            *[(f"{size}_{a.key}", f"UPSERT {n:,} events: {a.label}", a.key, a.insert(t)) for a in ANCHORS],
         ]  # fmt: skip
         shift = r % len(approaches)
         for key, label, table, statement in approaches[shift:] + approaches[:shift]:
-            self.tables.restore(table)
-            timing = self._sample(key, label, size, statement, r)
+            t.restore(table)
+            timing, _ = self.engine.timed(f"{key}#{r}", statement)
+            self.out.steps.step(key, label, size).timings.append(timing)
             self.say(f"  {label}: {timing.wall_ms:,.0f} ms")
-        t = self.tables
         if r == 0:
-            events, base = t.q(batch.table), t.q("base")
+            events, base = t.q(batch.table), t.q(BASE)
             check_upsert_state(self.engine, self.out.checks, f"vcmt loader, {size} batch", t.target, base, events)
-            check_upsert_state(
-                self.engine, self.out.checks, f"reference, {size} batch", t.q(REFERENCE), base, events, guard=False
-            )
+            for a in ANCHORS:
+                check_upsert_state(self.engine, self.out.checks, f"{a.key}, {size} batch", t.q(a.key), base, events,
+                                   guard=a.exact)  # fmt: skip
         self.out.loader_views.setdefault(size, []).append(self.engine.view_stats(f"{size}_vcmt#{r}"))
 
     def _dbt_round(self, r: int) -> None:
@@ -195,30 +151,22 @@ class Scenario:
         t.restore(MODEL)
         since = time.time()
         with measured(f"big_dbt#{r}") as out:
-            run = self.project.run()
-        self._dbt_or_fail(run, "dbt run")
-        timing = out[0]
-        self.out.steps.step(
-            "big_dbt", f"UPSERT {self.out.shape.batch:,} events: whole `dbt run`", "big"
-        ).timings.append(timing)
+            self._dbt_run("dbt run")
+        wall = out[0].wall_ms
+        self.out.steps.step("big_dbt", f"UPSERT {self.out.shape.batch:,} events: whole `dbt run`", "big").timings += out
         queries = self.engine.dbt_queries(since)
         stage = f"insert into `{t.db}`.`{MODEL}__stage`"
-        loader = sum(ms for q, ms, _ in queries if stage in q)
-        other = sum(ms for q, ms, _ in queries if stage not in q)
-        self.out.dbt_runs.append(DbtBreakdown(timing.wall_ms, loader, other, len(queries)))
-        self.out.dbt_statements = [(q, ms) for q, ms, _ in queries]
-        self.say(f"  whole dbt run: {timing.wall_ms:,.0f} ms (stage INSERT {loader:,.0f} ms)")
+        loader = sum(ms for q, ms in queries if stage in q)
+        self.out.dbt_runs.append(DbtBreakdown(wall, loader, sum(ms for _, ms in queries) - loader, len(queries)))
+        self.say(f"  whole dbt run: {wall:,.0f} ms (stage INSERT {loader:,.0f} ms)")
         if r == 0:
-            check_upsert_state(
-                self.engine, self.out.checks, "dbt run, big batch", t.target, t.q("base"), t.q(BIG_BATCH)
-            )
+            check_upsert_state(self.engine, self.out.checks, "dbt run, big batch", t.target, t.q(BASE), t.q(BIG_BATCH))
 
     def measure(self) -> None:
-        t = self.tables
         for r in range(self.out.repeat):
             for batch in self.out.shape.batches():
                 self.say(f"repeat {r + 1}/{self.out.repeat}: {batch.size} batch of {batch.events:,} ({batch.keys})")
-                t.load_events(batch.table)
+                self.tables.load_events(batch.table)
                 self._round(r, batch)
                 if batch.size == "big":
                     self._dbt_round(r)
@@ -229,13 +177,12 @@ class Scenario:
         t = self.tables
         t.restore(MODEL)
         t.load_events(BIG_BATCH)
-        self.engine.command(self.out.loader_sql)
+        self.engine.command(self.loader_sql)
         self.say("correctness guard on the whole target after one batch (every key)")
         check_upsert_state(
-            self.engine, self.out.checks, "vcmt target", t.target, t.q("base"), t.q(BIG_BATCH), whole_table=True
+            self.engine, self.out.checks, "vcmt target", t.target, t.q(BASE), t.q(BIG_BATCH), whole_table=True
         )
-        self.out.target_parts = t.parts(MODEL)
-        self._report_round("report", f"after one batch ({self.out.target_parts} parts)")
+        self._report_round("report", f"after one batch ({t.parts(MODEL)} parts)")
         self.say("OPTIMIZE FINAL on the target (one part per partition), then the report query again")
         self.engine.command(f"system start merges {t.target}")
         self.engine.command(f"optimize table {t.target} final")
@@ -252,56 +199,25 @@ class Scenario:
         results: dict[str, list[tuple[str, int, int]]] = {}
         for r in range(self.out.repeat):
             for key, label, statement in queries:
-                timing, rows = self.engine.timed_rows(f"{key}#{r}", statement)
+                timing, rows = self.engine.timed(f"{key}#{r}", statement, want_rows=True)
                 self.out.steps.step(key, label, group).timings.append(timing)
                 results[key] = normalized(rows)
         for key, label, _ in queries:
             self.say(f"  {label}: {self.out.steps[key].wall_ms:,.0f} ms")
         self.out.report_results.update(results)
-        first = results[queries[0][0]]
-        same = all(v == first for v in results.values())
-        self.out.checks.add(
-            f"report query {state}: FINAL == GROUP BY == projection",
-            same,
-            "identical" if same else "; ".join(f"{k}: {v}" for k, v in results.items()),
-        )
-        if group == "report":
-            self._final_filter_checks(first)
-
-    def _final_filter_checks(self, correct: list[tuple[str, int, int]]) -> None:
-        """Where the sign filter goes under FINAL: after collapsing (WHERE) or not at all, never before."""
-        t = self.tables
-        without = normalized(self.engine.rows(sql.report_final(t.target, where_sign=False)))
-        self.out.checks.add(
-            "FINAL without `where sign = 1` == with it (no unpaired -1 rows at rest)",
-            without == correct,
-            "identical" if without == correct else f"without: {without}",
-        )
-        prewhere = normalized(self.engine.rows(sql.report_final_prewhere(t.target)))
-        counted = sum(c for _, c, _ in prewhere) - sum(c for _, c, _ in correct)
-        self.out.checks.add(
-            "FINAL with `prewhere sign = 1` is wrong (filters before collapsing, keeps cancelled rows)",
-            prewhere != correct,
-            f"prewhere counts {counted:+,} rows",
-            guard=False,
-        )
+        same = all(v == results[queries[0][0]] for v in results.values())
+        detail = "identical" if same else "; ".join(f"{k}: {v}" for k, v in results.items())
+        self.out.checks.add(f"report query {state}: FINAL == GROUP BY == projection", same, detail)
 
     def finish(self) -> None:
-        self.out.steps.attach_server_stats(self.engine.server_stats(self.out.steps.all_tags()))
+        self.out.steps.attach_memory(self.engine.engine_memory(self.out.steps.tags()))
 
 
 def median_views(runs: list[list[ViewStats]]) -> list[tuple[str, float, int]]:
     """Per view over the samples: (view, median duration ms, max peak memory)."""
     names: dict[str, list[ViewStats]] = {}
-    for run in runs:
-        for v in run:
-            names.setdefault(v.view, []).append(v)
+    for v in (v for run in runs for v in run):
+        names.setdefault(re.sub(r"^.*?\.", "", v.view), []).append(v)
     return [
-        (re.sub(r"^.*?\.", "", name), statistics.median(v.duration_ms for v in vs), max(v.peak_memory for v in vs))
-        for name, vs in names.items()
+        (n, statistics.median(v.duration_ms for v in vs), max(v.peak_memory for v in vs)) for n, vs in names.items()
     ]
-
-
-def work_paths(work: Path) -> tuple[Path, Path]:
-    """(chDB data directory, dbt project directory) under the bench's work folder."""
-    return work / "chdb", work / "project"

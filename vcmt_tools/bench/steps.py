@@ -1,11 +1,11 @@
-"""Measured steps: samples of one piece of work and their medians."""
+"""Measured steps: samples of one piece of work, their medians and ratios."""
 
 from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass, field
 
-from vcmt_tools.bench.engine import ServerStats, Timing
+from vcmt_tools.bench.engine import Timing
 
 
 @dataclass
@@ -16,12 +16,8 @@ class Step:
     label: str
     group: str
     timings: list[Timing] = field(default_factory=list)
-    server: list[ServerStats] = field(default_factory=list)
-    note: str = ""
-
-    @property
-    def tags(self) -> list[str]:
-        return [t.tag for t in self.timings]
+    # Peak engine memory of the statement (query_log), max over samples; None when not logged.
+    engine_memory: int | None = None
 
     @property
     def wall_ms(self) -> float:
@@ -36,27 +32,6 @@ class Step:
         walls = [t.wall_ms for t in self.timings]
         return (min(walls), max(walls)) if walls else (float("nan"), float("nan"))
 
-    @property
-    def engine_memory(self) -> int | None:
-        """Peak memory the engine tracked for the statement (query_log), max over samples."""
-        return max((s.memory for s in self.server), default=None)
-
-    @property
-    def parts(self) -> tuple[int, int] | None:
-        """(parts written, of which the writer found already sorted) by the first sample."""
-        if not self.server:
-            return None
-        return self.server[0].parts_written, self.server[0].parts_presorted
-
-    @property
-    def rss_peak(self) -> int:
-        return max((t.rss_peak for t in self.timings), default=0)
-
-    @property
-    def rss_growth(self) -> int:
-        """How far RSS rose above its level at the start of a sample (max over samples)."""
-        return max((t.rss_peak - t.rss_start for t in self.timings), default=0)
-
 
 @dataclass
 class Steps:
@@ -64,9 +39,9 @@ class Steps:
 
     items: dict[str, Step] = field(default_factory=dict)
 
-    def step(self, key: str, label: str, group: str, note: str = "") -> Step:
+    def step(self, key: str, label: str, group: str) -> Step:
         if key not in self.items:
-            self.items[key] = Step(key=key, label=label, group=group, note=note)
+            self.items[key] = Step(key=key, label=label, group=group)
         return self.items[key]
 
     def __getitem__(self, key: str) -> Step:
@@ -78,12 +53,13 @@ class Steps:
     def in_group(self, group: str) -> list[Step]:
         return [s for s in self.items.values() if s.group == group]
 
-    def all_tags(self) -> list[str]:
-        return [tag for s in self.items.values() for tag in s.tags]
+    def tags(self) -> list[str]:
+        return [t.tag for s in self.items.values() for t in s.timings]
 
-    def attach_server_stats(self, stats: dict[str, ServerStats]) -> None:
+    def attach_memory(self, memory: dict[str, int]) -> None:
         for s in self.items.values():
-            s.server = [stats[t] for t in s.tags if t in stats]
+            found = [memory[t.tag] for t in s.timings if t.tag in memory]
+            s.engine_memory = max(found) if found else None
 
 
 def ratio(numerator: Step | None, denominator: Step | None, cpu: bool = False) -> float:

@@ -16,12 +16,28 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from vcmt_tools.bench import sql
-from vcmt_tools.bench.dbt_project import EVENTS, MODEL
 from vcmt_tools.bench.engine import Engine
+
+# The model the bench's dbt project builds with vcmt_upsert, on the reference
+# article's schema, reading its events from one input table.
+MODEL = "bench_vcmt"
+EVENTS = "bench_events"
+DATA_COLUMNS = ("Department", "metric1", "metric2")
+MODEL_SQL = f"""
+{{{{ config(
+    materialized='vcmt_upsert',
+    unique_key='id',
+    partition_by='id % 20',
+    settings={{'index_granularity': 4096}},
+    projections=[{{'name': 'by_department',
+                  'query': 'select Department, sum(sign), sum(metric1 * sign) group by Department'}}],
+) }}}}
+select id, Department, metric1, metric2, _version, sign
+from {{{{ source('bench', '{EVENTS}') }}}}
+"""
 
 BASE = "base"
 PLAIN = "plain"
-REFERENCE = "reference"
 BIG_BATCH = "batch_big"
 SMALL_BATCH = "batch_small"
 CLUSTERED_BATCH = "batch_clustered"
@@ -81,92 +97,73 @@ class Tables:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self.db = engine.database
+        self.target, self.events = self.q(MODEL), self.q(EVENTS)
 
     def q(self, name: str) -> str:
         return f"`{self.db}`.`{name}`"
 
-    @property
-    def target(self) -> str:
-        return self.q(MODEL)
+    def _run(self, *statements: str) -> None:
+        for statement in statements:
+            self.engine.command(statement)
 
-    @property
-    def events(self) -> str:
-        return self.q(EVENTS)
+    def stored(self, name: str, column: str = "as_select") -> str:
+        """A column of system.tables for one table: its CREATE or a view's SELECT."""
+        return str(
+            self.engine.scalar(f"select {column} from system.tables where database = '{self.db}' and name = '{name}'")
+        )
 
     def create_database(self) -> None:
-        self.engine.command(f"drop database if exists `{self.db}` sync")
-        self.engine.command(f"create database `{self.db}`")
-        self.engine.command(f"create table {self.events} ({sql.COLUMNS}) engine = MergeTree order by tuple()")
+        self._run(
+            f"drop database if exists `{self.db}` sync",
+            f"create database `{self.db}`",
+            f"create table {self.events} ({sql.COLUMNS}) engine = MergeTree order by tuple()",
+        )
 
     def build_base(self, shape: Shape) -> None:
         """N fresh keys at version 0, sign 1: a valid state written without the transform."""
-        self.engine.command(f"create table {self.q(BASE)} as {self.target}")
-        self.engine.command(f"system stop merges {self.q(BASE)}")
+        self._run(f"create table {self.q(BASE)} as {self.target}", f"system stop merges {self.q(BASE)}")
         # Blocks of up to 10M rows: at the default N that is one part per
         # partition straight away; bigger N is merged down to that below.
         block = min(shape.rows, 10_000_000)
         self.engine.command(
             f"insert into {self.q(BASE)} {sql.base_rows(shape.rows, shape.seed)}",
-            max_insert_block_size=block,
-            min_insert_block_size_rows=block,
-            min_insert_block_size_bytes=0,
+            max_insert_block_size=block, min_insert_block_size_rows=block, min_insert_block_size_bytes=0,
             max_insert_threads=1,
-        )
-        if self.parts(BASE) > self.partitions(BASE):
-            self.engine.command(f"system start merges {self.q(BASE)}")
-            self.engine.command(f"optimize table {self.q(BASE)} final")
-            self.engine.command(f"system stop merges {self.q(BASE)}")
+        )  # fmt: skip
+        parts, partitions = self.engine.rows(
+            f"select count(), uniqExact(partition) from system.parts where database = '{self.db}' "
+            f"and table = '{BASE}' and active"
+        )[0]
+        if parts > partitions:
+            self._run(f"system start merges {self.q(BASE)}", f"optimize table {self.q(BASE)} final")
+            self.stop_merges(BASE)
 
     def build_batches(self, shape: Shape) -> None:
-        for table, rows in shape.fresh():
-            self.engine.command(f"create table {self.q(table)} engine = MergeTree order by tuple() as {rows}")
-        for batch in shape.batches():
-            self.engine.command(
-                f"create table {self.q(batch.table)} engine = MergeTree order by tuple() as {batch.select}"
-            )
+        tables = [*shape.fresh(), *((b.table, b.select) for b in shape.batches())]
+        self._run(*(f"create table {self.q(t)} engine = MergeTree order by tuple() as {rows}" for t, rows in tables))
 
     def clone(self, name: str) -> None:
-        self.engine.command(f"create table {self.q(name)} as {self.q(BASE)}")
-        self.engine.command(f"system stop merges {self.q(name)}")
-
-    def build_reference(self) -> None:
-        """The article's objects on their own copy of base: Null stage and its transform MV."""
-        self.clone(REFERENCE)
-        stage = self.q(REFERENCE + "__stage")
-        self.engine.command(f"create table {stage} ({sql.COLUMNS}) engine = Null")
-        self.engine.command(
-            f"create materialized view {self.q(REFERENCE + '__transform')} to {self.q(REFERENCE)} as "
-            + sql.reference_transform(stage, self.q(REFERENCE))
-        )
+        self._run(f"create table {self.q(name)} as {self.q(BASE)}", f"system stop merges {self.q(name)}")
 
     def stop_merges(self, name: str) -> None:
         self.engine.command(f"system stop merges {self.q(name)}")
 
     def restore(self, name: str) -> None:
         """Give `name` exactly base's parts again (and empty its vcmt helper tables)."""
-        self.engine.command(f"truncate table {self.q(name)}")
-        self.engine.command(f"alter table {self.q(name)} attach partition all from {self.q(BASE)}")
+        self._run(
+            f"truncate table {self.q(name)}", f"alter table {self.q(name)} attach partition all from {self.q(BASE)}"
+        )
         if name == MODEL:
-            for helper in ("tombstones", "applied"):
-                self.engine.command(f"truncate table {self.q(MODEL + '__' + helper)}")
+            self._run(*(f"truncate table {self.q(MODEL + '__' + helper)}" for helper in ("tombstones", "applied")))
 
     def load_events(self, batch: str) -> None:
         """The model's input table holds `batch` (what the next `dbt run` reads)."""
-        self.engine.command(f"truncate table {self.events}")
-        self.engine.command(f"insert into {self.events} select * from {self.q(batch)}")
+        self._run(f"truncate table {self.events}", f"insert into {self.events} select * from {self.q(batch)}")
 
     def parts(self, name: str) -> int:
         return int(
             self.engine.scalar(
                 f"select count() from system.parts where database = '{self.db}' and table = '{name}' and active"
-            )
-        )
-
-    def partitions(self, name: str) -> int:
-        return int(
-            self.engine.scalar(
-                f"select uniqExact(partition) from system.parts "
-                f"where database = '{self.db}' and table = '{name}' and active"
             )
         )
 

@@ -9,7 +9,7 @@ from vcmt_tools.cdc.delivery import Line
 from vcmt_tools.cdc.domain import Domain
 from vcmt_tools.oracle import Event, Oracle
 
-# DESIGN.md §3 default; the lake's version column is the source position.
+# docs/design.md#deletes-and-tombstones default; the lake's version column is the source position.
 DELETE_MODE = "versioned"
 
 
