@@ -24,10 +24,11 @@ class ModelSpec:
     columns: dict[str, str]
     merge: dict[str, str] = field(default_factory=dict)
     delete_mode: str = "versioned"
+    insert_settings: dict[str, int] = field(default_factory=dict)
 
     @property
     def all_columns(self) -> dict[str, str]:
-        key_types = {"tenant": "Int32", "id": "Int64"}
+        key_types = {"tenant": "Int32", "id": "Int64", "_k0": "Int64"}
         return {**{k: key_types[k] for k in self.keys}, **self.columns, "_version": "UInt64", "sign": "Int8"}
 
 
@@ -40,7 +41,12 @@ MODEL_SPECS: tuple[ModelSpec, ...] = (
          "k": "Nullable(Int64)", "e": "Nullable(Int64)"},
         {"g": "greatest", "l": "least", "s": "sum", "c": "coalesce", "k": "keep", "e": "{old} * 2 + {new}"},
     ),
-    ModelSpec("fz_composite", ("tenant", "id"), {"a": "Nullable(Int64)", "b": "String"}, {"a": "sum"}),
+    # Tiny insert blocks: every round spans many blocks, and the rule must hold across them.
+    ModelSpec("fz_composite", ("tenant", "id"), {"a": "Nullable(Int64)", "b": "String"}, {"a": "sum"},
+              insert_settings={"max_block_size": 7, "min_insert_block_size_rows": 7, "max_insert_block_size": 7}),
+    # Column names that 0.1.0's transform used as its own aliases.
+    ModelSpec("fz_hostile", ("_k0",), {"_nv": "Nullable(Int64)", "_s": "String", "_ov": "Nullable(Int64)"},
+              {"_nv": "sum"}),
     ModelSpec("fz_unconditional", ("id",), {"a": "Nullable(Int64)", "b": "String"}, delete_mode="unconditional"),
     ModelSpec(
         "fz_unconditional_merge", ("tenant", "id"), {"a": "Nullable(Int64)", "c": "Nullable(String)"},
