@@ -56,9 +56,18 @@ def load_select(sql: str, model: str, project_dir: Path, profiles_dir: Path | No
     run = invoke(args)
     report = [line for line in run.log.splitlines() if line.startswith(f"vcmt.load_stage {model}:")]
     if not run.success or not report:
-        errors = [line for line in run.log.splitlines() if "vcmt" in line and ("row" in line or "must" in line)]
-        raise LoadError("\n".join(errors[-3:]) or run.log[-3000:])
+        raise LoadError(_failure(run.log))
     return report[-1]
+
+
+def _failure(log: str) -> str:
+    """The lines of a failed dbt log that say why: vcmt's own message, or the engine's."""
+    why = []
+    for line in (raw.strip() for raw in log.splitlines()):
+        if (line.startswith(("vcmt_upsert", "vcmt.load_stage", "vcmt-load-stage")) or "DB::Exception" in line) \
+                and line not in why:
+            why.append(line)
+    return "\n".join(why[-3:]) or log[-3000:]
 
 
 def load_file(path: Path, model: str, project_dir: Path, **kwargs: Any) -> str:

@@ -30,14 +30,14 @@
   {%- set counts = [] -%}
   {%- for ch in checks -%}{%- do counts.append('countIf(' ~ ch.bad ~ ')') -%}{%- endfor -%}
   {%- set found = run_query('select ' ~ counts | join(', ') ~ ' from (' ~ vcmt._user_sql(sql) ~ ') ' ~ vcmt._read_settings()).rows[0] -%}
-  {%- for ch in checks if found[loop.index0] | int > 0 -%}
+  {%- for ch in checks -%}{%- set bad_rows = found[loop.index0] | int -%}{%- if bad_rows > 0 -%}
     {#- One thread reads the input in order, so the row number is its position. -#}
     {%- set settings = vcmt._pinned_query_settings() -%}
     {%- do settings.update({'max_threads': 1}) -%}
     {%- set first = run_query('select _vcmt_row, toString(' ~ vcmt._quote(ch.name) ~ ') from (select *, rowNumberInAllBlocks() as _vcmt_row from ('
                               ~ vcmt._user_sql(sql) ~ ')) where ' ~ ch.bad ~ ' limit 1 ' ~ vcmt._settings_clause(settings)).rows[0] -%}
     {{ exceptions.raise_compiler_error(caller_name ~ ": row " ~ first[0] ~ " of the input (counting from 0) has `" ~ ch.name ~ "` = "
-        ~ (first[1] if first[1] is not none else 'NULL') ~ ", which cannot be stored as " ~ ch.type ~ " (" ~ found[loop.index0]
+        ~ (first[1] if first[1] is not none else 'NULL') ~ ", which cannot be stored as " ~ ch.type ~ " (" ~ bad_rows
         ~ " such row(s): NULL, NaN, out of range or unparseable). Nothing was loaded; fix or filter these rows in the SELECT.") }}
-  {%- endfor -%}
+  {%- endif -%}{%- endfor -%}
 {% endmacro %}
