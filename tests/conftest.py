@@ -43,10 +43,11 @@ def _schema_for(node_name: str) -> str:
     return f"t_{slug}_{uuid.uuid4().hex[:6]}"
 
 
-def make_project(root: Path, name: str, chdb_path: Path, lab_dir: Path) -> DbtProject:
+def make_project(root: Path, name: str, chdb_path: Path, lab_dir: Path, **options) -> DbtProject:
     """A dbt project under `root` that installs this package with `local:`, in its own schema."""
     return DbtProject(
-        root=root, package_root=PACKAGE_ROOT, chdb_path=chdb_path, schema=_schema_for(name), lab_dir=lab_dir
+        root=root, package_root=PACKAGE_ROOT, chdb_path=chdb_path, schema=_schema_for(name), lab_dir=lab_dir,
+        **options,
     )
 
 

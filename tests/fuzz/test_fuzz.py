@@ -4,16 +4,22 @@ from __future__ import annotations
 
 import os
 
-from vcmt_tools.fuzz.runner import run_campaign
+from tests.conftest import make_project
+from vcmt_tools.fuzz.runner import HOSTILE_PROFILE_SETTINGS, run_campaign
 
 STREAMS = int(os.environ.get("VCMT_FUZZ_STREAMS", "10"))
 EVENTS = int(os.environ.get("VCMT_FUZZ_EVENTS", "300"))
 SEED = int(os.environ.get("VCMT_FUZZ_SEED", "1000"))
 
 
-def test_random_streams_match_oracle(project):
-    """Random streams through the stage writer and `dbt run` end equal to the oracle, invariants intact."""
-    results = run_campaign(project, STREAMS, EVENTS, SEED, dbt_every=5)
+def test_random_streams_match_oracle(tmp_path, chdb_path, lab_dir):
+    """Random streams through the external writer and `dbt run`, with crashes, empty runs and a hostile
+    profile, end equal to the oracle, invariants intact."""
+    project = make_project(tmp_path / "proj", "fuzz", chdb_path, lab_dir, custom_settings=HOSTILE_PROFILE_SETTINGS)
+    try:
+        results = run_campaign(project, STREAMS, EVENTS, SEED, dbt_every=5)
+    finally:
+        project.close()
     failures = [
         f"seed {r.seed} ({r.model} via {r.path}): " + "; ".join(r.problems[:3]) for r in results if r.problems
     ]

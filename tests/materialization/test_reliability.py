@@ -81,9 +81,8 @@ def _new_keys_survive(project, s: Scenario):
 
 def test_join_use_nulls_in_the_profile_changes_nothing(tmp_path, chdb_path, lab_dir):
     """0.1.0: join_use_nulls=1 in the profile made every new key vanish as 'skipped'."""
-    project = make_project(tmp_path / "proj", "join_use_nulls_profile", chdb_path, lab_dir)
-    project.custom_settings = {"join_use_nulls": 1, "aggregate_functions_null_for_empty": 1}
-    project.__post_init__()
+    project = make_project(tmp_path / "proj", "join_use_nulls_profile", chdb_path, lab_dir,
+                           custom_settings={"join_use_nulls": 1, "aggregate_functions_null_for_empty": 1})
     try:
         s = Scenario(project, {"id": "Int32", "x": "Int32", "_version": "UInt64", "sign": "Int8"},
                      {"unique_key": "id", "merge": {"x": "sum"}})
