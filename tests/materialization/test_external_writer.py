@@ -41,7 +41,7 @@ def test_a_bad_value_in_a_later_round_applies_nothing(project, tmp_path):
     s.run_batch([(1, 1, 1, 1)])
     path = tmp_path / "events.csv"
     path.write_text("id,x,_version,sign\n1,10,2,1\n2,20,1,1\n1,not-a-number,3,1\n")
-    with pytest.raises(LoadError, match="row 2 of the input has `x` = not-a-number"):
+    with pytest.raises(LoadError, match=r"row 2 of the input \(counting from 0\) has `x` = not-a-number"):
         load_file(path, "m", project.root, profiles_dir=project.root, target="chdb")
     assert _live(project) == [(1, 1, 1)]
     assert project.scalar("select count() from m__loads") == 1
