@@ -15,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+from tests.conftest import PACKAGE_ROOT
 from vcmt_tools.dbt_project import DbtProject
 
 KEYS = 40
@@ -71,7 +72,7 @@ def _query(chdb_path: Path, schema: str, sql: str) -> list[list]:
 def test_kill_between_rounds_then_rerun_is_exact(tmp_path, lab_dir):
     """0.1.0 left `m__batch` behind: every later run failed with TABLE_ALREADY_EXISTS."""
     chdb_path = tmp_path / "chdb"
-    project = DbtProject(root=tmp_path / "proj", package_root=Path(__file__).resolve().parents[2],
+    project = DbtProject(root=tmp_path / "proj", package_root=PACKAGE_ROOT,
                          chdb_path=chdb_path, schema="crash", lab_dir=lab_dir)
     rows = ["id,x,_version"]
     for v in range(1, VERSIONS + 1):
