@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import time
 from collections.abc import Callable
@@ -35,11 +36,27 @@ class StreamResult:
     problems: list[str] = field(default_factory=list)
 
 
+# Applies a whole stream's steps in one dbt invocation: each step's rows through
+# vcmt.load_stage (the external writers' loader), then its merge control.
+APPLY_STEPS_MACRO = """
+{% macro fuzz_apply_steps(model, steps) %}
+  {%- for step in steps -%}
+    {%- do vcmt.load_stage(model, step.sql) -%}
+    {%- for statement in step.after -%}{%- do run_query(statement) -%}{%- endfor -%}
+  {%- endfor -%}
+{% endmacro %}
+"""
+
+
 def setup_models(project: DbtProject, specs: tuple[ModelSpec, ...] = MODEL_SPECS) -> None:
-    """One vcmt_upsert model per spec, each reading the current batch from `<name>_src`."""
+    """One vcmt_upsert model per spec, reading the current batch from `<name>_src` under `dbt run`;
+    the external writer's steps wait in `<name>_steps`."""
+    project.write("macros/fuzz_apply_steps.sql", APPLY_STEPS_MACRO)
     for spec in specs:
         cols = ", ".join(f"`{c}` {t}" for c, t in spec.all_columns.items())
         project.command(f"create table if not exists `{spec.name}_src` ({cols}) engine = MergeTree order by tuple()")
+        project.command(f"create table if not exists `{spec.name}_steps` ({cols}, _fz_step UInt32) "
+                        "engine = MergeTree order by _fz_step")
         config = {"unique_key": list(spec.keys), "merge": spec.merge, "delete_mode": spec.delete_mode,
                   "insert_settings": spec.insert_settings}
         args = ", ".join(f"{k}={v!r}" for k, v in config.items())
@@ -50,21 +67,29 @@ def setup_models(project: DbtProject, specs: tuple[ModelSpec, ...] = MODEL_SPECS
 
 def _reset(project: DbtProject, spec: ModelSpec) -> None:
     project.command(f"system start merges `{spec.name}`")
-    for suffix in ("", "__tombstones", "__applied", "__loads", "_src"):
+    for suffix in ("", "__tombstones", "__applied", "__loads", "_src", "_steps"):
         project.command(f"truncate table `{spec.name}{suffix}`")
 
 
-def _apply_batch(project: DbtProject, spec: ModelSpec, rows: list[dict[str, Any]], path: str) -> None:
-    """One batch through `dbt run` (the model reads `<name>_src`) or the external writer (vcmt.load_stage)."""
-    if path == "writer":
-        if rows:
-            project.load_rows(spec.name, rows)
-        return
+def _apply_batch(project: DbtProject, spec: ModelSpec, rows: list[dict[str, Any]]) -> None:
+    """One batch through `dbt run`: the model reads `<name>_src`."""
     project.command(f"truncate table `{spec.name}_src`")
     if rows:
         names = list(spec.all_columns)
         project.client.insert(f"{spec.name}_src", [[r[c] for c in names] for r in rows], column_names=names)
     project.dbt("run", "--select", spec.name)
+
+
+def _apply_steps(project: DbtProject, spec: ModelSpec, steps: list[tuple[list[dict[str, Any]], list[str]]]) -> None:
+    """Every step through vcmt.load_stage, in one dbt invocation."""
+    names = list(spec.all_columns)
+    data = [[r[c] for c in names] + [i] for i, (rows, _) in enumerate(steps) for r in rows]
+    if data:
+        project.client.insert(f"{spec.name}_steps", data, column_names=[*names, "_fz_step"])
+    args = {"model": spec.name, "steps": [
+        {"sql": f"select * except (_fz_step) from `{spec.name}_steps` where _fz_step = {i}", "after": after}
+        for i, (_, after) in enumerate(steps)]}
+    project.dbt("run-operation", "fuzz_apply_steps", "--args", json.dumps(args))
 
 
 def crashed_part(rows: list[dict[str, Any]], spec: ModelSpec, rng: random.Random) -> list[dict[str, Any]]:
@@ -81,16 +106,15 @@ def crashed_part(rows: list[dict[str, Any]], spec: ModelSpec, rng: random.Random
     return part
 
 
-def _merge_action(project: DbtProject, spec: ModelSpec, action: str, stopped: bool) -> bool:
+def _merge_statements(spec: ModelSpec, action: str, stopped: bool) -> tuple[list[str], bool]:
+    """The merge control after a batch, and whether merges are stopped afterwards."""
     if action == "stop_merges":
-        project.command(f"system stop merges `{spec.name}`")
-        return True
+        return [f"system stop merges `{spec.name}`"], True
     if action == "start_merges":
-        project.command(f"system start merges `{spec.name}`")
-        return False
+        return [f"system start merges `{spec.name}`"], False
     if action == "optimize" and not stopped:
-        project.command(f"optimize table `{spec.name}` final")
-    return stopped
+        return [f"optimize table `{spec.name}` final"], stopped
+    return [], stopped
 
 
 def check_target(project: DbtProject, spec: ModelSpec, oracle: Oracle) -> list[str]:
@@ -108,7 +132,8 @@ def check_target(project: DbtProject, spec: ModelSpec, oracle: Oracle) -> list[s
     if len(rows) != len(actual):
         problems.append(f"FINAL returned {len(rows)} live rows for {len(actual)} keys")
     target = invariants.Target(f"`{spec.name}`", list(spec.keys))
-    problems += [f"{f.name}: {f.detail}" for f in invariants.check(project.query, target, list(spec.columns)) if not f.ok]
+    findings = invariants.check(project.query, target, list(spec.columns))
+    problems += [f"{f.name}: {f.detail}" for f in findings if not f.ok]
     return problems
 
 
@@ -119,17 +144,25 @@ def run_stream(project: DbtProject, stream: Stream, path: str) -> StreamResult:
     result = StreamResult(seed=stream.seed, model=spec.name, path=path, events=stream.events)
     stopped = False
     rng = random.Random(f"faults/{stream.seed}")
+    steps: list[tuple[list[dict[str, Any]], list[str]]] = []
     for rows, action in zip(stream.batches, stream.actions, strict=True):
         # A load killed half-way, then rerun in full. Exact only with versioned
         # deletes: an unconditional delete replayed after a later upsert of its
         # key removes it again (README "Guarantees and limits").
         if spec.delete_mode == "versioned" and rows and rng.random() < 0.15:
-            _apply_batch(project, spec, crashed_part(rows, spec, rng), path)
-        _apply_batch(project, spec, rows, path)
+            steps.append((crashed_part(rows, spec, rng), []))
+        statements, stopped = _merge_statements(spec, action, stopped)
+        steps.append((rows, statements))
         if rng.random() < 0.1:
-            _apply_batch(project, spec, [], path)  # an empty run changes nothing
+            steps.append(([], []))  # an empty run changes nothing
         oracle.apply_batch(to_events(rows, spec))
-        stopped = _merge_action(project, spec, action, stopped)
+    if path == "writer":
+        _apply_steps(project, spec, steps)
+    else:
+        for rows, statements in steps:
+            _apply_batch(project, spec, rows)
+            for statement in statements:
+                project.command(statement)
     project.command(f"system start merges `{spec.name}`")
     result.problems = check_target(project, spec, oracle)
     return result
