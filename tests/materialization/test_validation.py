@@ -6,6 +6,8 @@ import time
 
 import pytest
 
+from tests.materialization.scenario import Scenario
+
 SRC = "select toInt32(number) as id, toUInt32(number) as x, toUInt64(1) as _version, toInt8(1) as sign from numbers(3)"
 
 CASES = {
@@ -185,8 +187,6 @@ def test_table_not_built_by_vcmt_upsert_asks_for_full_refresh(project):
 
 def test_exact_projection_forms_are_accepted_and_agree_with_final(project):
     """Every form the projection check accepts builds, and stays equal to the base table and FINAL through updates and deletes."""
-    from tests.materialization.scenario import Scenario
-
     cols = {"id": "Int32", "g": "String", "x": "Int64", "_version": "UInt64", "sign": "Int8"}
     query = ("select g, sum(sign) as n, sum(x * sign), sum(sign * (x + 1)), sum(2 * x * sign), "
              "sum(if(x > 5, x, 0) * sign) where x != 3 group by g")
@@ -233,3 +233,53 @@ def test_ttl_that_only_moves_or_recompresses_parts_is_accepted(project):
     project.dbt("run", "--select", "m")
     create = project.scalar("select create_table_query from system.tables where database = currentDatabase() and name = 'm'")
     assert "TO DISK 'default'" in create and "RECOMPRESS CODEC(ZSTD(3))" in create
+
+
+COLS = {"id": "Int32", "x": "Int64", "_version": "UInt64", "sign": "Int8"}
+
+LAYOUT_CHANGES = {
+    "order_by": ({}, {"order_by": ["id", "x"]}, "`order_by` changed", "stored `(id)`; got `(id, x)`"),
+    "partition_by": ({}, {"partition_by": "x % 2"}, "`partition_by` changed", "stored `none`; got `(x % 2)`"),
+    "primary_key": ({"order_by": ["id", "x"]}, {"order_by": ["id", "x"], "primary_key": "id"},
+                    "`primary_key` changed", "stored `none`; got `(id)`"),
+    "ttl": ({"ttl": "toDateTime(x) + interval 1 day to disk 'default'"},
+            {"ttl": "toDateTime(x) + interval 9 day to disk 'default'"},
+            "`ttl` changed", "got `toDateTime(x) + toIntervalDay(9) TO DISK 'default'`"),
+    "setting_changed": ({"settings": {"index_granularity": 4096}}, {"settings": {"index_granularity": 1024}},
+                        "`settings` changed", "got `index_granularity: 4096 -> 1024`"),
+    "setting_removed": ({"settings": {"index_granularity": 4096}}, {},
+                        "`settings` changed", "got `index_granularity: 4096 -> default`"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(LAYOUT_CHANGES))
+def test_layout_change_without_full_refresh_fails_before_any_ddl(project, case):
+    """A changed table layout is no longer ignored in silence: the run fails, names old and new, and --full-refresh applies it."""
+    before, after, setting, values = LAYOUT_CHANGES[case]
+    s = Scenario(project, COLS, {"unique_key": "id", **before})
+    s.run_batch([(1, 1, 1, 1), (2, 2, 1, 1)])
+    s.run_batch([(3, 3, 1, 1)])  # an unchanged config runs again without complaint
+    create_before = project.scalar("select create_table_query from system.tables where database = currentDatabase() and name = 'm'")
+    s.config = {"unique_key": "id"}
+    s.write_model("`id`, `x`, `_version`, `sign`", **after)
+    run = s.run_batch([(4, 4, 1, 1)], expect_pass=False)
+    assert setting in run.log and values in run.log and "--full-refresh" in run.log, run.log[-3000:]
+    assert project.scalar("select create_table_query from system.tables where database = currentDatabase() and name = 'm'") \
+        == create_before
+    assert s.final_rows() == [(1, 1, 1), (2, 2, 1), (3, 3, 1)]
+    s.run_batch([(4, 4, 1, 1)], "--full-refresh")
+    assert s.final_rows() == [(4, 4, 1)]
+    s.run_batch([(5, 5, 1, 1)])
+
+
+def test_unique_key_change_fails_before_any_ddl_with_how_to_fix(project):
+    """Changing unique_key used to fail inside the transform ("Correlated subqueries are not supported in JOINs")."""
+    s = Scenario(project, COLS, {"unique_key": "id", "order_by": ["id", "x"]})
+    s.run_batch([(1, 1, 1, 1), (2, 2, 1, 1)])
+    s.write_model("`id`, `x`, `_version`, `sign`", unique_key=["id", "x"])
+    run = s.run_batch([(1, 5, 2, 1)], expect_pass=False)
+    assert "`unique_key` changed" in run.log and "keyed by ['id']" in run.log and "got `['id', 'x']`" in run.log, run.log[-3000:]
+    assert "--full-refresh" in run.log and "Correlated subqueries" not in run.log
+    assert s.final_rows() == [(1, 1, 1), (2, 2, 1)]
+    s.run_batch([(1, 5, 2, 1)], "--full-refresh")
+    assert s.final_rows() == [(1, 5, 2)]

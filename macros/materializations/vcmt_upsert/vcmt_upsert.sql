@@ -14,6 +14,7 @@
   {%- if not rebuild -%}
     {%- set found = vcmt._existing_objects(objs) -%}
     {%- do vcmt._check_existing_is_vcmt(objs, found) -%}
+    {%- do vcmt._check_stored_layout(cfg, objs, columns, found) -%}
   {%- endif -%}
 
   {{ run_hooks(pre_hooks, inside_transaction=False) }}
