@@ -15,6 +15,13 @@
     {%- if 'Nullable(' in by_name[k] -%}
       {{ exceptions.raise_compiler_error("vcmt_upsert: `unique_key` column `" ~ k ~ "` is " ~ by_name[k] ~ "; key columns cannot be Nullable. Cast it in the SELECT, e.g. `assumeNotNull(" ~ k ~ ")` or `coalesce(" ~ k ~ ", 0)`, after filtering NULL keys out.") }}
     {%- endif -%}
+    {#- Floats do not identify a row: 0.0 = -0.0 is true, yet GROUP BY and IN
+        (what the transform's lookup and the fold use) see two keys, so one
+        logical key ends up with two live rows. Wrapped floats (Nullable,
+        LowCardinality, Array, Tuple...) inherit the problem. -#}
+    {%- if modules.re.search("(?<!')\\bB?Float(16|32|64)\\b", by_name[k]) -%}
+      {{ exceptions.raise_compiler_error("vcmt_upsert: `unique_key` column `" ~ k ~ "` is " ~ by_name[k] ~ "; floating-point key columns cannot identify a row (0.0 and -0.0 compare equal but become two live keys). Cast it in the SELECT to a Decimal or an integer, e.g. `toDecimal64(" ~ k ~ ", 6) as " ~ k ~ "` or `toInt64(" ~ k ~ ") as " ~ k ~ "`.") }}
+    {%- endif -%}
   {%- endfor -%}
   {%- if cfg.version not in by_name -%}
     {{ exceptions.raise_compiler_error("vcmt_upsert: `version` column `" ~ cfg.version ~ "` is not returned by the model's SELECT; it returns " ~ returned ~ ". Set `version` to the column that orders a key's changes.") }}

@@ -75,6 +75,8 @@
     {{ exceptions.raise_compiler_error(name ~ ": `settings` must be a dict of table settings; got `" ~ settings ~ "`.") }}
   {%- endif -%}
 
+  {%- do vcmt._validate_ttl(source.get('ttl'), settings) -%}
+
   {%- set watermark = source.get('watermark') -%}
   {%- if watermark is not none and (watermark is not string or watermark | trim == '') -%}
     {{ exceptions.raise_compiler_error(name ~ ": `watermark` must be the name of an input column (e.g. '_batch_id'); got `" ~ watermark ~ "`.") }}
@@ -130,4 +132,42 @@
   {%- endfor -%}
   {%- if ns.current | trim != '' -%}{%- do parts.append(ns.current) -%}{%- endif -%}
   {{ return(parts) }}
+{% endmacro %}
+
+
+{#- A table TTL may only move or recompress parts, never remove rows.
+
+    A state row (+1) and the cancel row (-1) that retires it live in different
+    parts: the cancel is written later. Collapsing is exact only while both
+    rows exist or both are gone, and a TTL that removes rows removes them one
+    part at a time:
+    - `ttl_only_drop_parts = 1` drops a part once all its rows expired; a
+      cancel written later shares its part with fresher rows, so the +1 is
+      dropped and the -1 stays for good: GROUP BY with sign arithmetic no
+      longer equals FINAL (shown on the engine in the tests);
+    - a row TTL (`... DELETE`, the default action, with or without WHERE)
+      deletes expired rows only in the parts a TTL merge picks, up to
+      `merge_with_ttl_timeout` (4 hours by default) apart, so a pair is
+      half-gone for that long;
+    - `... GROUP BY` rolls rows up and sums away the sign pairing.
+    `TO DISK`, `TO VOLUME` and `RECOMPRESS` keep every row and are allowed.
+    To remove old data: send deletes (sign = -1) through the model, or drop a
+    whole partition (`ALTER TABLE ... DROP PARTITION`: a cancel row always
+    lands in its state row's partition, so pairs go together), or put the TTL
+    on a downstream table. -#}
+{% macro _validate_ttl(ttl, settings) %}
+  {%- set name = 'vcmt_upsert' -%}
+  {%- set fix = "To remove old data, send deletes (sign = -1) through the model, drop whole partitions with ALTER TABLE ... DROP PARTITION (a cancel row always lands in its state row's partition), or put the TTL on a downstream table." -%}
+  {%- set drop_parts = settings.get('ttl_only_drop_parts') -%}
+  {%- if drop_parts is not none and drop_parts | string | lower not in ['0', 'false'] -%}
+    {{ exceptions.raise_compiler_error(name ~ ": `settings` may not set `ttl_only_drop_parts`; got `" ~ drop_parts ~ "`. It drops a part once all its rows expired, while the cancel row (-1) of an expired state row (+1) usually sits in a newer part with fresher rows and survives, so GROUP BY with sign arithmetic no longer equals FINAL. " ~ fix) }}
+  {%- endif -%}
+  {%- if ttl is none or ttl == '' or ttl == [] -%}{{ return(none) }}{%- endif -%}
+  {%- set elements = [ttl] if ttl is string else ttl | list -%}
+  {%- set keeps_rows = modules.re.compile("(?is)^.*\\s(to\\s+(disk|volume)\\s+'[^']*'|recompress\\s+codec\\s*\\(.*\\))\\s*$") -%}
+  {%- for part in elements -%}
+    {%- for element in vcmt._split_top_level(part | string) if not keeps_rows.match(element | trim) -%}
+      {{ exceptions.raise_compiler_error(name ~ ": `ttl` may only move or recompress parts (`... TO DISK 'name'`, `... TO VOLUME 'name'`, `... RECOMPRESS CODEC(...)`); got `" ~ element | trim ~ "`, which removes or rolls up rows. A TTL removes rows part by part, so the state row (+1) and its cancel row (-1), which live in different parts, expire at different times and GROUP BY with sign arithmetic no longer equals FINAL. " ~ fix) }}
+    {%- endfor -%}
+  {%- endfor -%}
 {% endmacro %}

@@ -12,7 +12,7 @@ RENDER = """
       'unique_key': ['tenant_id', 'order id'], 'merge': {'amount': 'sum', 'note': '{old} || {new}'},
       'delete_mode': 'unconditional', 'partition_by': 'toYYYYMM(created_at)',
       'projections': [{'name': 'by_status', 'query': 'select status, sum(sign), sum(amount * sign) group by status'}],
-      'settings': {'index_granularity': 4096}, 'ttl': 'toDateTime(created_at) + interval 5 year'}) -%}
+      'settings': {'index_granularity': 4096}, 'ttl': "toDateTime(created_at) + interval 5 year to volume 'cold'"}) -%}
   {%- set target = api.Relation.create(schema='analytics', identifier='orders', type='table',
                                        can_on_cluster=adapter.get_clickhouse_cluster_name() is not none) -%}
   {%- set objs = vcmt.objects(target) -%}

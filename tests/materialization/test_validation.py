@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
+
+from tests.materialization.scenario import Scenario
 
 SRC = "select toInt32(number) as id, toUInt32(number) as x, toUInt64(1) as _version, toInt8(1) as sign from numbers(3)"
 
@@ -47,6 +51,81 @@ CASES = {
     "projection_sign_not_top_level": (
         "{'unique_key': 'id', 'projections': [{'name': 'p', 'query': 'select id, sum(x + x * sign) group by id'}]}",
         SRC, "is not weighted by `sign`",
+    ),
+    # Projections: an allow-list checked on the engine's parse tree (issue #9).
+    "projection_group_bitmap": (
+        "{'unique_key': 'id', 'projections': [{'name': 'p', 'query': 'select x, groupBitmap(id) group by x'}]}", SRC,
+        "uses the aggregate `groupBitmap()`, which collapsing cannot keep correct",
+    ),
+    "projection_sign_squared": (
+        "{'unique_key': 'id', 'projections': [{'name': 'p', 'query': 'select id, sum(x * sign * sign) group by id'}]}",
+        SRC, "uses `sum(x * sign * sign)`, which is not weighted by `sign`",
+    ),
+    "projection_sign_inside_factor": (
+        "{'unique_key': 'id', 'projections': [{'name': 'p', 'query': 'select id, sum(sign * if(sign > 0, x, -x)) group by id'}]}",
+        SRC, "uses `sum(sign * if(sign > 0, x, -x))`, which is not weighted by `sign`",
+    ),
+    "projection_negated_sign": (
+        "{'unique_key': 'id', 'projections': [{'name': 'p', 'query': 'select id, sum(x * -sign) group by id'}]}",
+        SRC, "uses `sum(x * -sign)`, which is not weighted by `sign`",
+    ),
+    "projection_sum_if": (
+        "{'unique_key': 'id', 'projections': [{'name': 'p', 'query': 'select id, sumIf(x * sign, x > 1) group by id'}]}",
+        SRC, "Write sumIf(x, cond) as sum(if(cond, x, 0) * sign)",
+    ),
+    "projection_sum_distinct": (
+        "{'unique_key': 'id', 'projections': [{'name': 'p', 'query': 'select id, sum(distinct x * sign) group by id'}]}",
+        SRC, "uses the aggregate `sumDistinct()`",
+    ),
+    "projection_count_combinator": (
+        "{'unique_key': 'id', 'projections': [{'name': 'p', 'query': 'select id, uniqExactArrayIf([x], x > 0) group by id'}]}",
+        SRC, "uses the aggregate `uniqExactArrayIf()`",
+    ),
+    "projection_group_by_sign": (
+        "{'unique_key': 'id', 'projections': [{'name': 'p', 'query': 'select sign, sum(x * sign) group by sign'}]}",
+        SRC, "uses `sign` outside a sign-weighted sum",
+    ),
+    "projection_where_on_sign": (
+        "{'unique_key': 'id', 'projections': [{'name': 'p', 'query': 'select id, sum(x * sign) where sign > 0 group by id'}]}",
+        SRC, "uses `sign` outside a sign-weighted sum",
+    ),
+    "projection_product_of_sums": (
+        "{'unique_key': 'id', 'projections': [{'name': 'p', 'query': 'select id, sum(x * sign) * sum(sign) group by id'}]}",
+        SRC, "uses the aggregate `sum()` inside an expression",
+    ),
+    "projection_subquery": (
+        "{'unique_key': 'id', 'projections': [{'name': 'p', 'query': 'select id, sum(x * sign) where x in (select 1) group by id'}]}",
+        SRC, "uses a subquery, a window or `*`",
+    ),
+    "projection_non_deterministic": (
+        "{'unique_key': 'id', 'projections': [{'name': 'p', 'query': 'select id, sum(if(toDateTime(x) < now(), x, 0) * sign) group by id'}]}",
+        SRC, "uses `now()`, whose result can differ between a state row and the cancel row",
+    ),
+    "projection_with": (
+        "{'unique_key': 'id', 'projections': [{'name': 'p', 'query': 'with 2 as k select id, sum(x * sign) group by id'}]}",
+        SRC, "must start with SELECT (no WITH)",
+    ),
+    # TTL: anything that removes rows breaks +1/-1 pairs (see test_ttl_that_drops_parts_breaks_collapsing).
+    "ttl_delete": (
+        "{'unique_key': 'id', 'ttl': 'toDateTime(x) + interval 1 day'}", SRC,
+        "`ttl` may only move or recompress parts",
+    ),
+    "ttl_delete_where_after_a_move": (
+        "{'unique_key': 'id', 'ttl': \"toDateTime(x) + interval 1 day to disk 'default', toDateTime(x) + interval 2 day delete where x > 1\"}",
+        SRC, "got `toDateTime(x) + interval 2 day delete where x > 1`, which removes or rolls up rows",
+    ),
+    "ttl_only_drop_parts": (
+        "{'unique_key': 'id', 'settings': {'ttl_only_drop_parts': 1}}", SRC,
+        "`settings` may not set `ttl_only_drop_parts`; got `1`",
+    ),
+    # Float keys: 0.0 and -0.0 are equal yet two keys to GROUP BY and IN.
+    "float_key": (
+        "{'unique_key': 'id'}", SRC.replace("toInt32(number) as id", "toFloat64(number) as id"),
+        "`unique_key` column `id` is Float64; floating-point key columns cannot identify a row",
+    ),
+    "float32_in_composite_key": (
+        "{'unique_key': ['id', 'f']}", SRC.replace(" from numbers", ", toFloat32(number) as f from numbers"),
+        "`unique_key` column `f` is Float32",
     ),
     "projection_not_aggregating": (
         "{'unique_key': 'id', 'projections': [{'name': 'p', 'query': 'select * order by x'}]}", SRC,
@@ -104,3 +183,103 @@ def test_table_not_built_by_vcmt_upsert_asks_for_full_refresh(project):
     project.dbt("run", "--full-refresh")
     assert project.scalar("select engine from system.tables where database = currentDatabase() and name = 'm'") \
         == "VersionedCollapsingMergeTree"
+
+
+def test_exact_projection_forms_are_accepted_and_agree_with_final(project):
+    """Every form the projection check accepts builds, and stays equal to the base table and FINAL through updates and deletes."""
+    cols = {"id": "Int32", "g": "String", "x": "Int64", "_version": "UInt64", "sign": "Int8"}
+    query = ("select g, sum(sign) as n, sum(x * sign), sum(sign * (x + 1)), sum(2 * x * sign), "
+             "sum(if(x > 5, x, 0) * sign) where x != 3 group by g")
+    s = Scenario(project, cols, {"unique_key": "id", "projections": [{"name": "p", "query": query}]})
+    s.run_batch([(i, "ab"[i % 2], i, 1, 1) for i in range(10)])
+    s.run_batch([(1, "a", 30, 2, 1), (2, "b", 3, 2, 1), (4, "a", 0, 2, -1), (3, "a", 7, 2, 1)])
+    q = ("select g, sum(sign), sum(x * sign), sum(sign * (x + 1)), sum(2 * x * sign), sum(if(x > 5, x, 0) * sign) "
+         "from m where x != 3 group by g order by g")
+    via_projection = project.query(q, optimize_use_projections=1, force_optimize_projection=1)
+    base = project.query(q, optimize_use_projections=0)
+    final = project.query("select g, count(), sum(x), sum(x + 1), sum(2 * x), sum(if(x > 5, x, 0)) "
+                          "from m final where sign = 1 and x != 3 group by g order by g")
+    assert via_projection == base == final
+
+
+def test_ttl_that_drops_parts_breaks_collapsing(project):
+    """Why `ttl_only_drop_parts` is refused: the engine drops the expired +1's part and keeps its -1, for good."""
+    project.command(
+        "create table pairs (k Int32, d DateTime, v UInt64, sign Int8) "
+        "engine = VersionedCollapsingMergeTree(sign, v) order by k ttl d + interval 1 day "
+        "settings ttl_only_drop_parts = 1, merge_with_ttl_timeout = 0"
+    )
+    # Key 1's state (+1), then its cancel (-1) in a later part next to a fresh row: what the transform writes.
+    project.command("insert into pairs values (1, now() - interval 10 day, 1, 1)")
+    project.command("insert into pairs values (1, now() - interval 10 day, 1, -1), (2, now(), 1, 1)")
+    deadline = time.time() + 60
+    while project.scalar("select count() from pairs where k = 1 and sign = 1") and time.time() < deadline:
+        time.sleep(0.2)
+    # The +1 part is gone, the -1 is not: GROUP BY with sign says key 1 has -1 rows, FINAL says none.
+    assert project.query("select k, sum(sign) from pairs group by k order by k") == [(1, -1), (2, 1)]
+    assert project.query("select k from pairs final where sign = 1 order by k") == [(2,)]
+    # ... which is why the model config is refused before any DDL.
+    project.model("m", "{{ config(materialized='vcmt_upsert', unique_key='id', ttl='toDateTime(x) + interval 1 day', "
+                       "settings={'ttl_only_drop_parts': 1}) }}\n" + SRC)
+    run = project.dbt("run", "--select", "m", expect_pass=False)
+    assert "may not set `ttl_only_drop_parts`" in run.log and "GROUP BY with sign arithmetic no longer equals FINAL" in run.log
+    assert "m" not in [r[0] for r in project.query("select name from system.tables where database = currentDatabase()")]
+
+
+def test_ttl_that_only_moves_or_recompresses_parts_is_accepted(project):
+    """TO DISK / TO VOLUME / RECOMPRESS keep every row, so pairs stay intact and the table is built with them."""
+    ttl = "toDateTime(x) + interval 1 day to disk 'default', toDateTime(x) + interval 2 day recompress codec(ZSTD(3))"
+    project.model("m", f"{{{{ config(materialized='vcmt_upsert', unique_key='id', ttl=\"{ttl}\") }}}}\n" + SRC)
+    project.dbt("run", "--select", "m")
+    create = project.scalar("select create_table_query from system.tables where database = currentDatabase() and name = 'm'")
+    assert "TO DISK 'default'" in create and "RECOMPRESS CODEC(ZSTD(3))" in create
+
+
+COLS = {"id": "Int32", "x": "Int64", "_version": "UInt64", "sign": "Int8"}
+
+LAYOUT_CHANGES = {
+    "order_by": ({}, {"order_by": ["id", "x"]}, "`order_by` changed", "stored `(id)`; got `(id, x)`"),
+    "partition_by": ({}, {"partition_by": "x % 2"}, "`partition_by` changed", "stored `none`; got `(x % 2)`"),
+    "primary_key": ({"order_by": ["id", "x"]}, {"order_by": ["id", "x"], "primary_key": "id"},
+                    "`primary_key` changed", "stored `none`; got `(id)`"),
+    "ttl": ({"ttl": "toDateTime(x) + interval 1 day to disk 'default'"},
+            {"ttl": "toDateTime(x) + interval 9 day to disk 'default'"},
+            "`ttl` changed", "got `toDateTime(x) + toIntervalDay(9) TO DISK 'default'`"),
+    "setting_changed": ({"settings": {"index_granularity": 4096}}, {"settings": {"index_granularity": 1024}},
+                        "`settings` changed", "got `index_granularity: 4096 -> 1024`"),
+    "setting_removed": ({"settings": {"index_granularity": 4096}}, {},
+                        "`settings` changed", "got `index_granularity: 4096 -> default`"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(LAYOUT_CHANGES))
+def test_layout_change_without_full_refresh_fails_before_any_ddl(project, case):
+    """A changed table layout is no longer ignored in silence: the run fails, names old and new, and --full-refresh applies it."""
+    before, after, setting, values = LAYOUT_CHANGES[case]
+    s = Scenario(project, COLS, {"unique_key": "id", **before})
+    s.run_batch([(1, 1, 1, 1), (2, 2, 1, 1)])
+    s.run_batch([(3, 3, 1, 1)])  # an unchanged config runs again without complaint
+    create_before = project.scalar("select create_table_query from system.tables where database = currentDatabase() and name = 'm'")
+    s.config = {"unique_key": "id"}
+    s.write_model("`id`, `x`, `_version`, `sign`", **after)
+    run = s.run_batch([(4, 4, 1, 1)], expect_pass=False)
+    assert setting in run.log and values in run.log and "--full-refresh" in run.log, run.log[-3000:]
+    assert project.scalar("select create_table_query from system.tables where database = currentDatabase() and name = 'm'") \
+        == create_before
+    assert s.final_rows() == [(1, 1, 1), (2, 2, 1), (3, 3, 1)]
+    s.run_batch([(4, 4, 1, 1)], "--full-refresh")
+    assert s.final_rows() == [(4, 4, 1)]
+    s.run_batch([(5, 5, 1, 1)])
+
+
+def test_unique_key_change_fails_before_any_ddl_with_how_to_fix(project):
+    """Changing unique_key used to fail inside the transform ("Correlated subqueries are not supported in JOINs")."""
+    s = Scenario(project, COLS, {"unique_key": "id", "order_by": ["id", "x"]})
+    s.run_batch([(1, 1, 1, 1), (2, 2, 1, 1)])
+    s.write_model("`id`, `x`, `_version`, `sign`", unique_key=["id", "x"])
+    run = s.run_batch([(1, 5, 2, 1)], expect_pass=False)
+    assert "`unique_key` changed" in run.log and "keyed by ['id']" in run.log and "got `['id', 'x']`" in run.log, run.log[-3000:]
+    assert "--full-refresh" in run.log and "Correlated subqueries" not in run.log
+    assert s.final_rows() == [(1, 1, 1), (2, 2, 1)]
+    s.run_batch([(1, 5, 2, 1)], "--full-refresh")
+    assert s.final_rows() == [(1, 5, 2)]

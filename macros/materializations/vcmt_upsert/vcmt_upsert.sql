@@ -10,9 +10,11 @@
   {#- Everything about the SELECT is checked before any DDL. -#}
   {%- set select_columns = adapter.get_column_schema_from_query(sql) -%}
   {%- set columns = vcmt._target_columns(cfg, select_columns) -%}
+  {%- do vcmt._check_projections(cfg) -%}
   {%- if not rebuild -%}
     {%- set found = vcmt._existing_objects(objs) -%}
     {%- do vcmt._check_existing_is_vcmt(objs, found) -%}
+    {%- do vcmt._check_stored_layout(cfg, objs, columns, found) -%}
   {%- endif -%}
 
   {{ run_hooks(pre_hooks, inside_transaction=False) }}

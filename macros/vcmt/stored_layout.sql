@@ -1,0 +1,91 @@
+{#- An existing target keeps the layout it was created with: its key, sorting
+    key, partition key, primary key, TTL and table settings. Without
+    --full-refresh a changed value was ignored in silence (or, for the key,
+    failed deep inside the transform), so compare before any DDL and say
+    which setting changed, from what to what, and how to apply it.
+
+    Both sides go through the engine's formatter: the stored CREATE is the
+    engine's own text, the wanted one is the DDL this config would run,
+    formatted by the same formatQuery, so only a real change counts. -#}
+{% macro _check_stored_layout(cfg, objs, columns, found) %}
+  {%- set target = objs.target -%}
+  {%- set refresh = " Run once with --full-refresh to rebuild `" ~ target.identifier ~ "` from the SELECT (the SELECT must then return every live row), or restore the old value." -%}
+
+  {#- The key: the tombstones table is ordered by exactly the key columns. -#}
+  {%- if objs.tombstones.identifier in found -%}
+    {%- set stored_keys = run_query("select name from system.columns where database = " ~ vcmt._sql_string(objs.tombstones.schema)
+                                    ~ " and table = " ~ vcmt._sql_string(objs.tombstones.identifier)
+                                    ~ " and is_in_sorting_key order by position").columns[0].values() | list -%}
+    {%- if stored_keys and stored_keys | sort != cfg.key_columns | sort -%}
+      {{ exceptions.raise_compiler_error("vcmt_upsert: `unique_key` changed, but `" ~ target ~ "` and its tombstones are keyed by " ~ stored_keys ~ ": rows and deletes recorded under the old key cannot be matched by the new one; got `" ~ cfg.key_columns ~ "`." ~ refresh) }}
+    {%- endif -%}
+  {%- endif -%}
+
+  {%- set stored = vcmt._ddl_clauses(found[target.identifier].create_table_query) -%}
+  {%- set wanted_sql = run_query("select formatQuerySingleLine(" ~ vcmt._sql_string(vcmt.create_target_sql(cfg, target, columns)) ~ ")").columns[0].values()[0] -%}
+  {%- set wanted = vcmt._ddl_clauses(wanted_sql) -%}
+
+  {%- for setting, clause, how in [('partition_by', 'PARTITION BY', ''), ('order_by', 'ORDER BY', ''), ('primary_key', 'PRIMARY KEY', ''),
+                                   ('ttl', 'TTL', " (a TTL can also be changed in place with ALTER TABLE ... MODIFY TTL, keeping the config in step)")] -%}
+    {%- if stored.get(clause, '') != wanted.get(clause, '') -%}
+      {{ exceptions.raise_compiler_error("vcmt_upsert: `" ~ setting ~ "` changed, but the existing table `" ~ target ~ "` keeps the " ~ clause ~ " it was created with: stored `" ~ (stored.get(clause) or 'none') ~ "`; got `" ~ (wanted.get(clause) or 'none') ~ "`." ~ refresh ~ how) }}
+    {%- endif -%}
+  {%- endfor -%}
+
+  {#- Settings: one the engine added with its default value, or the projection
+      mode the package manages itself, is not a change the user made. -#}
+  {%- set stored_settings = vcmt._settings_clause(stored.get('SETTINGS', '')) -%}
+  {%- set wanted_settings = vcmt._settings_clause(wanted.get('SETTINGS', '')) -%}
+  {%- set managed = [] if 'deduplicate_merge_projection_mode' in cfg.settings else ['deduplicate_merge_projection_mode'] -%}
+  {%- set changes = [] -%}
+  {%- for name, value in wanted_settings.items() if name not in managed and stored_settings.get(name) != value -%}
+    {%- do changes.append([name, stored_settings.get(name), value]) -%}
+  {%- endfor -%}
+  {%- set dropped = [] -%}
+  {%- for name in stored_settings.keys() if name not in wanted_settings and name not in managed -%}{%- do dropped.append(name) -%}{%- endfor -%}
+  {%- if dropped -%}
+    {%- set defaults = {} -%}
+    {%- set quoted = [] -%}{%- for n in dropped -%}{%- do quoted.append(vcmt._sql_string(n)) -%}{%- endfor -%}
+    {%- for row in run_query("select name, value from system.merge_tree_settings where name in (" ~ quoted | join(', ') ~ ")").rows -%}
+      {%- do defaults.update({row[0]: row[1]}) -%}
+    {%- endfor -%}
+    {%- for name in dropped if stored_settings[name] | replace("'", '') != defaults.get(name) -%}
+      {%- do changes.append([name, stored_settings[name], none]) -%}
+    {%- endfor -%}
+  {%- endif -%}
+  {%- if changes -%}
+    {%- set described = [] -%}
+    {%- for name, old, new in changes -%}
+      {%- do described.append(name ~ ": " ~ (old if old is not none else 'default') ~ " -> " ~ (new if new is not none else 'default')) -%}
+    {%- endfor -%}
+    {{ exceptions.raise_compiler_error("vcmt_upsert: `settings` changed, but the existing table `" ~ target ~ "` keeps the settings it was created with; got `" ~ described | join(', ') ~ "`." ~ refresh ~ " A setting the engine can change in place may instead be applied with ALTER TABLE ... MODIFY SETTING, keeping the config in step.") }}
+  {%- endif -%}
+{% endmacro %}
+
+
+{#- The table-level clauses of a single-line CREATE TABLE, by keyword:
+    {'PARTITION BY': '(toYYYYMM(d))', 'ORDER BY': '(id)', 'SETTINGS': '...', ...}. -#}
+{% macro _ddl_clauses(create_sql) %}
+  {%- set start = create_sql.rfind(' ENGINE = ') -%}
+  {%- set tail = create_sql[start:] if start >= 0 else '' -%}
+  {%- set parts = modules.re.split(' (PARTITION BY|PRIMARY KEY|ORDER BY|SAMPLE BY|TTL|SETTINGS|COMMENT) ', tail) -%}
+  {%- set clauses = {} -%}
+  {%- for i in range(1, parts | length, 2) -%}{%- do clauses.update({parts[i]: parts[i + 1] | trim}) -%}{%- endfor -%}
+  {{ return(clauses) }}
+{% endmacro %}
+
+
+{#- `a = 1, b = 'x'` -> {'a': '1', 'b': "'x'"} (values as the engine formatted them). -#}
+{% macro _settings_clause(text) %}
+  {%- set settings = {} -%}
+  {%- for item in vcmt._split_top_level(text) -%}
+    {%- set pair = item.split('=', 1) -%}
+    {%- if pair | length == 2 -%}{%- do settings.update({pair[0] | trim: pair[1] | trim}) -%}{%- endif -%}
+  {%- endfor -%}
+  {{ return(settings) }}
+{% endmacro %}
+
+
+{% macro _sql_string(text) %}
+  {{ return("'" ~ text | replace('\\', '\\\\') | replace("'", "\\'") ~ "'") }}
+{% endmacro %}
