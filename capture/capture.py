@@ -23,7 +23,6 @@ service users, Java 17, and the Debian packages postgresql and mariadb-server).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import random
@@ -612,6 +611,14 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _on_sigterm(signum, frame) -> None:
+    # Turn SIGTERM into an exception so the finally blocks stop the servers.
+    raise SystemExit(128 + signum)
+
+
 if __name__ == "__main__":
-    with contextlib.suppress(KeyboardInterrupt):
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
         sys.exit(main())
+    except KeyboardInterrupt:
+        sys.exit(130)
