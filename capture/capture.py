@@ -44,23 +44,27 @@ FLUSH_SIZE = 10  # records per file, as the S3 sink's flush.size
 SENTINEL_ID = 999  # last row the workload writes; its event ends a capture
 WAIT_S = 120  # bound on every wait
 
-# Converter variants: (directory name, schemas.enable, decimal.handling.mode).
+# Converter variants: (directory name, schemas.enable, decimal.handling.mode,
+# other settings). Debezium skips truncates by default (skipped.operations=t),
+# so every variant sets skipped.operations=none to capture them, except the
+# "default-skipped-ops" one, which shows what a stock connector sends. The
+# "nonrow-topics" one also turns on transaction metadata and heartbeats.
+CAPTURE_TRUNCATE = {"skipped.operations": "none"}
 VARIANTS = [
-    ("schemas-precise", True, "precise"),
-    ("schemas-double", True, "double"),
-    ("schemas-string", True, "string"),
-    ("noschemas-precise", False, "precise"),
-    ("noschemas-double", False, "double"),
-    ("noschemas-string", False, "string"),
+    ("schemas-precise", True, "precise", CAPTURE_TRUNCATE),
+    ("schemas-double", True, "double", CAPTURE_TRUNCATE),
+    ("schemas-string", True, "string", CAPTURE_TRUNCATE),
+    ("noschemas-precise", False, "precise", CAPTURE_TRUNCATE),
+    ("noschemas-double", False, "double", CAPTURE_TRUNCATE),
+    ("noschemas-string", False, "string", CAPTURE_TRUNCATE),
+    ("noschemas-precise-default-skipped-ops", False, "precise", {}),
+    ("noschemas-precise-nonrow-topics", False, "precise",
+     {**CAPTURE_TRUNCATE, "provide.transaction.metadata": "true", "heartbeat.interval.ms": "500"}),
 ]
-# Debezium skips truncates by default (skipped.operations=t); every variant above
-# sets skipped.operations=none so truncates are captured. This one keeps the
-# default, to show what a stock connector sends.
-DEFAULT_SKIP_VARIANT = ("noschemas-precise-default-skipped-ops", False, "precise")
 # The MySQL connector's schema-change topic (named after topic.prefix) is large
 # with schemas enabled and does not depend on decimal.handling.mode, so it is
 # kept only where the mode is precise (as if the sink subscribed to it there).
-SCHEMA_CHANGE_TOPIC_VARIANTS = {"schemas-precise", "noschemas-precise"}
+SCHEMA_CHANGE_TOPIC_VARIANTS = {"schemas-precise", "noschemas-precise", "noschemas-precise-nonrow-topics"}
 
 
 def log(msg: str) -> None:
@@ -77,7 +81,8 @@ def run(cmd: list[str], *, user: str | None = None, input: str | None = None,
         check: bool = True, timeout: int = WAIT_S) -> str:
     if user is not None and os.geteuid() == 0:
         cmd = ["runuser", "-u", user, "--", *cmd]
-    p = subprocess.run(cmd, input=input, capture_output=True, text=True, timeout=timeout)
+    env = {**os.environ, "PGCLIENTENCODING": "UTF8"}
+    p = subprocess.run(cmd, input=input, capture_output=True, encoding="utf-8", timeout=timeout, env=env)
     if check and p.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed ({p.returncode}):\n{p.stdout}\n{p.stderr}")
     return p.stdout
@@ -175,7 +180,7 @@ CREATE TABLE audit (
         body = big_text()
         self.sql(f"""
 INSERT INTO items VALUES
- (1, 'alpha', 3, true, 1234.50, 3.14159265358979323846, '2024-01-02 03:04:05.123',
+ (1, 'alpha ✓ Zoë "q", comma', 3, true, 1234.50, 3.14159265358979323846, '2024-01-02 03:04:05.123',
   '2024-01-02 03:04:05.123456', '2024-01-02 03:04:05.1+00', '2024-01-02',
   'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', '{{"k": 1, "tags": ["x", "y"]}}', 'short body'),
  (2, 'beta', 0, false, -0.01, -42, '1969-12-31 23:59:59.999', '1960-06-15 12:00:00.000001',
@@ -210,13 +215,17 @@ COMMIT;""")
         s("INSERT INTO audit VALUES (3, 'before truncate 3', 3.33);")
         s("TRUNCATE audit;")
         s("INSERT INTO audit VALUES (10, 'after truncate', 10.10), (11, 'after truncate 2', NULL);")
+        # logical decoding messages (op m), one transactional, one not
+        s("BEGIN; SELECT pg_logical_emit_message(true, 'vcmt', 'in a transaction');"
+          " UPDATE audit SET note = 'after truncate, updated' WHERE id = 10; COMMIT;")
+        s("SELECT pg_logical_emit_message(false, 'vcmt', 'outside a transaction');")
         s(f"INSERT INTO audit VALUES ({SENTINEL_ID}, 'end of workload', 0.01);")
 
     def dump(self, out: Path) -> None:
         out.mkdir(parents=True, exist_ok=True)
         for t in self.tables:
             text = self.sql(f"\\copy (SELECT * FROM {t} ORDER BY id) TO STDOUT WITH (FORMAT csv, HEADER)")
-            (out / f"{t}.csv").write_text(text)
+            (out / f"{t}.csv").write_text(text, encoding="utf-8")
 
     def after_capture(self) -> None:
         self.sql("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots;"
@@ -271,7 +280,8 @@ class MariaDB:
                 f"--socket={self.sock}", f"--port={self.port}", "--bind-address=127.0.0.1",
                 f"--pid-file={self.dir / 'mysqld.pid'}", f"--log-error={self.dir / 'error.log'}",
                 "--log-bin=mysql-bin", "--binlog-format=ROW", "--server-id=1",
-                "--default-time-zone=+00:00", "--innodb-buffer-pool-size=64M",
+                "--default-time-zone=+00:00", "--character-set-server=utf8mb4",
+                "--collation-server=utf8mb4_unicode_ci", "--innodb-buffer-pool-size=64M",
                 "--innodb-log-file-size=16M", "--skip-name-resolve",
                 # Debezium's MySQL connector reads SELECT VERSION(): from a major
                 # version above 8 it expects MySQL 8.4's SHOW BINARY LOG STATUS,
@@ -302,7 +312,8 @@ class MariaDB:
             self.proc.wait(timeout=30)
 
     def sql(self, text: str, db: str | None = "shop", batch: bool = False) -> str:
-        cmd = ["mariadb", "--no-defaults", f"--socket={self.sock}", "-uroot"]
+        cmd = ["mariadb", "--no-defaults", f"--socket={self.sock}", "-uroot",
+               "--default-character-set=utf8mb4"]
         if batch:
             cmd.append("--batch")
         if db:
@@ -334,7 +345,7 @@ CREATE TABLE audit (
     def snapshot_rows(self) -> None:
         self.sql("""
 INSERT INTO items VALUES
- (1, 'alpha', 3, true, 1234.50, '2024-01-02 03:04:05.123', '2024-01-02 03:04:05.123456',
+ (1, 'alpha ✓ Zoë "q", comma', 3, true, 1234.50, '2024-01-02 03:04:05.123', '2024-01-02 03:04:05.123456',
   '2024-01-02 03:04:05', '2024-01-02', 'short note'),
  (2, 'beta', 0, false, -0.01, '1969-12-31 23:59:59.999', '1960-06-15 12:00:00.000001',
   '1999-12-31 23:59:59', '1950-03-04', ''),
@@ -365,13 +376,14 @@ COMMIT;""")
         s("INSERT INTO audit VALUES (3, 'before truncate 3', 3.33);")
         s("TRUNCATE audit;")
         s("INSERT INTO audit VALUES (10, 'after truncate', 10.10), (11, 'after truncate 2', NULL);")
+        s("UPDATE audit SET note = 'after truncate, updated' WHERE id = 10;")
         s(f"INSERT INTO audit VALUES ({SENTINEL_ID}, 'end of workload', 0.01);")
 
     def dump(self, out: Path) -> None:
         out.mkdir(parents=True, exist_ok=True)
         for t in self.tables:
             text = self.sql(f"SELECT * FROM {t} ORDER BY id;", batch=True)
-            (out / f"{t}.csv").write_text(batch_to_csv(text))
+            (out / f"{t}.csv").write_text(batch_to_csv(text), encoding="utf-8")
 
     def after_capture(self) -> None:
         pass
@@ -484,15 +496,15 @@ def write_topics(records, out: Path) -> None:
             chunk = recs[start:start + FLUSH_SIZE]
             stem = f"{topic}+0+{start:010d}"
             (part / f"{stem}.json").write_text(
-                "".join(("null" if v is None else v) + "\n" for _, v in chunk))
+                "".join(("null" if v is None else v) + "\n" for _, v in chunk), encoding="utf-8")
             (part / f"{stem}.keys.json").write_text(
-                "".join(("null" if k is None else k) + "\n" for k, _ in chunk))
+                "".join(("null" if k is None else k) + "\n" for k, _ in chunk), encoding="utf-8")
 
 
-def capture_variant(server, variant: tuple[str, bool, str], tmp: Path) -> dict:
+def capture_variant(server, variant: tuple[str, bool, str, dict[str, str]], tmp: Path) -> dict:
     from pydbzengine import DebeziumJsonEngine
 
-    name, schemas, decimal_mode = variant
+    name, schemas, decimal_mode, settings_extra = variant
     log(f"{server.flavour}/{name}: resetting database")
     server.reset()
     server.snapshot_rows()
@@ -501,8 +513,7 @@ def capture_variant(server, variant: tuple[str, bool, str], tmp: Path) -> dict:
         "converter.schemas.enable": "true" if schemas else "false",
         "decimal.handling.mode": decimal_mode,
     }
-    if name != DEFAULT_SKIP_VARIANT[0]:
-        extra["skipped.operations"] = "none"
+    extra.update(settings_extra)
     props = {
         "name": f"capture-{server.flavour}-{name}",
         "offset.storage": "org.apache.kafka.connect.storage.MemoryOffsetBackingStore",
@@ -541,7 +552,8 @@ def capture_variant(server, variant: tuple[str, bool, str], tmp: Path) -> dict:
             return collector.sentinel_seen.is_set()
 
         wait_for(sentinel_or_fail, "the workload's last event")
-        time.sleep(1.0)
+        # let trailing records (heartbeats, a transaction's END) arrive
+        time.sleep(2.0 if "heartbeat.interval.ms" in extra else 1.0)
     finally:
         engine.close()
         thread.join(timeout=60)
@@ -580,7 +592,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="only these variant directories (default: all)")
     args = ap.parse_args(argv)
 
-    variants = VARIANTS + [DEFAULT_SKIP_VARIANT]
+    variants = VARIANTS
     if args.variant:
         variants = [v for v in variants if v[0] in args.variant]
     flavours = ["postgres", "mysql"] if args.flavour == "all" else [args.flavour]
