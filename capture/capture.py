@@ -23,6 +23,7 @@ service users, Java 17, and the Debian packages postgresql and mariadb-server).
 from __future__ import annotations
 
 import argparse
+import getpass
 import json
 import os
 import random
@@ -117,8 +118,10 @@ class Postgres:
         self.dir = tmp / "pg"
         self.dir.mkdir()
         self.port = free_port()
-        self.user = "postgres"
-        shutil.chown(self.dir, self.user)
+        # PostgreSQL refuses to run as root: as root, run it as the package's user.
+        self.user = "postgres" if os.geteuid() == 0 else None
+        if self.user:
+            shutil.chown(self.dir, self.user)
 
     @staticmethod
     def _bindir() -> Path:
@@ -260,10 +263,14 @@ class MariaDB:
         self.dir = tmp / "mariadb"
         self.dir.mkdir()
         self.port = free_port()
-        self.user = "mysql"
+        self.user = "mysql" if os.geteuid() == 0 else None
+        # mariadb-install-db's socket authentication: root@localhost, and for a
+        # non-root install also the installing OS user.
+        self.admin = "root" if os.geteuid() == 0 else getpass.getuser()
         self.sock = self.dir / "mysqld.sock"
         self.proc: subprocess.Popen | None = None
-        shutil.chown(self.dir, self.user)
+        if self.user:
+            shutil.chown(self.dir, self.user)
 
     def version(self) -> str:
         return run(["mariadbd", "--version"]).strip()
@@ -274,9 +281,10 @@ class MariaDB:
 
     def start(self) -> None:
         data = self.dir / "data"
-        run(["mariadb-install-db", "--no-defaults", f"--datadir={data}", f"--user={self.user}",
+        as_user = [f"--user={self.user}"] if self.user else []
+        run(["mariadb-install-db", "--no-defaults", f"--datadir={data}", *as_user,
              "--auth-root-authentication-method=socket", "--skip-test-db"], timeout=300)
-        args = ["mariadbd", "--no-defaults", f"--datadir={data}", f"--user={self.user}",
+        args = ["mariadbd", "--no-defaults", f"--datadir={data}", *as_user,
                 f"--socket={self.sock}", f"--port={self.port}", "--bind-address=127.0.0.1",
                 f"--pid-file={self.dir / 'mysqld.pid'}", f"--log-error={self.dir / 'error.log'}",
                 "--log-bin=mysql-bin", "--binlog-format=ROW", "--server-id=1",
@@ -297,7 +305,7 @@ class MariaDB:
     def _ping(self) -> bool:
         if self.proc is not None and self.proc.poll() is not None:
             raise RuntimeError(f"mariadbd exited with {self.proc.returncode}; see its error log")
-        p = subprocess.run(["mariadb-admin", f"--socket={self.sock}", "-uroot", "ping"],
+        p = subprocess.run(["mariadb-admin", f"--socket={self.sock}", f"-u{self.admin}", "ping"],
                            capture_output=True, text=True, timeout=10)
         return p.returncode == 0
 
@@ -312,7 +320,7 @@ class MariaDB:
             self.proc.wait(timeout=30)
 
     def sql(self, text: str, db: str | None = "shop", batch: bool = False) -> str:
-        cmd = ["mariadb", "--no-defaults", f"--socket={self.sock}", "-uroot",
+        cmd = ["mariadb", "--no-defaults", f"--socket={self.sock}", f"-u{self.admin}",
                "--default-character-set=utf8mb4"]
         if batch:
             cmd.append("--batch")
