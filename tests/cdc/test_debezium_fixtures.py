@@ -436,11 +436,12 @@ def test_replay_equals_dump(variant, table):
     got, want = replay(variant, table), dumped(variant, table)
     assert sorted(got) == sorted(want)
     mode = variant.split("-")[1]
+    kinds = DECLARED[variant.split("/")[0]][table]
     for id_, row_ in want.items():
         for col, value in row_.items():
             g = got[id_][col]
-            # double mode can only be exact up to a double's precision
-            ok = close(g, value) if mode == "double" else g == value
+            # double mode is exact for numeric(12,2); an unconstrained numeric only to a double's precision
+            ok = close(g, value) if mode == "double" and kinds[col] == "decimal" else g == value
             assert ok, (variant, table, id_, col, g, value)
 
 
