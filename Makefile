@@ -10,7 +10,7 @@ export DO_NOT_TRACK := 1
 export DBT_SEND_ANONYMOUS_USAGE_STATS := false
 export DBT_VERSION_CHECK := false
 
-.PHONY: demo test fuzz bench lint venv java clean
+.PHONY: demo test fuzz bench lint venv java clean capture-fixtures
 
 $(STAMP): pyproject.toml constraints.txt
 	@echo "==> setting up $(VENV) (first run downloads about 600 MB of wheels)"
@@ -37,6 +37,15 @@ fuzz: venv
 
 bench: venv
 	@$(BIN)/python -m vcmt_tools.bench $(ARGS)
+
+# Re-capture the real Debezium fixtures under integration_tests/fixtures/debezium
+# (PostgreSQL + MariaDB on loopback, Debezium embedded engine). Not part of make test.
+CAPTURE_VENV := .local/capture-venv
+capture-fixtures: java
+	@capture/servers.sh
+	@test -x $(CAPTURE_VENV)/bin/python || $(PYTHON) -m venv $(CAPTURE_VENV)
+	@$(CAPTURE_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r capture/requirements.txt
+	@$(CAPTURE_VENV)/bin/python capture/capture.py $(ARGS)
 
 lint: venv
 	@$(BIN)/sqlfluff lint models integration_tests/models
