@@ -28,7 +28,16 @@ from vcmt_tools.dbt_project import invoke
 
 FORMATS = {".parquet": "Parquet", ".csv": "CSVWithNames", ".jsonl": "JSONEachRow", ".ndjson": "JSONEachRow",
            ".json": "JSONEachRow"}
-ROWS_PER_CHUNK = 100_000
+# Text formats reach the loader's cast as written: the engine must not guess
+# types first (a CSV key `01234` read as the number 1234, `1.10` as 1.1, a JSON
+# string that looks like a date turned into one).
+NO_GUESSING = {
+    "CSVWithNames": "input_format_csv_use_best_effort_in_schema_inference = 0",
+    "JSONEachRow": "input_format_try_infer_dates = 0, input_format_try_infer_datetimes = 0, "
+                   "input_format_json_try_infer_numbers_from_strings = 0",
+}
+GLOB = set("*?{}[]")
+ROWS_PER_GROUP = 100_000
 
 
 class LoadError(Exception):
@@ -40,8 +49,13 @@ def file_select(path: Path) -> str:
     fmt = FORMATS.get(path.suffix.lower())
     if fmt is None:
         raise LoadError(f"vcmt-load-stage: unsupported file type '{path.suffix}'; use one of {sorted(FORMATS)}")
-    literal = str(path.resolve()).replace("\\", "\\\\").replace("'", "\\'")
-    return f"select * from file('{literal}', '{fmt}')"
+    resolved = str(path.resolve())
+    if GLOB & set(resolved):
+        # file() would expand them and read other files' events too.
+        raise LoadError(f"vcmt-load-stage: the path {resolved} contains one of {''.join(sorted(GLOB))}; rename it")
+    literal = resolved.replace("\\", "\\\\").replace("'", "\\'")
+    settings = f" settings {NO_GUESSING[fmt]}" if fmt in NO_GUESSING else ""
+    return f"select * from file('{literal}', '{fmt}'){settings}"
 
 
 def load_select(sql: str, model: str, project_dir: Path, profiles_dir: Path | None = None,
@@ -78,31 +92,26 @@ def load_file(path: Path, model: str, project_dir: Path, **kwargs: Any) -> str:
 
 
 def load_rows(rows: Iterable[Mapping[str, Any]], model: str, project_dir: Path, **kwargs: Any) -> str:
-    """Apply Python rows (dicts of column -> value) to `model`, through a Parquet file written in chunks."""
+    """Apply Python rows (dicts of column -> value) to `model`, through a Parquet file.
+
+    Every row may name any columns: a column missing from a row is NULL there
+    (so a row without `sign` is an upsert only if no other row has one), and a
+    column that is NULL in every row is written as text NULLs.
+    """
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    rows = list(rows)
+    if not rows:
+        return f"vcmt.load_stage {model}: 0 events"
+    columns = list(dict.fromkeys(c for row in rows for c in row))
+    table = pa.Table.from_pylist([{c: row.get(c) for c in columns} for row in rows])
+    for i, field in enumerate(table.schema):
+        if pa.types.is_null(field.type):
+            table = table.set_column(i, field.name, table.column(i).cast(pa.string()))
     with tempfile.TemporaryDirectory(prefix="vcmt-load-") as tmp:
         path = Path(tmp) / "events.parquet"
-        writer = None
-        chunk: list[Mapping[str, Any]] = []
-
-        def flush() -> None:
-            nonlocal writer
-            table = pa.Table.from_pylist(chunk, schema=writer.schema if writer else None)
-            writer = writer or pq.ParquetWriter(path, table.schema)
-            writer.write_table(table)
-            chunk.clear()
-
-        for row in rows:
-            chunk.append(row)
-            if len(chunk) >= ROWS_PER_CHUNK:
-                flush()
-        if chunk:
-            flush()
-        if writer is None:
-            return f"vcmt.load_stage {model}: 0 events"
-        writer.close()
+        pq.write_table(table, path, row_group_size=ROWS_PER_GROUP)
         return load_file(path, model, project_dir, **kwargs)
 
 

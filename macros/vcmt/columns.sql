@@ -5,9 +5,7 @@
   {%- set by_name = {} -%}
   {%- for c in select_columns -%}{%- do by_name.update({c.name: c.data_type}) -%}{%- endfor -%}
   {%- set returned = by_name.keys() | list -%}
-  {%- for name in returned if name.startswith(vcmt._reserved_prefix()) -%}
-    {{ exceptions.raise_compiler_error("vcmt_upsert: column `" ~ name ~ "` starts with `" ~ vcmt._reserved_prefix() ~ "`, which vcmt reserves for its own columns and aliases; rename it in the SELECT (e.g. `" ~ name ~ " as " ~ name[vcmt._reserved_prefix() | length:] ~ "`).") }}
-  {%- endfor -%}
+  {%- do vcmt._check_reserved_names(returned, 'vcmt_upsert') -%}
   {%- for k in cfg.key_columns -%}
     {%- if k not in by_name -%}
       {{ exceptions.raise_compiler_error("vcmt_upsert: `unique_key` column `" ~ k ~ "` is not returned by the model's SELECT; it returns " ~ returned ~ ".") }}
@@ -83,4 +81,11 @@
 {#- Every name vcmt introduces inside its SQL starts with this prefix. -#}
 {% macro _reserved_prefix() %}
   {{ return('_vcmt_') }}
+{% endmacro %}
+
+
+{% macro _check_reserved_names(names, caller_name) %}
+  {%- for name in names if name.startswith(vcmt._reserved_prefix()) -%}
+    {{ exceptions.raise_compiler_error(caller_name ~ ": column `" ~ name ~ "` starts with `" ~ vcmt._reserved_prefix() ~ "`, which vcmt reserves for its own columns and aliases; rename it in the SELECT (e.g. `" ~ name ~ " as " ~ name[vcmt._reserved_prefix() | length:] ~ "`).") }}
+  {%- endfor -%}
 {% endmacro %}

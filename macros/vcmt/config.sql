@@ -58,7 +58,8 @@
     {%- for k in keys -%}{%- do order_by.append(vcmt._quote(k)) -%}{%- endfor -%}
   {%- endif -%}
   {%- set order_by = [order_by] if order_by is string else order_by | list -%}
-  {%- set order_cols = vcmt._split_top_level(order_by | join(',')) | map('trim') | map('replace', '`', '') | map('replace', '"', '') | list -%}
+  {%- set order_cols = [] -%}
+  {%- for item in vcmt._split_top_level(order_by | join(',')) -%}{%- do order_cols.append(vcmt._unquote(item | trim)) -%}{%- endfor -%}
   {%- for k in keys -%}
     {%- if k not in order_cols -%}
       {{ exceptions.raise_compiler_error(name ~ ": `order_by` must contain every `unique_key` column, because rows of one key collapse only when they share the sorting key; `" ~ k ~ "` is missing from " ~ order_by ~ ".") }}

@@ -4,20 +4,39 @@
     version or non-Nullable column, NaN, out of range, unparseable; and a NULL
     sign. Columns whose input type already is the target type cannot hold such
     values (the model's own SELECT, always) and cost nothing here; the check
-    matters for `vcmt.load_stage`, whose SELECT may read any file.
+    matters for `vcmt.load_stage`, whose SELECT may read any file. A value
+    that a cast would store differently (a narrower number, decimal scale or
+    time precision) is bad too.
     Raises naming the first bad row and column. -#}
 {% macro _check_event_values(cfg, columns, select_columns, sql, caller_name) %}
   {%- set input_types = {} -%}
   {%- for c in select_columns -%}{%- do input_types.update({c.name: c.data_type}) -%}{%- endfor -%}
   {%- set checks = [] -%}
   {%- for c in columns if c.name in input_types and c.name != cfg.sign and input_types[c.name] != c.data_type -%}
-    {%- set target_type = c.data_type | replace('LowCardinality(', '') -%}
-    {%- set target_type = target_type[:-1] if target_type != c.data_type else target_type -%}
-    {%- set nullable = target_type.startswith('Nullable(') -%}
-    {%- set inner_type = target_type[9:-1] if nullable else target_type -%}
-    {%- if not modules.re.match('^(Array|Map|Tuple|Nested|Variant|Dynamic|JSON|Object|AggregateFunction|SimpleAggregateFunction)\\b', inner_type) -%}
-      {%- set col = vcmt._quote(c.name) -%}
-      {%- set bad = 'accurateCastOrNull(' ~ col ~ ', ' ~ vcmt._sql_string(inner_type) ~ ') is null' -%}
+    {%- set unwrapped = c.data_type[15:-1] if c.data_type.startswith('LowCardinality(') else c.data_type -%}
+    {%- set nullable = unwrapped.startswith('Nullable(') -%}
+    {%- set inner_type = vcmt._scalar_type(c.data_type) -%}
+    {%- set col = vcmt._quote(c.name) -%}
+    {%- if inner_type is none -%}
+      {#- Arrays, maps, tuples...: cast errors surface before the first INSERT,
+          because every load casts before it sorts or ranks (see settings.sql). -#}
+    {%- elif inner_type.startswith('Enum') -%}
+      {%- set names = [] -%}
+      {%- for m in modules.re.finditer("'((?:[^'\\\\]|\\\\.)*)'\\s*=\\s*(-?[0-9]+)", inner_type) -%}
+        {%- do names.append("'" ~ m.group(1) ~ "'") -%}{%- do names.append("'" ~ m.group(2) ~ "'") -%}
+      {%- endfor -%}
+      {%- set bad = 'toString(' ~ col ~ ') not in (' ~ names | join(', ') ~ ')' -%}
+      {%- do checks.append({'name': c.name, 'type': c.data_type,
+                            'bad': '(' ~ col ~ ' is not null and ' ~ bad ~ ')' if nullable else '(' ~ col ~ ' is null or ' ~ bad ~ ')'}) -%}
+    {%- else -%}
+      {%- set typed = 'accurateCastOrNull(' ~ col ~ ', ' ~ vcmt._sql_string(inner_type) ~ ')' -%}
+      {%- set bad = typed ~ ' is null' -%}
+      {#- A narrower number or time type would store another value (a
+          DateTime64(6) in a DateTime64(3) column, 0.125 in Decimal(10, 2)),
+          which can merge two versions or two keys: refused as well. -#}
+      {%- if modules.re.match('^(Nullable\()?(U?Int|Float|Decimal|DateTime|Date|BFloat)', input_types[c.name]) -%}
+        {%- set bad = '(' ~ bad ~ ' or cast(' ~ typed ~ ', ' ~ vcmt._sql_string(input_types[c.name]) ~ ') != ' ~ col ~ ')' -%}
+      {%- endif -%}
       {%- do checks.append({'name': c.name, 'type': c.data_type,
                             'bad': '(' ~ col ~ ' is not null and ' ~ bad ~ ')' if nullable else bad}) -%}
     {%- endif -%}
@@ -40,4 +59,20 @@
         ~ (first[1] if first[1] is not none else 'NULL') ~ ", which cannot be stored as " ~ ch.type ~ " (" ~ bad_rows
         ~ " such row(s): NULL, NaN, out of range or unparseable). Nothing was loaded; fix or filter these rows in the SELECT.") }}
   {%- endif -%}{%- endfor -%}
+{% endmacro %}
+
+
+{#- The type a value of `data_type` is checked against with accurateCastOrNull
+    (LowCardinality and Nullable unwrapped), or none for types that cannot sit
+    inside Nullable (arrays, maps, tuples, geo types...). -#}
+{% macro _scalar_type(data_type) %}
+  {%- set t = data_type -%}
+  {%- for wrapper in ['LowCardinality(', 'Nullable('] -%}
+    {%- if t.startswith(wrapper) -%}{%- set t = t[wrapper | length:-1] -%}{%- endif -%}
+  {%- endfor -%}
+  {%- if t.startswith('Nullable(') -%}{%- set t = t[9:-1] -%}{%- endif -%}
+  {%- if modules.re.match('^(Array|Map|Tuple|Nested|Variant|Dynamic|JSON|Object|AggregateFunction|SimpleAggregateFunction|Point|Ring|LineString|MultiLineString|Polygon|MultiPolygon|Geometry)\\b', t) -%}
+    {{ return(none) }}
+  {%- endif -%}
+  {{ return(t) }}
 {% endmacro %}

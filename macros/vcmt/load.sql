@@ -78,8 +78,11 @@
     from ({{ events_sql }} limit 1 by {{ keys }}, {{ v }}, _vcmt_sign)
     {{ vcmt._read_settings() }}
   {%- endcall -%}
-  {%- set stats = run_query('select (select count() from (' ~ events_sql ~ ')), countIf(_vcmt_sign < 0), count(), max(_vcmt_round), ' ~ wm ~ ' from ' ~ objs.batch ~ ' ' ~ vcmt._read_settings()).rows[0] -%}
-  {%- set rounds = stats[3] | int -%}
+  {#- Events, deletes and the watermark count every event read, redeliveries
+      included; fed and rounds what the batch table holds. -#}
+  {%- set read = run_query('select count(), countIf(_vcmt_sign < 0), ' ~ wm ~ ' from (' ~ events_sql ~ ') ' ~ vcmt._read_settings()).rows[0] -%}
+  {%- set batch = run_query('select count(), max(_vcmt_round) from ' ~ objs.batch ~ ' ' ~ vcmt._read_settings()).rows[0] -%}
+  {%- set rounds = batch[1] | int -%}
   {%- for r in range(1, rounds + 1) -%}
     {%- if r % 50 == 0 -%}
       {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': round ' ~ r ~ ' of ' ~ rounds, info=true) }}
@@ -95,8 +98,8 @@
   {%- call statement('vcmt_batch_drop') -%}
     drop table if exists {{ objs.batch }} {{ on_cluster_clause(objs.batch) }} sync
   {%- endcall -%}
-  {{ return({'events': stats[0] | int, 'deletes': stats[1] | int, 'fed': stats[2] | int,
-             'rounds': rounds, 'watermark': stats[4]}) }}
+  {{ return({'events': read[0] | int, 'deletes': read[1] | int, 'fed': batch[0] | int,
+             'rounds': rounds, 'watermark': read[2]}) }}
 {% endmacro %}
 
 
@@ -108,15 +111,22 @@
 
 {#- The watermark to record after loading a batch whose highest watermark
     value is `batch_max`: the greater of it and the highest recorded so far,
-    compared as the column's own type, so a backfill of older batches never
-    lowers it. none when the batch had no rows: an empty run records nothing. -#}
-{% macro _next_watermark(cfg, objs, select_columns, batch_max) %}
+    compared as the column's type in the target (the type `batch_max` was
+    read as), so a backfill of older batches never lowers it. A recorded value
+    that no longer fits that type (the watermark moved to another column) is
+    ignored. none when the batch had no rows: an empty run records nothing. -#}
+{% macro _next_watermark(cfg, objs, columns, select_columns, batch_max) %}
   {%- if batch_max is none -%}{{ return(none) }}{%- endif -%}
   {%- set previous = vcmt._recorded_watermark(objs.loads) -%}
   {%- if previous is none -%}{{ return(batch_max) }}{%- endif -%}
-  {%- set wm_type = (select_columns | selectattr('name', 'equalto', cfg.watermark) | first).data_type -%}
-  {%- set typed = 'cast(x, ' ~ vcmt._sql_string(wm_type) ~ ')' -%}
-  {{ return(run_query('select toString(max(' ~ typed ~ ')) from (select arrayJoin([' ~ vcmt._sql_string(batch_max) ~ ', ' ~ vcmt._sql_string(previous) ~ ']) as x) ' ~ vcmt._read_settings()).rows[0][0]) }}
+  {%- set typed = (columns + select_columns) | selectattr('name', 'equalto', cfg.watermark) | first -%}
+  {%- set scalar = vcmt._scalar_type(typed.data_type) or 'String' -%}
+  {%- set values = [] -%}
+  {%- for v in [batch_max, previous] -%}
+    {%- do values.append('accurateCastOrNull(' ~ vcmt._sql_string(v) ~ ', ' ~ vcmt._sql_string(scalar) ~ ')') -%}
+  {%- endfor -%}
+  {%- set highest = run_query('select toString(max(x)) from (select arrayJoin([' ~ values | join(', ') ~ ']) as x) ' ~ vcmt._read_settings()).rows[0][0] -%}
+  {{ return(highest if highest is not none else batch_max) }}
 {% endmacro %}
 
 
@@ -145,7 +155,7 @@
       'inserted': after.inserted - before.inserted,
       'updated': after.updated - before.updated,
       'deleted': after.deleted - before.deleted,
-      'watermark': vcmt._next_watermark(cfg, objs, select_columns, fed.watermark),
+      'watermark': vcmt._next_watermark(cfg, objs, columns, select_columns, fed.watermark),
   } -%}
   {%- do stats.update({
       'skipped': stats.fed - stats.inserted - stats.updated - stats.deleted,

@@ -30,6 +30,7 @@
   {%- for c in adapter.get_columns_in_relation(target) -%}{%- do columns.append({'name': c.name, 'data_type': c.data_type}) -%}{%- endfor -%}
   {%- set select_columns = adapter.get_column_schema_from_query(vcmt._user_sql(sql)) -%}
   {%- set returned = select_columns | map(attribute='name') | list -%}
+  {%- do vcmt._check_reserved_names(returned, 'vcmt.load_stage') -%}
   {%- for c in columns if c.name not in returned and c.name != cfg.sign -%}
     {{ exceptions.raise_compiler_error("vcmt.load_stage: the SELECT must return every column of `" ~ target ~ "`; `" ~ c.name ~ "` is missing. It returns " ~ returned ~ ".") }}
   {%- endfor -%}

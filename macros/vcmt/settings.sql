@@ -13,6 +13,8 @@
       "breaks" instead of throwing, or a filter added to every read, would
       truncate the lookup or the loaded events without an error.
     - use_query_cache: the run report and the watermark must read fresh data.
+    - input_format_allow_errors_*: a file read by vcmt.load_stage must not skip
+      the rows it cannot parse (a lost delete).
     - final: the stats read the model's SELECT as written. -#}
 {% macro _pinned_query_settings() %}
   {%- set pinned = {
@@ -27,6 +29,8 @@
       'additional_table_filters': {},
       'use_query_cache': 0,
       'final': 0,
+      'input_format_allow_errors_num': 0,
+      'input_format_allow_errors_ratio': 0,
   } -%}
   {%- for name in ['read_overflow_mode', 'read_overflow_mode_leaf', 'result_overflow_mode', 'set_overflow_mode',
                    'join_overflow_mode', 'distinct_overflow_mode', 'sort_overflow_mode', 'transfer_overflow_mode',
@@ -49,7 +53,11 @@
       (key, version) in a block, so collapsing on insert only costs time.
     - do_not_merge_across_partitions_select_final: the transform's FINAL lookup
       may stay within partitions, since a cancel row lands in its old row's
-      partition. -#}
+      partition.
+    - query_plan_execute_functions_after_sorting / optimize_read_in_order: the
+      fold INSERT sorts its whole input before the first block reaches the
+      stage, and every cast (and so every cast error) must happen before that
+      sort, so a bad value fails the load before anything is applied. -#}
 {% macro _pinned_insert_settings() %}
   {%- set pinned = vcmt._pinned_query_settings() -%}
   {%- do pinned.update({
@@ -59,6 +67,8 @@
       'materialized_views_ignore_errors': 0,
       'optimize_on_insert': 0,
       'do_not_merge_across_partitions_select_final': 1,
+      'query_plan_execute_functions_after_sorting': 0,
+      'optimize_read_in_order': 0,
   }) -%}
   {{ return(pinned) }}
 {% endmacro %}

@@ -23,3 +23,13 @@
 {% macro _quote(name) %}
   {{ return('`' ~ (name | string) | replace('\\', '\\\\') | replace('`', '\\`') ~ '`') }}
 {% endmacro %}
+
+
+{#- The name a quoted identifier stands for (`a\`b` -> a`b, "x" -> x);
+    anything else is returned as written. -#}
+{% macro _unquote(text) %}
+  {%- if text | length > 1 and text[0] in ['`', '"'] and text[-1] == text[0] -%}
+    {{ return(modules.re.sub('\\\\(.)', '\\1', text[1:-1])) }}
+  {%- endif -%}
+  {{ return(text) }}
+{% endmacro %}

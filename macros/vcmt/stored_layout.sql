@@ -34,8 +34,8 @@
 
   {#- Settings: one the engine added with its default value, or the projection
       mode the package manages itself, is not a change the user made. -#}
-  {%- set stored_settings = vcmt._settings_clause(stored.get('SETTINGS', '')) -%}
-  {%- set wanted_settings = vcmt._settings_clause(wanted.get('SETTINGS', '')) -%}
+  {%- set stored_settings = vcmt._parse_settings_clause(stored.get('SETTINGS', '')) -%}
+  {%- set wanted_settings = vcmt._parse_settings_clause(wanted.get('SETTINGS', '')) -%}
   {%- set managed = [] if 'deduplicate_merge_projection_mode' in cfg.settings else ['deduplicate_merge_projection_mode'] -%}
   {%- set changes = [] -%}
   {%- for name, value in wanted_settings.items() if name not in managed and stored_settings.get(name) != value -%}
@@ -76,7 +76,7 @@
 
 
 {#- `a = 1, b = 'x'` -> {'a': '1', 'b': "'x'"} (values as the engine formatted them). -#}
-{% macro _settings_clause(text) %}
+{% macro _parse_settings_clause(text) %}
   {%- set settings = {} -%}
   {%- for item in vcmt._split_top_level(text) -%}
     {%- set pair = item.split('=', 1) -%}
@@ -85,7 +85,3 @@
   {{ return(settings) }}
 {% endmacro %}
 
-
-{% macro _sql_string(text) %}
-  {{ return("'" ~ text | replace('\\', '\\\\') | replace("'", "\\'") ~ "'") }}
-{% endmacro %}

@@ -78,7 +78,7 @@ from (
   {%- set settings = {} -%}
   {#- A view definition may not carry query-construction settings (limit, offset):
       for those the INSERT's own settings, which the view inherits, decide. -#}
-  {%- for k, v in vcmt._pinned_query_settings().items() if k not in ['limit', 'offset'] -%}
+  {%- for k, v in vcmt._pinned_query_settings().items() if k not in ['limit', 'offset'] and not k.startswith('input_format') -%}
     {%- do settings.update({k: v}) -%}
   {%- endfor -%}
   {%- do settings.update({'do_not_merge_across_partitions_select_final': 1}) -%}

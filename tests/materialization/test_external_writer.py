@@ -69,3 +69,112 @@ def test_the_model_config_decides_not_the_caller(project, tmp_path):
                                          {"id": 1, "x": 100, "_version": 1, "sign": 1}]), path)
     assert _cli(project, path) == 0
     assert _live(project) == [(1, 12, 2)]
+
+
+# -- found by review: each of these lost data or refused good input ------------
+def _model(project, columns: str, config: str = "unique_key='id'") -> None:
+    project.command(f"create table m_src ({columns}) engine = MergeTree order by tuple()")
+    project.model("m", f"{{{{ config(materialized='vcmt_upsert', {config}) }}}}\nselect * from m_src")
+    project.dbt("run")
+
+
+def _load_file(project, path):
+    return load_file(path, "m", project.root, profiles_dir=project.root, target="chdb")
+
+
+def test_csv_text_reaches_the_cast_as_written(project, tmp_path):
+    """A CSV key `01234` was read as the number 1234 and updated key `1234` instead."""
+    _model(project, "id String, note String, _version UInt64")
+    project.load_rows("m", [{"id": "01234", "note": "a", "_version": 1}, {"id": "1234", "note": "b", "_version": 1}])
+    path = tmp_path / "events.csv"
+    path.write_text('id,note,_version\n01234,1.10,2\n')
+    _load_file(project, path)
+    assert project.query("select id, note from m final where sign = 1 order by id") == [("01234", "1.10"), ("1234", "b")]
+
+
+def test_rows_may_name_different_columns(project):
+    """A column missing from the first row (here `sign`) was dropped for every row: a delete became an upsert."""
+    _model(project, "id Int32, a String, _version UInt64, sign Int8")
+    project.load_rows("m", [{"id": 1, "_version": 2, "a": "y"}, {"id": 1, "_version": 3, "a": "y", "sign": -1},
+                            {"id": 2, "_version": 1, "a": None}])
+    assert project.query("select id from m final where sign = 1") == [(2,)]
+
+
+def test_a_value_the_column_would_store_differently_is_refused(project):
+    """Microseconds into a DateTime64(3) version made two versions equal: the newer update was skipped as stale."""
+    import datetime as dt
+    _model(project, "id Int32, a String, _version DateTime64(3, 'UTC')")
+    t = dt.datetime(2024, 1, 2, 0, 0, 0, 100, tzinfo=dt.UTC)
+    with pytest.raises(LoadError, match="row 0 of the input .* `_version`"):
+        project.load_rows("m", [{"id": 1, "a": "first", "_version": t}])
+    assert project.query("select count() from m") == [(0,)]
+
+
+def test_watermark_counts_redelivered_events(project):
+    """The watermark was taken after duplicates were removed: a re-read batch re-applied an unconditional delete."""
+    project.command("create table m_src (id Int32, a String, _version UInt64, sign Int8, _batch_id UInt32) "
+                    "engine = MergeTree order by tuple()")
+    project.model("m", """
+        {{ config(materialized='vcmt_upsert', unique_key='id', delete_mode='unconditional', watermark='_batch_id') }}
+        select * from m_src {% if vcmt.is_incremental() %} where _batch_id > {{ vcmt.watermark(default=0) }} {% endif %}
+    """)
+    project.command("insert into m_src values (1, '', 1, -1, 5), (1, 'live', 2, 1, 5), (1, '', 1, -1, 6)")
+    project.dbt("run")
+    project.dbt("run")
+    assert project.query("select id, a from m final where sign = 1") == [(1, "live")]
+    assert project.query("select events, deletes, watermark from m__loads") == [(3, 2, "6")]
+
+
+def test_watermark_is_compared_as_the_targets_type(project):
+    """An epoch-seconds watermark from a file was compared as a number with a date text: recorded as NULL."""
+    _model(project, "id Int32, _version UInt64, ts DateTime('UTC')", "unique_key='id', watermark='ts'")
+    project.load_rows("m", [{"id": 1, "_version": 1, "ts": 1700000000}])
+    project.load_rows("m", [{"id": 2, "_version": 1, "ts": 1800000000}])
+    project.load_rows("m", [{"id": 3, "_version": 1, "ts": 1600000000}])
+    assert [w for (w,) in project.query("select watermark from m__loads order by loaded_at")] == [
+        "2023-11-14 22:13:20", "2027-01-15 08:00:00", "2027-01-15 08:00:00"]
+
+
+def test_key_names_with_quotes_and_backslashes(project):
+    """The order_by check compared escaped names with raw ones and refused such keys."""
+    project.command('create table m_src (`a"b` Int32, `c\\\\d` Int32, x Int32, _version UInt64) engine = MergeTree order by tuple()')
+    project.model("m", """{{ config(materialized='vcmt_upsert', unique_key=['a"b', 'c\\\\d']) }}\nselect * from m_src""")
+    project.command("insert into m_src values (1, 2, 3, 1)")
+    project.dbt("run")
+    project.command("insert into m_src values (1, 2, 4, 2)")
+    project.dbt("run")
+    assert project.query("select x from m final where sign = 1") == [(4,)]
+
+
+def test_rows_the_reader_cannot_parse_fail_the_load(tmp_path, chdb_path, lab_dir):
+    """With input_format_allow_errors_num in the profile, a malformed CSV row (a delete) was skipped silently."""
+    from tests.conftest import make_project
+    project = make_project(tmp_path / "proj", "allow_errors", chdb_path, lab_dir,
+                           custom_settings={"input_format_allow_errors_num": 10})
+    try:
+        _model(project, "id Int32, _version UInt64, sign Int8")
+        project.load_rows("m", [{"id": 1, "_version": 1, "sign": 1}, {"id": 2, "_version": 1, "sign": 1}])
+        path = tmp_path / "events.csv"
+        path.write_text('id,_version,sign\n1,2,-1\n2,"2\n')
+        with pytest.raises(LoadError):
+            _load_file(project, path)
+        assert project.query("select id from m final where sign = 1 order by id") == [(1,), (2,)]
+    finally:
+        project.close()
+
+
+def test_a_path_with_glob_characters_is_refused(project, tmp_path):
+    """file() expanded `ev?.csv` and loaded other files' events too."""
+    _model(project, "id Int32, _version UInt64")
+    (tmp_path / "ev1.csv").write_text("id,_version\n999,1\n")
+    (tmp_path / "ev?.csv").write_text("id,_version\n1,1\n")
+    with pytest.raises(LoadError, match="contains one of"):
+        _load_file(project, tmp_path / "ev?.csv")
+
+
+def test_an_unknown_enum_element_names_row_and_column(project):
+    _model(project, "id Int32, state Enum8('new' = 1, 'done' = 2), _version UInt64")
+    with pytest.raises(LoadError, match="row 1 of the input .* `state` = gone"):
+        project.load_rows("m", [{"id": 1, "state": "new", "_version": 1}, {"id": 2, "state": "gone", "_version": 1}])
+    project.load_rows("m", [{"id": 1, "state": "done", "_version": 1}])
+    assert project.query("select id, toString(state) from m final where sign = 1") == [(1, "done")]
