@@ -12,7 +12,9 @@ import sys
 import textwrap
 
 import pytest
-
+import yaml
+from dbt.adapters.chdb.client import ChdbOpenError, engine_options
+from dbt.adapters.chdb.credentials import ChdbCredentials
 from dbt.adapters.chdb.statements import multi_statement_message, second_statement_at
 
 # Runs dbt several times in ONE Python process, on two chDB paths with the same schema.
@@ -178,3 +180,56 @@ def test_explicit_grant_explains_the_engine(project):
     run = project.dbt("run", expect_pass=False)
     assert "(UNKNOWN_ROLE)" in run.log
     assert "type: chdb runs ClickHouse in-process without users, roles or access control" in run.log
+
+
+# --- query_log ---------------------------------------------------------------
+
+# The singular test fails (returns a row) when the model's CREATE is missing from the log.
+QUERY_LOG_TEST = """
+select n from (
+  select count() as n from system.query_log
+  where type = 'QueryFinish' and query_kind = 'Create' and query like '%vcmt_query_log_marker%'
+) where n = 0
+"""
+
+
+def _dbt_cli(root, *args):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DBT_")}
+    env.update(DBT_USE_COLORS="false", DBT_SEND_ANONYMOUS_USAGE_STATS="false", DO_NOT_TRACK="1")
+    dbt = os.path.join(os.path.dirname(sys.executable), "dbt")
+    proc = subprocess.run(
+        [dbt, *args, "--project-dir", str(root), "--profiles-dir", str(root)],
+        cwd=root, env=env, capture_output=True, text=True, timeout=300,
+    )
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def test_query_log_profile_key_enables_system_query_log(tmp_path):
+    """`query_log: true` starts the engine with system.query_log; the model's CREATE is in it after a flush."""
+    root = tmp_path / "proj"
+    (root / "models").mkdir(parents=True)
+    (root / "tests").mkdir()
+    (root / "dbt_project.yml").write_text(
+        yaml.safe_dump({"name": "ql", "version": "1.0", "config-version": 2, "profile": "ql"})
+    )
+    target = {"type": "chdb", "path": str(tmp_path / "engine"), "schema": "ql", "threads": 1, "query_log": True}
+    (root / "profiles.yml").write_text(yaml.safe_dump({"ql": {"target": "t", "outputs": {"t": target}}}))
+    (root / "models" / "m.sql").write_text(
+        "{{ config(materialized='table', order_by='id', post_hook='system flush logs') }}"
+        " select 1 as id, 'vcmt_query_log_marker' as tag"
+    )
+    (root / "tests" / "create_is_logged.sql").write_text(QUERY_LOG_TEST)
+
+    rc, out = _dbt_cli(root, "build")
+    assert rc == 0, out
+    assert "PASS=2 WARN=0 ERROR=0" in out, out
+
+
+def test_query_log_and_own_config_file_are_refused_together():
+    """`query_log: true` with chdb_options `config-file` is a clear profile error, not a silent override."""
+    both = ChdbCredentials(schema="s", query_log=True, chdb_options={"config-file": "mine.xml"})
+    with pytest.raises(ChdbOpenError, match="add a <query_log> section"):
+        engine_options(both)
+    only_log = engine_options(ChdbCredentials(schema="s", query_log=True))
+    assert open(only_log["config-file"]).read().count("<query_log>") == 1
+    assert engine_options(ChdbCredentials(schema="s", chdb_options={"log-level": "error"})) == {"log-level": "error"}

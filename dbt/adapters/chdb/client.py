@@ -6,12 +6,11 @@ from contextlib import contextmanager
 
 import clickhouse_connect
 from clickhouse_connect.driver.exceptions import ClickHouseError
+from dbt.adapters.chdb.statements import multi_statement_message, second_statement_at
 from dbt.adapters.clickhouse.httpclient import ChHttpClient
 from dbt.adapters.clickhouse.query import quote_identifier
 from dbt.adapters.exceptions import FailedToConnectError
 from dbt_common.exceptions import DbtDatabaseError
-
-from dbt.adapters.chdb.statements import multi_statement_message, second_statement_at
 
 _LOCKED_MARKER = "Another server instance in same directory is already running"
 

@@ -1,5 +1,5 @@
 from dataclasses import dataclass
-from typing import Any, Dict, Optional
+from typing import Any
 
 from dbt.adapters.clickhouse.credentials import ClickHouseCredentials
 
@@ -17,7 +17,7 @@ class ChdbCredentials(ClickHouseCredentials):
 
     path: str = ":memory:"
     query_log: bool = False
-    chdb_options: Optional[Dict[str, Any]] = None
+    chdb_options: dict[str, Any] | None = None
 
     @property
     def type(self):
