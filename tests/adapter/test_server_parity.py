@@ -233,3 +233,34 @@ def test_query_log_and_own_config_file_are_refused_together():
     only_log = engine_options(ChdbCredentials(schema="s", query_log=True))
     assert open(only_log["config-file"]).read().count("<query_log>") == 1
     assert engine_options(ChdbCredentials(schema="s", chdb_options={"log-level": "error"})) == {"log-level": "error"}
+
+
+# --- settings ------------------------------------------------------------------
+
+SETTINGS_MACRO = """
+{% macro show_settings() %}
+  {% for name in ['implicit_select', 'allow_introspection_functions', 'cast_string_to_dynamic_use_inference'] %}
+    {% set row = run_query("select value, default from system.settings where name = '" ~ name ~ "'").rows[0] %}
+    {{ log("setting " ~ name ~ " = " ~ row[0] ~ " (server default " ~ row[1] ~ ")", info=True) }}
+  {% endfor %}
+{% endmacro %}
+
+{% macro implicit_select() %}
+  {% do run_query("1 + 1") %}
+{% endmacro %}
+"""
+
+
+def test_local_only_setting_defaults_are_the_servers(project):
+    """Settings chDB changes from the engine default are back at the server default on the adapter's session."""
+    project.write("macros/settings.sql", SETTINGS_MACRO)
+    log = project.dbt("run-operation", "show_settings").log
+    for name in ("implicit_select", "allow_introspection_functions", "cast_string_to_dynamic_use_inference"):
+        assert f"setting {name} = 0 (server default 0)" in log, log
+
+
+def test_query_without_select_is_refused_as_on_a_server(project):
+    """`1 + 1` (clickhouse-local's implicit SELECT) is a syntax error on a server, and on type: chdb."""
+    project.write("macros/settings.sql", SETTINGS_MACRO)
+    run = project.dbt("run-operation", "implicit_select", expect_pass=False)
+    assert "SYNTAX_ERROR" in run.log or "Syntax error" in run.log, run.log[-3000:]

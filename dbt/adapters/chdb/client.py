@@ -17,6 +17,17 @@ _LOCKED_MARKER = "Another server instance in same directory is already running"
 # The database a server runs a query in when the request names none.
 _SERVER_DEFAULT_DATABASE = "default"
 
+# Session settings chDB (clickhouse-local) changes from the engine's own
+# defaults (system.settings: changed = 1, value != default), set back to what a
+# server uses, so the embedded engine does not accept what a server refuses
+# (`1 + 1` without SELECT, introspection functions) or answer differently
+# (CAST from String to Dynamic). A profile's custom_settings still win.
+SERVER_DEFAULT_SETTINGS = {
+    "implicit_select": "0",
+    "allow_introspection_functions": "0",
+    "cast_string_to_dynamic_use_inference": "0",
+}
+
 # Errors the engine raises for users, roles and grants, which it does not manage.
 _ACCESS_CONTROL_ERRORS = ("(ACCESS_DENIED)", "(UNKNOWN_ROLE)", "(UNKNOWN_USER)")
 ACCESS_CONTROL_HINT = (
@@ -195,6 +206,8 @@ class ChdbClient(ChHttpClient):
             path = os.path.abspath(os.path.expanduser(path))
             os.makedirs(path, exist_ok=True)
         options = engine_options(credentials)
+        for name, value in SERVER_DEFAULT_SETTINGS.items():
+            self._conn_settings.setdefault(name, value)
         try:
             with _engine_stderr() as engine_said:
                 return clickhouse_connect.get_client(
