@@ -67,6 +67,8 @@ def _skip_ignorable(sql: str, i: int) -> int | None:
 
 def second_statement_at(sql: str) -> int | None:
     """Index of the `;` after which a second statement starts, or None for one statement."""
+    if ";" not in sql:
+        return None
     i, n = 0, len(sql)
     first_word: str | None = None
     previous_word = ""
