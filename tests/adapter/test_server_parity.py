@@ -163,7 +163,7 @@ def test_grants_config_is_skipped_with_a_warning(project):
         """,
     )
     run = project.dbt("run")
-    assert f"chdb: grants not applied to `{project.schema}`.`granted` (select to reporter, analyst)" in run.log
+    assert f"chdb adapter: grants not applied to `{project.schema}`.`granted` (select to reporter, analyst)" in run.log
     assert "type: chdb has no users or roles" in run.log
     assert project.query("select id from granted") == [(1,)]
 

@@ -1,7 +1,9 @@
 from dbt.adapters.base.meta import available
 from dbt.adapters.chdb.connections import ChdbConnectionManager
 from dbt.adapters.clickhouse.impl import ClickHouseAdapter
-from dbt.adapters.clickhouse.logger import logger
+from dbt.adapters.events.logging import AdapterLogger
+
+logger = AdapterLogger("chdb")
 
 
 class ChdbAdapter(ClickHouseAdapter):
@@ -26,7 +28,7 @@ class ChdbAdapter(ClickHouseAdapter):
             for privilege, grantees in grant_config.items()
         )
         message = (
-            f"chdb: grants not applied to {relation} ({grants}): type: chdb has no users or roles; "
+            f"grants not applied to {relation} ({grants}): type: chdb has no users or roles; "
             "grants are applied on a ClickHouse server (type: clickhouse)."
         )
         logger.warning(message)
