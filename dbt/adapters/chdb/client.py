@@ -6,9 +6,45 @@ from contextlib import contextmanager
 
 import clickhouse_connect
 from clickhouse_connect.driver.exceptions import ClickHouseError
+from dbt.adapters.chdb.statements import multi_statement_message, second_statement_at
 from dbt.adapters.clickhouse.httpclient import ChHttpClient
+from dbt.adapters.clickhouse.query import quote_identifier
+from dbt.adapters.exceptions import FailedToConnectError
+from dbt_common.exceptions import DbtDatabaseError
 
 _LOCKED_MARKER = "Another server instance in same directory is already running"
+
+# The database a server runs a query in when the request names none.
+_SERVER_DEFAULT_DATABASE = "default"
+
+# Session settings chDB (clickhouse-local) changes from the engine's own
+# defaults (system.settings: changed = 1, value != default), set back to what a
+# server uses, so the embedded engine does not accept what a server refuses
+# (`1 + 1` without SELECT, introspection functions) or answer differently
+# (CAST from String to Dynamic). A profile's custom_settings still win.
+SERVER_DEFAULT_SETTINGS = {
+    "implicit_select": "0",
+    "allow_introspection_functions": "0",
+    "cast_string_to_dynamic_use_inference": "0",
+}
+
+# Errors the engine raises for users, roles and grants, which it does not manage.
+_ACCESS_CONTROL_ERRORS = ("(ACCESS_DENIED)", "(UNKNOWN_ROLE)", "(UNKNOWN_USER)")
+ACCESS_CONTROL_HINT = (
+    "type: chdb runs ClickHouse in-process without users, roles or access control, so CREATE USER/ROLE, "
+    "GRANT and REVOKE cannot run on it; the `grants` config is skipped with a warning. Run them on a "
+    "ClickHouse server (type: clickhouse)."
+)
+
+# A query_log as a server keeps it, for `query_log: true` in the profile.
+_QUERY_LOG_CONFIG = """<clickhouse>
+  <query_log>
+    <database>system</database>
+    <table>query_log</table>
+    <flush_interval_milliseconds>7500</flush_interval_milliseconds>
+  </query_log>
+</clickhouse>
+"""
 
 # fd 2 is process-wide: two threads swapping it at once could leave it pointing
 # at a closed temp file.
@@ -63,18 +99,115 @@ def _engine_stderr() -> Iterator[list[str]]:
                 os.write(2, text)
 
 
+def query_log_config_file() -> str:
+    """A config file enabling system.query_log, written once per user into the temp folder."""
+    target = os.path.join(tempfile.gettempdir(), f"vcmt-chdb-query-log-{os.getuid()}.xml")
+    try:
+        with open(target) as existing:
+            if existing.read() == _QUERY_LOG_CONFIG:
+                return target
+    except OSError:
+        pass
+    fd, staging = tempfile.mkstemp(dir=os.path.dirname(target), suffix=".xml")
+    with os.fdopen(fd, "w") as out:
+        out.write(_QUERY_LOG_CONFIG)
+    os.replace(staging, target)
+    return target
+
+
+def engine_options(credentials) -> dict:
+    """chDB startup options from the profile: `chdb_options`, plus a config file for `query_log: true`."""
+    options = {str(k): v for k, v in (credentials.chdb_options or {}).items()}
+    if credentials.query_log:
+        if "config-file" in options:
+            raise ChdbOpenError(
+                "chdb: the profile sets both `query_log: true` and chdb_options `config-file`; "
+                "add a <query_log> section to your config file instead."
+            )
+        options["config-file"] = query_log_config_file()
+    return options
+
+
 class ChdbClient(ChHttpClient):
     """dbt-clickhouse's client wrapper over clickhouse-connect's in-process chDB backend.
 
-    The HTTP wrapper already speaks the clickhouse-connect client API; only the
-    construction differs, so everything else (queries, settings, errors) is reused.
+    The HTTP wrapper already speaks the clickhouse-connect client API; construction
+    differs, and a few behaviours are aligned with what a server does: one statement
+    per query, the schema cache, the database after a dropped schema.
     """
+
+    def query(self, sql, **kwargs):
+        self._refuse_multi_statements(sql)
+        with self._explain_access_errors():
+            return super().query(sql, **kwargs)
+
+    def command(self, sql, **kwargs):
+        self._refuse_multi_statements(sql)
+        with self._explain_access_errors():
+            return super().command(sql, **kwargs)
+
+    def columns_in_query(self, sql: str, **kwargs):
+        self._refuse_multi_statements(sql)
+        return super().columns_in_query(sql, **kwargs)
+
+    @staticmethod
+    def _refuse_multi_statements(sql) -> None:
+        """A server parses each query with multi-statements disabled; chDB would run them all."""
+        if isinstance(sql, str) and (at := second_statement_at(sql)) is not None:
+            raise DbtDatabaseError(multi_statement_message(sql, at))
+
+    @staticmethod
+    @contextmanager
+    def _explain_access_errors() -> Iterator[None]:
+        try:
+            yield
+        except DbtDatabaseError as ex:
+            if any(code in str(ex.msg) for code in _ACCESS_CONTROL_ERRORS):
+                raise DbtDatabaseError(f"{ex.msg}\n{ACCESS_CONTROL_HINT}") from ex
+            raise
+
+    def _ensure_database(self, database_engine, cluster_name) -> None:
+        """Create the profile's schema if missing, on every new client.
+
+        dbt-clickhouse remembers ensured databases for the whole process by name
+        only. On chDB the engine behind a name can change within one process
+        (another `path`, a `:memory:` engine reopened, a data directory removed
+        between two invocations), so a remembered name would skip CREATE DATABASE
+        and the next query would fail with UNKNOWN_DATABASE. The check is one
+        in-process call, so it is not cached.
+        """
+        if not self.database:
+            return
+        cluster_clause = f' ON CLUSTER "{cluster_name}"' if cluster_name and cluster_name.strip() else ""
+        engine_clause = f" ENGINE {database_engine}" if database_engine else ""
+        try:
+            self.command(
+                f"CREATE DATABASE IF NOT EXISTS {quote_identifier(self.database)}{cluster_clause}{engine_clause}"
+            )
+        except DbtDatabaseError as ex:
+            raise FailedToConnectError(f"Failed to create {self.database} database: {ex.msg}") from ex
+        self._set_client_database()
+
+    def database_dropped(self, database: str):
+        """After the connection's own schema is dropped, run unqualified queries in `default`.
+
+        The inherited method sets the client's database to None, which a server
+        reads as "the default database". chDB applies the database with USE on
+        its handle and None leaves the handle on the dropped database, so the
+        next unqualified query would fail.
+        """
+        super().database_dropped(database)
+        if self.database == database:
+            self._client.database = _SERVER_DEFAULT_DATABASE
 
     def _create_client(self, credentials):
         path = credentials.path
         if path != ":memory:" and not path.startswith("file:"):
             path = os.path.abspath(os.path.expanduser(path))
             os.makedirs(path, exist_ok=True)
+        options = engine_options(credentials)
+        for name, value in SERVER_DEFAULT_SETTINGS.items():
+            self._conn_settings.setdefault(name, value)
         try:
             with _engine_stderr() as engine_said:
                 return clickhouse_connect.get_client(
@@ -82,6 +215,7 @@ class ChdbClient(ChHttpClient):
                     path=path,
                     query_limit=0,
                     settings=self._conn_settings,
+                    chdb_options=options or None,
                 )
         except ClickHouseError as ex:
             # The engine's first line is the cause; str(ex) is only a generic wrapper.

@@ -1,4 +1,5 @@
 from dataclasses import dataclass
+from typing import Any
 
 from dbt.adapters.clickhouse.credentials import ClickHouseCredentials
 
@@ -8,10 +9,15 @@ class ChdbCredentials(ClickHouseCredentials):
     """ClickHouse credentials for an in-process chDB engine.
 
     `path` is the data directory (created if missing) or `:memory:`.
-    Host, port, user and TLS fields are inherited but ignored.
+    `query_log: true` starts the engine with system.query_log enabled;
+    `chdb_options` are extra engine startup options (e.g. `config-file`).
+    Both apply when the process opens the engine. Host, port, user and TLS
+    fields are inherited but ignored.
     """
 
     path: str = ":memory:"
+    query_log: bool = False
+    chdb_options: dict[str, Any] | None = None
 
     @property
     def type(self):
@@ -22,4 +28,4 @@ class ChdbCredentials(ClickHouseCredentials):
         return self.path
 
     def _connection_keys(self):
-        return ("path", "schema", "custom_settings")
+        return ("path", "schema", "custom_settings", "query_log", "chdb_options")
