@@ -66,29 +66,56 @@
 {% endmacro %}
 
 
-{#- A full build (first run or --full-refresh): the target's DDL and every
-    view's SELECT, on scratch tables. -#}
+{#- A full build (first run or --full-refresh): the config's expressions, the
+    target's DDL and every view's SELECT, on scratch tables. -#}
 {% macro _check_build(cfg, objs, columns) %}
   {%- do vcmt._check_expressions(cfg, objs.target) -%}
   {%- set chk = vcmt._check_relations(objs) -%}
   {%- do vcmt._drop_check_relations(chk) -%}
   {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': checking the table and its views on temporary scratch tables before creating anything') }}
+  {%- call statement('vcmt_check_stage') -%}{{ vcmt._as_temporary(vcmt.create_stage_sql(chk.stage, columns)) }}{%- endcall -%}
+  {%- do vcmt._check_expressions_on(cfg, chk.stage, ['partition_by', 'order_by', 'primary_key', 'merge']) -%}
   {%- call statement('vcmt_check_target') -%}{{ vcmt._as_temporary(vcmt.create_target_sql(cfg, chk.target, columns)) }}{%- endcall -%}
   {%- do vcmt._check_views(cfg, chk, columns) -%}
   {%- do vcmt._drop_check_relations(chk) -%}
 {% endmacro %}
 
 
+{#- Each expression of the config evaluated alone on the scratch stage (zero
+    rows), aliased with the setting's name: an unknown column or function
+    then fails with an engine message that names the setting it came from,
+    e.g. "Unknown function nofn ... In scope SELECT nofn(...) AS `vcmt_upsert:
+    merge for column amount`". -#}
+{% macro _check_expressions_on(cfg, stage, options) %}
+  {%- set probes = [] -%}
+  {%- for opt in ['partition_by', 'order_by', 'primary_key'] if opt in options and cfg[opt] -%}
+    {%- set value = cfg[opt] if cfg[opt] is string else cfg[opt] | join(', ') -%}
+    {%- do probes.append('(' ~ value ~ ') as `vcmt_upsert: ' ~ opt ~ '`') -%}
+  {%- endfor -%}
+  {%- if 'merge' in options -%}
+    {%- for column, policy in cfg.merge.items() if '{old}' in policy or '{new}' in policy -%}
+      {%- set col = 'n.' ~ adapter.quote(column) -%}
+      {%- do probes.append('(' ~ policy | replace('{old}', col) | replace('{new}', col) ~ ') as `vcmt_upsert: merge for column ' ~ column ~ '`') -%}
+    {%- endfor -%}
+  {%- endif -%}
+  {%- if probes -%}
+    {%- call statement('vcmt_check_expressions') -%}select {{ probes | join(', ') }} from {{ stage }} as n{%- endcall -%}
+  {%- endif -%}
+{% endmacro %}
+
+
 {#- An existing model: rehearse the plan's ALTERs on an empty copy of the
     target (same columns, keys, projections, skip indexes, TTL), so anything
     ClickHouse refuses is refused before the real objects are touched; then
-    check the views against the result. A replicated target cannot be copied
+    check the views against the result (the scratch stage has the plan's columns). A replicated target cannot be copied
     into a temporary table: it is checked from the config instead, after the
     catalog checks of the plan. -#}
 {% macro _check_plan(cfg, objs, found, plan) %}
   {%- do vcmt._check_expressions(cfg, objs.target) -%}
   {%- set chk = vcmt._check_relations(objs) -%}
   {%- do vcmt._drop_check_relations(chk) -%}
+  {%- call statement('vcmt_check_stage') -%}{{ vcmt._as_temporary(vcmt.create_stage_sql(chk.stage, plan.columns)) }}{%- endcall -%}
+  {%- do vcmt._check_expressions_on(cfg, chk.stage, ['merge']) -%}
   {%- set create_query = found[objs.target.identifier].create_table_query -%}
   {%- set name = '(`(?:[^`\\\\]|\\\\.)*`|[^\\s`(.]+)' -%}
   {%- set prefix = '^CREATE TABLE ' ~ name ~ '\\.' ~ name ~ '\\s*' -%}
@@ -107,13 +134,13 @@
 {% endmacro %}
 
 
-{#- Every view's SELECT is analysed against the scratch tables; the
+{#- With the scratch stage and target in place, every view's SELECT is
+    analysed against the scratch tables; the
     transform's result is also inserted into the scratch target by column name,
     as the materialized view does, so a merge expression whose result cannot
     become the column's type fails here too. Zero rows move: the scratch stage
     is a Null table and the scratch target is empty. -#}
 {% macro _check_views(cfg, chk, columns) %}
-  {%- call statement('vcmt_check_stage') -%}{{ vcmt._as_temporary(vcmt.create_stage_sql(chk.stage, columns)) }}{%- endcall -%}
   {%- call statement('vcmt_check_tombstones') -%}{{ vcmt._as_temporary(vcmt.create_tombstones_sql(cfg, chk.tombstones, columns)) }}{%- endcall -%}
   {%- call statement('vcmt_check_applied') -%}{{ vcmt._as_temporary(vcmt.create_applied_sql(chk.applied)) }}{%- endcall -%}
   {%- set names = vcmt._column_list(columns | map(attribute='name') | list) -%}

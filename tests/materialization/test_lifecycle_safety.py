@@ -90,7 +90,7 @@ def test_dropping_a_column_a_configured_projection_uses_fails_before_any_ddl(pro
 
 @pytest.mark.parametrize("expression, message", [
     ("{old} +* {new}", "`merge` for column `amount` ({old} +* {new}) is not valid SQL"),
-    ("no_such_function({old}, {new})", "no_such_function"),
+    ("no_such_function({old}, {new})", "merge for column amount"),
 ])
 def test_bad_merge_expression_on_first_run_leaves_no_object(project, expression, message):
     """A merge expression the engine rejects fails the first run before any object exists; nothing is silently lost."""
@@ -116,7 +116,7 @@ def test_full_refresh_with_bad_partition_by_keeps_the_old_table(project):
     rows = s.final_rows()
     s.write_model(WITH_Y, partition_by="intDiv(idd, 10)")
     run = s.run_batch(_rows(5, 3), "--full-refresh", expect_pass=False)
-    assert "idd" in run.log
+    assert "idd" in run.log and "vcmt_upsert: partition_by" in run.log
     assert _objects(project) == before
     assert s.final_rows() == rows
     assert project.scalar("select count() from m__tombstones") == 1
@@ -155,3 +155,24 @@ def test_full_refresh_swaps_in_new_objects_and_keeps_the_stage_served(project):
     assert project.query(q, optimize_use_projections=1, force_optimize_projection=1) == project.query(q, optimize_use_projections=0)
     _assert_groupby_matches_final(project)
     s.assert_invariants()
+
+
+def test_dropping_a_partition_key_column_fails_before_any_ddl(project):
+    """A column ClickHouse cannot drop in place (here: in the partition key) is refused with the fix, nothing changed."""
+    s = Scenario(project, COLS, {"unique_key": "id", "on_schema_change": "sync_all_columns",
+                                 "partition_by": "intDiv(y, 10)"}, select=WITH_Y)
+    s.run_batch(_rows(4, 1))
+    before = _objects(project)
+    s.write_model(WITHOUT_Y)
+    run = s.run_batch(_rows(4, 2), expect_pass=False)
+    assert "cannot drop column `y`" in run.log and "partition key" in run.log and "--full-refresh" in run.log
+    assert _objects(project) == before
+    assert "y" in _columns(project, "m") and "y" in _columns(project, "m__stage")
+    # Rebuilding with the partition key still on `y` is refused by the check, the old table stays.
+    run = s.run_batch(_rows(4, 3), "--full-refresh", expect_pass=False)
+    assert "intDiv(y, 10)" in run.log
+    assert _objects(project) == before
+    s.write_model(WITHOUT_Y, partition_by=None)
+    s.run_batch(_rows(4, 3), "--full-refresh")
+    assert "y" not in _columns(project, "m")
+    _assert_groupby_matches_final(project)
