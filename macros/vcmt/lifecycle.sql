@@ -138,6 +138,7 @@
     {%- do vcmt._check_plan(cfg, objs, found, plan) -%}
   {%- endif -%}
   {%- for step in plan.before -%}
+    {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': schema step: ' ~ step.name) }}
     {%- call statement('vcmt_schema_step') -%}{{ vcmt._plan_step_sql(step, objs[step.on]) }}{%- endcall -%}
   {%- endfor -%}
 
@@ -172,6 +173,8 @@
   {%- for step in plan.after -%}
     {%- if step.log is defined -%}
       {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': ' ~ step.log, info=true) }}
+    {%- else -%}
+      {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': schema step: ' ~ step.name) }}
     {%- endif -%}
     {%- call statement('vcmt_schema_step') -%}{{ vcmt._plan_step_sql(step, objs[step.on]) }}{%- endcall -%}
   {%- endfor -%}
