@@ -176,3 +176,25 @@ def test_dropping_a_partition_key_column_fails_before_any_ddl(project):
     s.run_batch(_rows(4, 3), "--full-refresh")
     assert "y" not in _columns(project, "m")
     _assert_groupby_matches_final(project)
+
+
+def test_a_model_left_half_changed_is_picked_up_where_it_stopped(project):
+    """The state an interrupted sync_all_columns left behind (transform and stage without `y`, the target still
+    with `y` and a projection on it) is finished by the next run instead of failing forever."""
+    s = Scenario(project, COLS, {"unique_key": "id", "on_schema_change": "sync_all_columns",
+                                 "projections": [BY_Y, BY_STATUS]}, select=WITH_Y)
+    s.run_batch(_rows(6, 1))
+    # Reproduce the stuck state: a twin model without `y` lends its transform query.
+    project.model("m2", f"{{{{ config(materialized='vcmt_upsert', unique_key='id') }}}}\nselect {WITHOUT_Y} from `m_src`")
+    project.dbt("run", "--select", "m2")
+    twin = project.scalar("select as_select from system.tables where database = currentDatabase() and name = 'm2__transform'")
+    project.command(f"alter table m__transform modify query {twin.replace('.m2', '.m')}")
+    project.command("alter table m__stage drop column y")
+    assert "y" in _columns(project, "m") and "y" not in _columns(project, "m__stage")
+    s.write_model(WITHOUT_Y, projections=[BY_STATUS])
+    s.run_batch(_rows(6, 2))
+    assert "y" not in _columns(project, "m")
+    s.run_batch([(1, "b", 500, 0, 3, 1), (2, "a", 0, 0, 3, -1)])
+    assert project.query("select id, amount from m final where sign = 1 and id in (1, 2)") == [(1, 500)]
+    _assert_groupby_matches_final(project)
+    s.assert_invariants()
