@@ -41,21 +41,45 @@
 {% endmacro %}
 
 
-{#- Create every object of a model. ClickHouse cannot create a view before
-    its source table, so the stage is created right before its views, the
-    transform first, after every other object exists and everything has been
-    checked (nothing left to fail in between). -#}
+{#- Create every object of a model, after everything has been checked.
+    ClickHouse cannot create a view before its source table, so where tables
+    can be exchanged the views are first attached to a guard stage that
+    refuses every INSERT (a CHECK 0 constraint, loud rather than lost), and
+    the real stage is then exchanged in: views are bound to their source by
+    name, so they serve it from its first moment, and `m__stage` is never a
+    stage without its transform. Elsewhere the stage is created right before
+    its views, the transform first. -#}
 {% macro _create_objects(cfg, objs, columns) %}
+  {%- set guarded = adapter.can_exchange(objs.target.schema, 'table') -%}
+  {%- set new = vcmt._staging_objects(objs) -%}
   {%- call statement('vcmt_create_target') -%}{{ vcmt.create_target_sql(cfg, objs.target, columns) }}{%- endcall -%}
   {%- call statement('vcmt_create_tombstones') -%}{{ vcmt.create_tombstones_sql(cfg, objs.tombstones, columns) }}{%- endcall -%}
   {%- call statement('vcmt_create_applied') -%}{{ vcmt.create_applied_sql(objs.applied) }}{%- endcall -%}
   {%- call statement('vcmt_create_loads') -%}{{ vcmt.create_loads_sql(objs.loads) }}{%- endcall -%}
   {%- for role, to, select_sql in vcmt._views(cfg, objs, columns) -%}
     {%- if role == 'transform' -%}
-      {%- call statement('vcmt_create_stage') -%}{{ vcmt.create_stage_sql(objs.stage, columns) }}{%- endcall -%}
+      {%- call statement('vcmt_create_stage') -%}
+        {%- if guarded -%}{{ vcmt._guard_stage_sql(objs.stage, columns) }}{%- else -%}{{ vcmt.create_stage_sql(objs.stage, columns) }}{%- endif -%}
+      {%- endcall -%}
     {%- endif -%}
     {%- call statement('vcmt_create_' ~ role) -%}{{ vcmt.create_view_sql(objs[role], to, select_sql) }}{%- endcall -%}
   {%- endfor -%}
+  {%- if guarded -%}
+    {%- call statement('vcmt_create_stage') -%}{{ vcmt.create_stage_sql(new.stage, columns) }}{%- endcall -%}
+    {%- call statement('vcmt_swap_stage') -%}
+      exchange tables {{ new.stage }} and {{ objs.stage }} {{ on_cluster_clause(objs.stage) }}
+    {%- endcall -%}
+    {%- call statement('vcmt_drop_guard') -%}drop table {{ new.stage }} {{ on_cluster_clause(new.stage) }} sync{%- endcall -%}
+  {%- endif -%}
+{% endmacro %}
+
+
+{#- A stage that refuses every INSERT, holding the stage's name while its
+    views are attached; the message tells a writer what is going on. -#}
+{% macro _guard_stage_sql(relation, columns) %}
+  create table {{ relation }} {{ on_cluster_clause(relation) }} (
+    {{ (vcmt._columns_ddl(columns) + ['constraint vcmt_upsert_stage_not_ready_yet_run_dbt_run check 0']) | join(',\n    ') }}
+  ) engine = Null
 {% endmacro %}
 
 

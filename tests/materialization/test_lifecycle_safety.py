@@ -103,6 +103,11 @@ def test_bad_merge_expression_on_first_run_leaves_no_object(project, expression,
         project.command("insert into m__stage (id, status, amount, y, _version, sign) values (1, 'a', 1, 1, 1, 1)")
     s.write_model(WITH_Y, merge={"amount": "{old} + {new}"})
     s.run_batch(_rows(3, 1))
+    # The stage the views were attached to is the real one (the guard that held its name is gone).
+    assert "CONSTRAINT" not in project.scalar("select create_table_query from system.tables "
+                                              "where database = currentDatabase() and name = 'm__stage'")
+    assert _objects(project).keys() == {"m", "m__stage", "m__transform", "m__tombstones", "m__tombstones_writer",
+                                        "m__applied", "m__applied_writer", "m__loads"}
     s.run_batch(_rows(3, 2))
     assert project.query("select id, amount from m final where sign = 1 order by id") == [(0, 3), (1, 23), (2, 43)]
 
