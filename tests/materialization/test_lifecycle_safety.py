@@ -203,3 +203,23 @@ def test_a_model_left_half_changed_is_picked_up_where_it_stopped(project):
     assert project.query("select id, amount from m final where sign = 1 and id in (1, 2)") == [(1, 500)]
     _assert_groupby_matches_final(project)
     s.assert_invariants()
+
+
+@pytest.mark.parametrize("config, message", [
+    ({"ttl": "toDateTime(y) + interval 100 year"}, "the table's TTL (toDateTime(y) + toIntervalYear(100)) uses them"),
+    ({"post_hook": "alter table {{ this }} add index if not exists iy y type minmax granularity 1"}, "skip index `iy` uses them"),
+])
+def test_dropping_a_column_the_ttl_or_a_skip_index_uses_fails_before_any_ddl(project, config, message):
+    """TTL and skip indexes block a column drop in ClickHouse: refused up front, and the model keeps loading."""
+    s = Scenario(project, COLS, {"unique_key": "id", "on_schema_change": "sync_all_columns", **config}, select=WITH_Y)
+    s.run_batch(_rows(4, 1))
+    before = _objects(project)
+    s.write_model(WITHOUT_Y)
+    run = s.run_batch(_rows(4, 2), expect_pass=False)
+    assert message in run.log and "Nothing was changed" in run.log
+    assert _objects(project) == before
+    assert "y" in _columns(project, "m") and "y" in _columns(project, "m__stage")
+    s.write_model(WITH_Y)
+    s.run_batch([(1, "b", 500, 7, 3, 1)])
+    assert project.query("select id, amount, y from m final where sign = 1 and id = 1") == [(1, 500, 7)]
+    _assert_groupby_matches_final(project)
