@@ -72,7 +72,7 @@
   {%- do vcmt._check_expressions(cfg, objs.target) -%}
   {%- set chk = vcmt._check_relations(objs) -%}
   {%- do vcmt._drop_check_relations(chk) -%}
-  {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': checking the table and its views with ClickHouse on temporary tables; nothing is created until this passes', info=true) }}
+  {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': checking the table and its views with ClickHouse on temporary tables; nothing is created or changed until this passes', info=true) }}
   {%- call statement('vcmt_check_stage') -%}{{ vcmt._as_temporary(vcmt.create_stage_sql(chk.stage, columns)) }}{%- endcall -%}
   {%- do vcmt._check_expressions_on(cfg, chk.stage, ['partition_by', 'order_by', 'primary_key', 'merge']) -%}
   {%- call statement('vcmt_check_target') -%}{{ vcmt._as_temporary(vcmt.create_target_sql(cfg, chk.target, columns)) }}{%- endcall -%}
@@ -120,7 +120,7 @@
   {%- set name = '(`(?:[^`\\\\]|\\\\.)*`|[^\\s`(.]+)' -%}
   {%- set prefix = '^CREATE TABLE ' ~ name ~ '\\.' ~ name ~ '\\s*' -%}
   {%- if 'Replicated' not in found[objs.target.identifier].engine and modules.re.match(prefix, create_query) -%}
-    {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': rehearsing ' ~ (plan.before + plan.after) | length ~ ' step(s) on a temporary copy of the table; nothing is changed until this passes', info=true) }}
+    {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': checking ' ~ (plan.before + plan.after) | length ~ ' schema step(s) and the views with ClickHouse on a temporary copy of the table; nothing is changed until this passes', info=true) }}
     {%- call statement('vcmt_check_target') -%}{{ modules.re.sub(prefix, 'CREATE TEMPORARY TABLE ' ~ chk.target ~ ' ', create_query, 1) }}{%- endcall -%}
     {%- for step in plan.before + plan.after if step.on == 'target' -%}
       {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': rehearsing: ' ~ step.name) }}
