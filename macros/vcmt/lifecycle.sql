@@ -108,8 +108,14 @@
       {%- endif -%}
     {%- endcall -%}
   {%- endfor -%}
+  {#- The transform first: until it is rewritten, it applies the old query to
+      the new tables. -#}
   {%- set wanted = [] -%}
-  {%- for role, to, select_sql in vcmt._views(cfg, objs, columns) -%}
+  {%- set views = [] -%}
+  {%- for view in vcmt._views(cfg, objs, columns) -%}
+    {%- if view[0] == 'transform' -%}{%- do views.insert(0, view) -%}{%- else -%}{%- do views.append(view) -%}{%- endif -%}
+  {%- endfor -%}
+  {%- for role, to, select_sql in views -%}
     {%- do wanted.append(role) -%}
     {%- if found.get(objs[role].identifier, {}).get('engine') == 'MaterializedView' -%}
       {%- call statement('vcmt_modify_' ~ role) -%}
