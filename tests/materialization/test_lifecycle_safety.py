@@ -223,3 +223,16 @@ def test_dropping_a_column_the_ttl_or_a_skip_index_uses_fails_before_any_ddl(pro
     s.run_batch([(1, "b", 500, 7, 3, 1)])
     assert project.query("select id, amount, y from m final where sign = 1 and id = 1") == [(1, 500, 7)]
     _assert_groupby_matches_final(project)
+
+
+def test_the_first_run_guard_refuses_inserts_loudly(project):
+    """While a first run attaches the views, `m__stage` is a guard that fails every INSERT with a message."""
+    project.write("macros/make_guard.sql", """
+        {% macro make_guard() %}
+          {%- set rel = api.Relation.create(schema=target.schema, identifier='g__stage', type='table') -%}
+          {%- do run_query(vcmt._guard_stage_sql(rel, [{'name': 'id', 'data_type': 'Int32'}])) -%}
+        {% endmacro %}
+    """)
+    project.dbt("run-operation", "make_guard")
+    with pytest.raises(Exception, match="vcmt_upsert_stage_not_ready_yet_run_dbt_run"):
+        project.command("insert into g__stage values (1)")
