@@ -236,3 +236,19 @@ def test_the_first_run_guard_refuses_inserts_loudly(project):
     project.dbt("run-operation", "make_guard")
     with pytest.raises(Exception, match="vcmt_upsert_stage_not_ready_yet_run_dbt_run"):
         project.command("insert into g__stage values (1)")
+
+
+def test_retyping_a_column_a_projection_groups_by_rebuilds_the_projection(project):
+    """ClickHouse refuses MODIFY COLUMN on a projection's GROUP BY column: the projection is dropped, the column
+    retyped, the projection re-added and materialized."""
+    s = Scenario(project, COLS, {"unique_key": "id", "on_schema_change": "sync_all_columns",
+                                 "projections": [BY_STATUS]}, select=WITH_Y)
+    s.run_batch(_rows(10, 1))
+    s.write_model("`id`, toLowCardinality(`status`) as `status`, `amount`, `y`, `_version`, `sign`")
+    run = s.run_batch([(1, "b", 500, 0, 2, 1), (2, "a", 0, 0, 2, -1)])
+    assert "adding projection by_status" in run.log
+    assert {r[0]: r[1] for r in project.query("describe table m")}["status"] == "LowCardinality(String)"
+    q = "select status, sum(sign), sum(amount * sign) from m group by status order by status"
+    assert project.query(q, optimize_use_projections=1, force_optimize_projection=1) == project.query(q, optimize_use_projections=0)
+    _assert_groupby_matches_final(project)
+    s.assert_invariants()
