@@ -1,25 +1,137 @@
-{#- Create every object of a model. The stage gets its views in one go, the
-    transform last, so inserts reach the target as soon as the stage exists. -#}
+{#- The materialized views of a model, in creation order, as
+    (role, TO relation, SELECT). The stage's own views come last, the
+    transform first among them. -#}
+{% macro _views(cfg, objs, columns) %}
+  {%- set views = [('applied_writer', objs.applied, vcmt.applied_writer_sql(cfg, objs))] -%}
+  {%- if cfg.delete_mode == 'unconditional' -%}
+    {%- do views.append(('cancels_writer', objs.tombstones, vcmt.cancels_writer_sql(cfg, objs))) -%}
+  {%- endif -%}
+  {%- do views.append(('transform', objs.target, vcmt.transform_sql(cfg, objs, columns))) -%}
+  {%- do views.append(('tombstones_writer', objs.tombstones, vcmt.tombstones_writer_sql(cfg, objs))) -%}
+  {{ return(views) }}
+{% endmacro %}
+
+
+{#- The views other than the transform, as (role, SELECT), for the checks. -#}
+{% macro _helper_view_selects(cfg, objs) %}
+  {%- set selects = [('applied_writer', vcmt.applied_writer_sql(cfg, objs)),
+                     ('tombstones_writer', vcmt.tombstones_writer_sql(cfg, objs))] -%}
+  {%- if cfg.delete_mode == 'unconditional' -%}
+    {%- do selects.append(('cancels_writer', vcmt.cancels_writer_sql(cfg, objs))) -%}
+  {%- endif -%}
+  {{ return(selects) }}
+{% endmacro %}
+
+
+{#- First run or --full-refresh. Everything is checked with the engine first
+    (check.sql), so a bad config fails with no object created or changed.
+    A full refresh then builds beside the old objects and swaps them in; a
+    first run creates the objects in place. -#}
+{% macro _build_objects(cfg, objs, columns, found) %}
+  {%- do vcmt._check_build(cfg, objs, columns) -%}
+  {%- set new = vcmt._staging_objects(objs) -%}
+  {%- do vcmt._drop_objects(new, vcmt._existing_objects(new)) -%}
+  {%- if objs.target.identifier in found and adapter.can_exchange(objs.target.schema, 'table') -%}
+    {%- do vcmt._swap_in_new_objects(cfg, objs, new, columns, found) -%}
+  {%- else -%}
+    {#- No target: nothing to keep (leftovers of an earlier attempt go). -#}
+    {%- do vcmt._drop_objects(objs) -%}
+    {%- do vcmt._create_objects(cfg, objs, columns) -%}
+  {%- endif -%}
+{% endmacro %}
+
+
+{#- Create every object of a model, after everything has been checked.
+    ClickHouse cannot create a view before its source table, so where tables
+    can be exchanged the views are first attached to a guard stage that
+    refuses every INSERT (a CHECK 0 constraint, loud rather than lost), and
+    the real stage is then exchanged in: views are bound to their source by
+    name, so they serve it from its first moment, and `m__stage` is never a
+    stage without its transform. Elsewhere the stage is created right before
+    its views, the transform first. -#}
 {% macro _create_objects(cfg, objs, columns) %}
+  {%- set guarded = adapter.can_exchange(objs.target.schema, 'table') -%}
+  {%- set new = vcmt._staging_objects(objs) -%}
   {%- call statement('vcmt_create_target') -%}{{ vcmt.create_target_sql(cfg, objs.target, columns) }}{%- endcall -%}
   {%- call statement('vcmt_create_tombstones') -%}{{ vcmt.create_tombstones_sql(cfg, objs.tombstones, columns) }}{%- endcall -%}
   {%- call statement('vcmt_create_applied') -%}{{ vcmt.create_applied_sql(objs.applied) }}{%- endcall -%}
   {%- call statement('vcmt_create_loads') -%}{{ vcmt.create_loads_sql(objs.loads) }}{%- endcall -%}
-  {%- call statement('vcmt_create_applied_writer') -%}
-    {{ vcmt.create_view_sql(objs.applied_writer, objs.applied, vcmt.applied_writer_sql(cfg, objs)) }}
-  {%- endcall -%}
-  {%- if cfg.delete_mode == 'unconditional' -%}
-    {%- call statement('vcmt_create_cancels_writer') -%}
-      {{ vcmt.create_view_sql(objs.cancels_writer, objs.tombstones, vcmt.cancels_writer_sql(cfg, objs)) }}
+  {%- for role, to, select_sql in vcmt._views(cfg, objs, columns) -%}
+    {%- if role == 'transform' -%}
+      {%- call statement('vcmt_create_stage') -%}
+        {%- if guarded -%}{{ vcmt._guard_stage_sql(objs.stage, columns) }}{%- else -%}{{ vcmt.create_stage_sql(objs.stage, columns) }}{%- endif -%}
+      {%- endcall -%}
+    {%- endif -%}
+    {%- call statement('vcmt_create_' ~ role) -%}{{ vcmt.create_view_sql(objs[role], to, select_sql) }}{%- endcall -%}
+  {%- endfor -%}
+  {%- if guarded -%}
+    {%- call statement('vcmt_create_stage') -%}{{ vcmt.create_stage_sql(new.stage, columns) }}{%- endcall -%}
+    {%- call statement('vcmt_swap_stage') -%}
+      exchange tables {{ new.stage }} and {{ objs.stage }} {{ on_cluster_clause(objs.stage) }}
     {%- endcall -%}
+    {%- call statement('vcmt_drop_guard') -%}drop table {{ new.stage }} {{ on_cluster_clause(new.stage) }} sync{%- endcall -%}
   {%- endif -%}
-  {%- call statement('vcmt_create_stage') -%}{{ vcmt.create_stage_sql(objs.stage, columns) }}{%- endcall -%}
-  {%- call statement('vcmt_create_tombstones_writer') -%}
-    {{ vcmt.create_view_sql(objs.tombstones_writer, objs.tombstones, vcmt.tombstones_writer_sql(cfg, objs)) }}
-  {%- endcall -%}
-  {%- call statement('vcmt_create_transform') -%}
-    {{ vcmt.create_view_sql(objs.transform, objs.target, vcmt.transform_sql(cfg, objs, columns)) }}
-  {%- endcall -%}
+{% endmacro %}
+
+
+{#- A stage that refuses every INSERT, holding the stage's name while its
+    views are attached; the message tells a writer what is going on. -#}
+{% macro _guard_stage_sql(relation, columns) %}
+  create table {{ relation }} {{ on_cluster_clause(relation) }} (
+    {{ (vcmt._columns_ddl(columns) + ['constraint vcmt_upsert_stage_not_ready_yet_run_dbt_run check 0']) | join(',\n    ') }}
+  ) engine = Null
+{% endmacro %}
+
+
+{#- --full-refresh of an existing model: the new tables are built under
+    staging names beside the old ones, then exchanged with them (EXCHANGE
+    TABLES, atomic per pair). ClickHouse binds a materialized view to its
+    source, its TO table and the tables it reads by name, so the model's views
+    keep firing on whatever table holds the model's names: after the exchange
+    they serve the new tables, and the stage is never without its transform.
+    The views are then rewritten in place (MODIFY QUERY) for the new config,
+    and the old tables, now under the staging names, are dropped. Until the
+    first exchange a failure leaves the old objects and data untouched. -#}
+{% macro _swap_in_new_objects(cfg, objs, new, columns, found) %}
+  {%- call statement('vcmt_new_target') -%}{{ vcmt.create_target_sql(cfg, new.target, columns) }}{%- endcall -%}
+  {%- call statement('vcmt_new_tombstones') -%}{{ vcmt.create_tombstones_sql(cfg, new.tombstones, columns) }}{%- endcall -%}
+  {%- call statement('vcmt_new_applied') -%}{{ vcmt.create_applied_sql(new.applied) }}{%- endcall -%}
+  {%- call statement('vcmt_new_loads') -%}{{ vcmt.create_loads_sql(new.loads) }}{%- endcall -%}
+  {%- call statement('vcmt_new_stage') -%}{{ vcmt.create_stage_sql(new.stage, columns) }}{%- endcall -%}
+  {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': full refresh: new tables built, swapping them in', info=true) }}
+  {%- for role in ['tombstones', 'applied', 'loads', 'target', 'stage'] -%}
+    {%- call statement('vcmt_swap_' ~ role) -%}
+      {%- if objs[role].identifier in found %}
+      exchange tables {{ new[role] }} and {{ objs[role] }} {{ on_cluster_clause(objs[role]) }}
+      {%- else %}
+      rename table {{ new[role] }} to {{ objs[role] }} {{ on_cluster_clause(objs[role]) }}
+      {%- endif -%}
+    {%- endcall -%}
+  {%- endfor -%}
+  {#- The transform first: until it is rewritten, it applies the old query to
+      the new tables. -#}
+  {%- set wanted = [] -%}
+  {%- set views = [] -%}
+  {%- for view in vcmt._views(cfg, objs, columns) -%}
+    {%- if view[0] == 'transform' -%}{%- do views.insert(0, view) -%}{%- else -%}{%- do views.append(view) -%}{%- endif -%}
+  {%- endfor -%}
+  {%- for role, to, select_sql in views -%}
+    {%- do wanted.append(role) -%}
+    {%- if found.get(objs[role].identifier, {}).get('engine') == 'MaterializedView' -%}
+      {%- call statement('vcmt_modify_' ~ role) -%}
+        alter table {{ objs[role] }} {{ on_cluster_clause(objs[role]) }} modify query {{ select_sql }}
+      {%- endcall -%}
+    {%- else -%}
+      {%- call statement('vcmt_drop_' ~ role) -%}drop table if exists {{ objs[role] }} {{ on_cluster_clause(objs[role]) }} sync{%- endcall -%}
+      {%- call statement('vcmt_create_' ~ role) -%}{{ vcmt.create_view_sql(objs[role], to, select_sql) }}{%- endcall -%}
+    {%- endif -%}
+  {%- endfor -%}
+  {%- for role in ['cancels_writer'] if role not in wanted -%}
+    {%- call statement('vcmt_drop_' ~ role) -%}drop table if exists {{ objs[role] }} {{ on_cluster_clause(objs[role]) }} sync{%- endcall -%}
+  {%- endfor -%}
+  {%- call statement('vcmt_drop_batch') -%}drop table if exists {{ objs.batch }} {{ on_cluster_clause(objs.batch) }} sync{%- endcall -%}
+  {#- No view reads the staging names: these are the old tables. -#}
+  {%- do vcmt._drop_objects(new, vcmt._existing_objects(new)) -%}
 {% endmacro %}
 
 
@@ -33,11 +145,32 @@
 
 
 {#- Bring an existing model's objects in line with its config without losing
-    data, and without ever leaving the stage without its transform:
-    schema changes per on_schema_change, helpers created if missing, the
-    transform changed in place with MODIFY QUERY, projections added. -#}
+    data, and without ever leaving the stage without its transform. The
+    schema change plan is made and rehearsed before any DDL, then run in its
+    order: projections that block a column change dropped; columns added and
+    retyped (target, then stage); missing helpers created; the transform
+    created or changed in place (MODIFY QUERY); columns dropped (stage, then
+    target); projections added and materialized.
+    Returns {cfg, columns}: the config the load runs with (with the plan's
+    merge policies) and the target's columns. -#}
 {% macro _reconcile_objects(cfg, objs, columns, found) %}
-  {%- set columns = vcmt._apply_schema_changes(cfg, objs, columns) -%}
+  {%- set plan = vcmt._schema_change_plan(cfg, objs, columns, found) -%}
+  {%- set cfg = vcmt._config_for_plan(cfg, plan) -%}
+  {%- set columns = plan.columns -%}
+  {%- if plan.changed and cfg.on_schema_change != 'ignore' -%}
+    {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': schema change (' ~ cfg.on_schema_change ~ '): ' ~ plan.describe, info=true) }}
+  {%- endif -%}
+
+  {%- set transform = vcmt.transform_sql(cfg, objs, columns) -%}
+  {%- set has_transform = objs.transform.identifier in found -%}
+  {%- set modify_transform = has_transform and (plan.refresh_transform or vcmt._view_query_differs(found[objs.transform.identifier].as_select, transform)) -%}
+  {%- if plan.before or plan.after or modify_transform or not has_transform -%}
+    {%- do vcmt._check_plan(cfg, objs, found, plan) -%}
+  {%- endif -%}
+  {%- for step in plan.before -%}
+    {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': schema step: ' ~ step.name) }}
+    {%- call statement('vcmt_schema_step') -%}{{ vcmt._plan_step_sql(step, objs[step.on]) }}{%- endcall -%}
+  {%- endfor -%}
 
   {%- for role, create_sql in [
         ('tombstones', vcmt.create_tombstones_sql(cfg, objs.tombstones, columns)),
@@ -47,42 +180,35 @@
       {%- call statement('vcmt_create_' ~ role) -%}{{ create_sql }}{%- endcall -%}
     {%- endif -%}
   {%- endfor -%}
-  {%- if objs.applied_writer.identifier not in found -%}
-    {%- call statement('vcmt_create_applied_writer') -%}
-      {{ vcmt.create_view_sql(objs.applied_writer, objs.applied, vcmt.applied_writer_sql(cfg, objs)) }}
-    {%- endcall -%}
-  {%- endif -%}
-
   {#- delete_mode: the new writer is attached before the old one goes, so no
       delete is ever left without a tombstone. -#}
-  {%- set has_cancels_writer = objs.cancels_writer.identifier in found -%}
-  {%- if cfg.delete_mode == 'unconditional' and not has_cancels_writer -%}
-    {%- call statement('vcmt_create_cancels_writer') -%}
-      {{ vcmt.create_view_sql(objs.cancels_writer, objs.tombstones, vcmt.cancels_writer_sql(cfg, objs)) }}
-    {%- endcall -%}
-  {%- elif cfg.delete_mode == 'versioned' and has_cancels_writer -%}
-    {%- call statement('vcmt_drop_cancels_writer') -%}drop table {{ objs.cancels_writer }} sync{%- endcall -%}
-  {%- endif -%}
-  {%- if objs.tombstones_writer.identifier not in found -%}
-    {%- call statement('vcmt_create_tombstones_writer') -%}
-      {{ vcmt.create_view_sql(objs.tombstones_writer, objs.tombstones, vcmt.tombstones_writer_sql(cfg, objs)) }}
-    {%- endcall -%}
-  {%- endif -%}
+  {%- for role, to, select_sql in vcmt._views(cfg, objs, columns) if role != 'transform' and objs[role].identifier not in found -%}
+    {%- call statement('vcmt_create_' ~ role) -%}{{ vcmt.create_view_sql(objs[role], to, select_sql) }}{%- endcall -%}
+  {%- endfor -%}
 
-  {%- set transform = vcmt.transform_sql(cfg, objs, columns) -%}
-  {%- if objs.transform.identifier not in found -%}
+  {%- if not has_transform -%}
     {%- call statement('vcmt_create_transform') -%}
       {{ vcmt.create_view_sql(objs.transform, objs.target, transform) }}
     {%- endcall -%}
-  {%- elif vcmt._view_query_differs(found[objs.transform.identifier].as_select, transform) -%}
+  {%- elif modify_transform -%}
     {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': transform changed, updating it in place (MODIFY QUERY)', info=true) }}
     {%- call statement('vcmt_modify_transform') -%}
       alter table {{ objs.transform }} {{ on_cluster_clause(objs.transform) }} modify query {{ transform }}
     {%- endcall -%}
   {%- endif -%}
+  {%- if cfg.delete_mode == 'versioned' and objs.cancels_writer.identifier in found -%}
+    {%- call statement('vcmt_drop_cancels_writer') -%}drop table {{ objs.cancels_writer }} sync{%- endcall -%}
+  {%- endif -%}
 
-  {%- do vcmt._sync_projections(cfg, objs, found[objs.target.identifier].create_table_query) -%}
-  {{ return(columns) }}
+  {%- for step in plan.after -%}
+    {%- if step.log is defined -%}
+      {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': ' ~ step.log, info=true) }}
+    {%- else -%}
+      {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': schema step: ' ~ step.name) }}
+    {%- endif -%}
+    {%- call statement('vcmt_schema_step') -%}{{ vcmt._plan_step_sql(step, objs[step.on]) }}{%- endcall -%}
+  {%- endfor -%}
+  {{ return({'cfg': cfg, 'columns': columns}) }}
 {% endmacro %}
 
 
@@ -90,37 +216,6 @@
 {% macro _view_query_differs(stored_select, select_sql) %}
   {%- set rows = run_query("select formatQuery(" ~ vcmt._sql_string(stored_select) ~ ") != formatQuery(" ~ vcmt._sql_string(select_sql) ~ ")").columns[0].values() -%}
   {{ return(rows[0] | int == 1) }}
-{% endmacro %}
-
-
-{#- Projections in config but not on the table are added and materialized for
-    existing parts; a projection whose query changed is rebuilt; one no longer
-    configured is dropped. -#}
-{% macro _sync_projections(cfg, objs, create_table_query) %}
-  {%- set existing = {} -%}
-  {%- set rows = run_query("select name, query from system.projections where database = " ~ vcmt._sql_string(objs.target.schema) ~ " and table = " ~ vcmt._sql_string(objs.target.identifier)) -%}
-  {%- for row in rows.rows -%}{%- do existing.update({row[0]: row[1]}) -%}{%- endfor -%}
-  {%- set wanted = {} -%}
-  {%- for p in cfg.projections -%}{%- do wanted.update({p['name']: p['query']}) -%}{%- endfor -%}
-  {%- if wanted and 'deduplicate_merge_projection_mode' not in create_table_query -%}
-    {%- call statement('vcmt_projection_mode') -%}
-      alter table {{ objs.target }} {{ on_cluster_clause(objs.target) }} modify setting deduplicate_merge_projection_mode = 'rebuild'
-    {%- endcall -%}
-  {%- endif -%}
-  {%- for name in existing.keys() if name not in wanted or vcmt._projection_query_differs(existing[name], wanted[name]) -%}
-    {%- call statement('vcmt_drop_projection') -%}
-      alter table {{ objs.target }} {{ on_cluster_clause(objs.target) }} drop projection {{ vcmt._quote(name) }}
-    {%- endcall -%}
-  {%- endfor -%}
-  {%- for name, query in wanted.items() if name not in existing or vcmt._projection_query_differs(existing[name], query) -%}
-    {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': adding projection ' ~ name ~ ' and materializing it for existing data', info=true) }}
-    {%- call statement('vcmt_add_projection') -%}
-      alter table {{ objs.target }} {{ on_cluster_clause(objs.target) }} add projection {{ vcmt._quote(name) }} ({{ vcmt._user_sql(query) }})
-    {%- endcall -%}
-    {%- call statement('vcmt_materialize_projection') -%}
-      alter table {{ objs.target }} {{ on_cluster_clause(objs.target) }} materialize projection {{ vcmt._quote(name) }} settings mutations_sync = 2
-    {%- endcall -%}
-  {%- endfor -%}
 {% endmacro %}
 
 

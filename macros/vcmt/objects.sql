@@ -28,15 +28,23 @@
 {% endmacro %}
 
 
-{#- Drop every object of the model, views first so no writer ever sees a
-    stage without its transform. -#}
-{% macro _drop_objects(objs) %}
+{#- Drop every object of the model (only those in `found` when given), views
+    first so no writer ever sees a stage without its transform. -#}
+{% macro _drop_objects(objs, found=none) %}
   {%- for role in ['transform', 'tombstones_writer', 'cancels_writer', 'applied_writer', 'stage',
-                   'target', 'tombstones', 'applied', 'loads', 'batch'] -%}
+                   'target', 'tombstones', 'applied', 'loads', 'batch']
+      if found is none or objs[role].identifier in found -%}
     {%- call statement('vcmt_drop_' ~ role) -%}
       drop table if exists {{ objs[role] }} {{ on_cluster_clause(objs[role]) }} sync
     {%- endcall -%}
   {%- endfor -%}
+{% endmacro %}
+
+
+{#- Where --full-refresh builds a model's new tables before swapping them in
+    (`<model>__vcmt_new`, `<model>__vcmt_new__stage`, ...). -#}
+{% macro _staging_objects(objs) %}
+  {{ return(vcmt.objects(objs.target.incorporate(path={'identifier': objs.target.identifier ~ '__vcmt_new'}))) }}
 {% endmacro %}
 
 

@@ -75,7 +75,7 @@
   {#- The engine's own parser, through a throwaway CREATE that is only parsed
       (EXPLAIN AST creates nothing): the projection grammar of the real DDL. -#}
   {%- set lines = run_query("explain ast create table _vcmt_projection_check (_c Int8, projection "
-                            ~ adapter.quote(name) ~ " (" ~ query ~ ")) engine = MergeTree order by tuple()").columns[0].values() -%}
+                            ~ vcmt._quote(name) ~ " (" ~ vcmt._user_sql(query) ~ ")) engine = MergeTree order by tuple()").columns[0].values() -%}
   {%- set tree = vcmt._ast_tree(lines) -%}
   {%- set found = [] -%}
   {%- do vcmt._ast_find(tree, 'Projection', none, found) -%}

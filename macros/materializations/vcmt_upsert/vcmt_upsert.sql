@@ -11,8 +11,8 @@
   {%- set select_columns = adapter.get_column_schema_from_query(sql) -%}
   {%- set columns = vcmt._target_columns(cfg, select_columns) -%}
   {%- do vcmt._check_projections(cfg) -%}
+  {%- set found = vcmt._existing_objects(objs) -%}
   {%- if not rebuild -%}
-    {%- set found = vcmt._existing_objects(objs) -%}
     {%- do vcmt._check_existing_is_vcmt(objs, found) -%}
     {%- do vcmt._check_stored_layout(cfg, objs, columns, found) -%}
   {%- endif -%}
@@ -20,11 +20,15 @@
   {{ run_hooks(pre_hooks, inside_transaction=False) }}
   {{ run_hooks(pre_hooks, inside_transaction=True) }}
 
+  {#- Both paths check their DDL with the engine before changing anything
+      (check.sql); schema changes are planned whole first (schema_changes.sql). -#}
   {%- if rebuild -%}
-    {%- do vcmt._drop_objects(objs) -%}
-    {%- do vcmt._create_objects(cfg, objs, columns) -%}
+    {%- do vcmt._build_objects(cfg, objs, columns, found) -%}
   {%- else -%}
-    {%- set columns = vcmt._reconcile_objects(cfg, objs, columns, found) -%}
+    {%- set reconciled = vcmt._reconcile_objects(cfg, objs, columns, found) -%}
+    {#- The config the load runs with: the plan's merge policies for kept columns. -#}
+    {%- set cfg = reconciled.cfg -%}
+    {%- set columns = reconciled.columns -%}
   {%- endif -%}
 
   {%- set stats = vcmt._load(cfg, objs, columns, select_columns, sql) -%}

@@ -1,0 +1,153 @@
+{#- Engine checks that run before the first DDL on a model's objects, so an
+    error only ClickHouse can detect (an unparseable `merge` expression, a typo
+    in `partition_by`, a column change a projection blocks) fails the run while
+    every object is still as it was.
+
+    The checks build scratch copies as TEMPORARY tables: they live only in the
+    current session, never appear in the model's database, and vanish with the
+    connection even when a check fails (a macro cannot catch the error to clean
+    up after itself). -#}
+
+
+{#- Scratch stand-ins for every role of `objs`, named after the model. -#}
+{% macro _check_relations(objs) %}
+  {%- set prefix = '_vcmt_check_' ~ local_md5(objs.target.schema ~ '.' ~ objs.target.identifier)[:10] ~ '_' -%}
+  {%- set chk = {} -%}
+  {%- for role in objs.keys() -%}
+    {%- do chk.update({role: api.Relation.create(identifier=prefix ~ role, type='table')}) -%}
+  {%- endfor -%}
+  {{ return(chk) }}
+{% endmacro %}
+
+
+{% macro _drop_check_relations(chk) %}
+  {%- for role in ['target', 'stage', 'tombstones', 'applied'] -%}
+    {%- call statement('vcmt_check_drop') -%}drop temporary table if exists {{ chk[role] }}{%- endcall -%}
+  {%- endfor -%}
+{% endmacro %}
+
+
+{% macro _as_temporary(create_sql) %}
+  {{ return(modules.re.sub('(?is)^\\s*create\\s+table\\s', 'create temporary table ', create_sql, 1)) }}
+{% endmacro %}
+
+
+{#- Syntax first, with formatQueryOrNull (which returns NULL instead of
+    raising), so the message can name the setting that is wrong. -#}
+{% macro _check_expressions(cfg, target) %}
+  {%- set probes = [] -%}
+  {%- set table = 'create table t (x Int8) engine = MergeTree ' -%}
+  {%- set as_list = [] -%}
+  {%- for opt in ['partition_by', 'order_by', 'primary_key'] if cfg[opt] -%}
+    {%- set value = cfg[opt] if cfg[opt] is string else cfg[opt] | join(', ') -%}
+    {%- set clause = {'partition_by': 'partition by (' ~ value ~ ') order by tuple()',
+                      'order_by': 'order by (' ~ value ~ ')',
+                      'primary_key': 'order by tuple() primary key (' ~ value ~ ')'}[opt] -%}
+    {%- do probes.append(('`' ~ opt ~ "` (" ~ value ~ ")", table ~ clause, 'fix `' ~ opt ~ '`')) -%}
+  {%- endfor -%}
+  {%- if cfg.ttl -%}
+    {%- do probes.append(('`ttl` (' ~ cfg.ttl ~ ')', table ~ 'order by tuple() ttl ' ~ cfg.ttl, 'fix `ttl`')) -%}
+  {%- endif -%}
+  {%- for column, policy in cfg.merge.items() if '{old}' in policy or '{new}' in policy -%}
+    {%- do probes.append(("`merge` for column `" ~ column ~ "` (" ~ policy ~ ")", 'select (' ~ policy | replace('{old}', 'old') | replace('{new}', 'new') ~ ')',
+                          "fix the expression: any SQL using {old} (the stored value) and {new} (the event's), e.g. '{old} + {new}'")) -%}
+  {%- endfor -%}
+  {%- for p in cfg.projections -%}
+    {%- do probes.append(('projection `' ~ p['name'] ~ '` (' ~ p['query'] ~ ')', 'create table t (x Int8, projection p (' ~ p['query'] ~ ')) engine = MergeTree order by tuple()', 'fix its `query`')) -%}
+  {%- endfor -%}
+  {%- if not probes -%}{{ return(none) }}{%- endif -%}
+  {%- set parts = [] -%}
+  {%- for what, sql, fix in probes -%}{%- do parts.append('formatQueryOrNull(' ~ vcmt._sql_string(sql) ~ ') is null') -%}{%- endfor -%}
+  {%- set row = run_query('select ' ~ parts | join(', ')).rows[0] -%}
+  {%- for i in range(probes | length) if row[i] | int == 1 -%}
+    {%- set what, fix = probes[i][0], probes[i][2] -%}
+    {{ exceptions.raise_compiler_error("vcmt_upsert: " ~ what ~ " is not valid SQL: ClickHouse cannot parse it. Nothing was created or changed for `" ~ target ~ "`; " ~ fix ~ ".") }}
+  {%- endfor -%}
+{% endmacro %}
+
+
+{#- A full build (first run or --full-refresh): the config's expressions, the
+    target's DDL and every view's SELECT, on scratch tables. -#}
+{% macro _check_build(cfg, objs, columns) %}
+  {%- do vcmt._check_expressions(cfg, objs.target) -%}
+  {%- set chk = vcmt._check_relations(objs) -%}
+  {%- do vcmt._drop_check_relations(chk) -%}
+  {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': checking the table and its views with ClickHouse on temporary tables; nothing is created or changed until this passes', info=true) }}
+  {%- call statement('vcmt_check_stage') -%}{{ vcmt._as_temporary(vcmt.create_stage_sql(chk.stage, columns)) }}{%- endcall -%}
+  {%- do vcmt._check_expressions_on(cfg, chk.stage, ['partition_by', 'order_by', 'primary_key', 'merge']) -%}
+  {%- call statement('vcmt_check_target') -%}{{ vcmt._as_temporary(vcmt.create_target_sql(cfg, chk.target, columns)) }}{%- endcall -%}
+  {%- do vcmt._check_views(cfg, chk, columns) -%}
+  {%- do vcmt._drop_check_relations(chk) -%}
+{% endmacro %}
+
+
+{#- Each expression of the config evaluated alone on the scratch stage (zero
+    rows), aliased with the setting's name: an unknown column or function
+    then fails with an engine message that names the setting it came from,
+    e.g. "Unknown function nofn ... In scope SELECT nofn(...) AS `vcmt_upsert:
+    merge for column amount`". -#}
+{% macro _check_expressions_on(cfg, stage, options) %}
+  {%- set probes = [] -%}
+  {%- for opt in ['partition_by', 'order_by', 'primary_key'] if opt in options and cfg[opt] -%}
+    {%- set value = cfg[opt] if cfg[opt] is string else cfg[opt] | join(', ') -%}
+    {%- do probes.append('(' ~ value ~ ') as `vcmt_upsert: ' ~ opt ~ '`') -%}
+  {%- endfor -%}
+  {%- if 'merge' in options -%}
+    {%- for column, policy in cfg.merge.items() if '{old}' in policy or '{new}' in policy -%}
+      {%- set col = 'n.' ~ vcmt._quote(column) -%}
+      {%- do probes.append('(' ~ policy | replace('{old}', col) | replace('{new}', col) ~ ') as `vcmt_upsert: merge for column ' ~ column ~ '`') -%}
+    {%- endfor -%}
+  {%- endif -%}
+  {%- if probes -%}
+    {%- call statement('vcmt_check_expressions') -%}select {{ probes | join(', ') }} from {{ stage }} as n{%- endcall -%}
+  {%- endif -%}
+{% endmacro %}
+
+
+{#- An existing model: rehearse the plan's ALTERs on an empty copy of the
+    target (same columns, keys, projections, skip indexes, TTL), so anything
+    ClickHouse refuses is refused before the real objects are touched; then
+    check the views against the result (the scratch stage has the plan's columns). A replicated target cannot be copied
+    into a temporary table: it is checked from the config instead, after the
+    catalog checks of the plan. -#}
+{% macro _check_plan(cfg, objs, found, plan) %}
+  {%- do vcmt._check_expressions(cfg, objs.target) -%}
+  {%- set chk = vcmt._check_relations(objs) -%}
+  {%- do vcmt._drop_check_relations(chk) -%}
+  {%- call statement('vcmt_check_stage') -%}{{ vcmt._as_temporary(vcmt.create_stage_sql(chk.stage, plan.columns)) }}{%- endcall -%}
+  {%- do vcmt._check_expressions_on(cfg, chk.stage, ['merge']) -%}
+  {%- set create_query = found[objs.target.identifier].create_table_query -%}
+  {%- set name = '(`(?:[^`\\\\]|\\\\.)*`|[^\\s`(.]+)' -%}
+  {%- set prefix = '^CREATE TABLE ' ~ name ~ '\\.' ~ name ~ '\\s*' -%}
+  {%- if 'Replicated' not in found[objs.target.identifier].engine and modules.re.match(prefix, create_query) -%}
+    {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': checking ' ~ (plan.before + plan.after) | length ~ ' schema step(s) and the views with ClickHouse on a temporary copy of the table; nothing is changed until this passes', info=true) }}
+    {%- call statement('vcmt_check_target') -%}{{ modules.re.sub(prefix, 'CREATE TEMPORARY TABLE ' ~ chk.target ~ ' ', create_query, 1) }}{%- endcall -%}
+    {%- for step in plan.before + plan.after if step.on == 'target' -%}
+      {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': rehearsing: ' ~ step.name) }}
+      {%- call statement('vcmt_check_step') -%}{{ vcmt._plan_step_sql(step, chk.target) }}{%- endcall -%}
+    {%- endfor -%}
+  {%- else -%}
+    {%- call statement('vcmt_check_target') -%}{{ vcmt._as_temporary(vcmt.create_target_sql(cfg, chk.target, plan.columns)) }}{%- endcall -%}
+  {%- endif -%}
+  {%- do vcmt._check_views(cfg, chk, plan.columns) -%}
+  {%- do vcmt._drop_check_relations(chk) -%}
+{% endmacro %}
+
+
+{#- With the scratch stage and target in place, every view's SELECT is
+    analysed against the scratch tables; the
+    transform's result is also inserted into the scratch target by column name,
+    as the materialized view does, so a merge expression whose result cannot
+    become the column's type fails here too. Zero rows move: the scratch stage
+    is a Null table and the scratch target is empty. -#}
+{% macro _check_views(cfg, chk, columns) %}
+  {%- call statement('vcmt_check_tombstones') -%}{{ vcmt._as_temporary(vcmt.create_tombstones_sql(cfg, chk.tombstones, columns)) }}{%- endcall -%}
+  {%- call statement('vcmt_check_applied') -%}{{ vcmt._as_temporary(vcmt.create_applied_sql(chk.applied)) }}{%- endcall -%}
+  {%- set names = vcmt._column_list(columns | map(attribute='name') | list) -%}
+  {%- call statement('vcmt_check_transform') -%}
+    insert into {{ chk.target }} ({{ names }}) select {{ names }} from ({{ vcmt.transform_sql(cfg, chk, columns) }})
+  {%- endcall -%}
+  {%- for role, select_sql in vcmt._helper_view_selects(cfg, chk) -%}
+    {%- call statement('vcmt_check_' ~ role) -%}explain {{ select_sql }}{%- endcall -%}
+  {%- endfor -%}
+{% endmacro %}

@@ -1,0 +1,254 @@
+"""Lifecycle safety: DDL is planned and checked with the engine before anything changes.
+
+Schema changes that ClickHouse would refuse halfway, config errors only the
+engine detects, and --full-refresh either succeed or fail with the model's
+objects and data exactly as they were.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.materialization.scenario import Scenario
+from vcmt_tools.stage_writer import write_events
+
+COLS = {"id": "Int32", "status": "String", "amount": "Int64", "y": "Int64", "_version": "UInt64", "sign": "Int8"}
+WITH_Y = "`id`, `status`, `amount`, `y`, `_version`, `sign`"
+WITHOUT_Y = "`id`, `status`, `amount`, `_version`, `sign`"
+BY_Y = {"name": "by_y", "query": "select y, sum(sign), sum(amount * sign) group by y"}
+BY_STATUS = {"name": "by_status", "query": "select status, sum(sign), sum(amount * sign) group by status"}
+
+
+def _objects(project) -> dict[str, str]:
+    """name -> uuid of every object of model m (and of its full-refresh staging names)."""
+    rows = project.query(f"select name, toString(uuid) from system.tables where database = '{project.schema}' "
+                         "and (name = 'm' or name like 'm\\_\\_%')")
+    return dict(rows)
+
+
+def _columns(project, table: str) -> list[str]:
+    return [r[0] for r in project.query(f"describe table {table}")]
+
+
+def _assert_groupby_matches_final(project) -> None:
+    by_sign = project.query("select status, sum(sign), sum(amount * sign) from m group by status "
+                            "having sum(sign) > 0 order by status")
+    final = project.query("select status, count(), sum(amount) from m final where sign = 1 group by status order by status")
+    assert by_sign == final
+
+
+def _rows(n: int, version: int, y: bool = True) -> list[tuple]:
+    return [(i, "ab"[i % 2], i * 10 + version, i % 3, version, 1) if y else (i, "ab"[i % 2], i * 10 + version, 0, version, 1)
+            for i in range(n)]
+
+
+def test_sync_all_columns_drops_a_column_together_with_its_projection(project):
+    """Dropping a column and the projection using it: projection first, then the column; later runs are not stuck."""
+    s = Scenario(project, COLS, {"unique_key": "id", "on_schema_change": "sync_all_columns",
+                                 "projections": [BY_Y, BY_STATUS]}, select=WITH_Y)
+    s.run_batch(_rows(10, 1))
+    s.write_model(WITHOUT_Y, projections=[BY_STATUS])
+    run = s.run_batch(_rows(10, 2))
+    assert "schema change (sync_all_columns)" in run.log
+    assert "y" not in _columns(project, "m") and "y" not in _columns(project, "m__stage")
+    assert [r[0] for r in project.query("select name from system.projections where database = currentDatabase() "
+                                        "and table = 'm'")] == ["by_status"]
+    # Later runs and external writers keep working, and sums stay exact.
+    s.run_batch([(1, "b", 500, 0, 3, 1), (2, "a", 0, 0, 3, -1)])
+    write_events(project.client, "m", [{"id": 3, "status": "b", "amount": 7, "_version": 4, "sign": 1},
+                                      {"id": 4, "status": "a", "amount": 0, "_version": 4, "sign": -1}], ["id"])
+    s.run_batch([(5, "a", 1, 0, 5, 1)])
+    assert project.query("select id, status, amount from m final where sign = 1 and id in (1, 2, 3, 4, 5) order by id") == [
+        (1, "b", 500), (3, "b", 7), (5, "a", 1)]
+    _assert_groupby_matches_final(project)
+    s.assert_invariants()
+
+
+def test_dropping_a_column_a_configured_projection_uses_fails_before_any_ddl(project):
+    """A projection still configured on a dropped column is refused up front: nothing changes, the next good run works."""
+    s = Scenario(project, COLS, {"unique_key": "id", "on_schema_change": "sync_all_columns",
+                                 "projections": [BY_Y]}, select=WITH_Y)
+    s.run_batch(_rows(6, 1))
+    before = _objects(project)
+    transform = project.scalar("select as_select from system.tables where database = currentDatabase() and name = 'm__transform'")
+    s.write_model(WITHOUT_Y)
+    run = s.run_batch(_rows(6, 2), expect_pass=False)
+    assert "projection `by_y` is still configured but uses column(s) ['y']" in run.log
+    assert "Nothing was changed" in run.log
+    # Every object as it was: same objects, columns, transform; inserts still correct.
+    assert _objects(project) == before
+    assert "y" in _columns(project, "m") and "y" in _columns(project, "m__stage")
+    assert project.scalar("select as_select from system.tables where database = currentDatabase() and name = 'm__transform'") == transform
+    write_events(project.client, "m", [{"id": 1, "status": "z", "amount": 1, "y": 9, "_version": 7, "sign": 1}], ["id"])
+    _assert_groupby_matches_final(project)
+    s.write_model(WITHOUT_Y, projections=[])
+    s.run_batch(_rows(6, 8))
+    assert "y" not in _columns(project, "m")
+    _assert_groupby_matches_final(project)
+    s.assert_invariants()
+
+
+@pytest.mark.parametrize("expression, message", [
+    ("{old} +* {new}", "`merge` for column `amount` ({old} +* {new}) is not valid SQL"),
+    ("no_such_function({old}, {new})", "merge for column amount"),
+])
+def test_bad_merge_expression_on_first_run_leaves_no_object(project, expression, message):
+    """A merge expression the engine rejects fails the first run before any object exists; nothing is silently lost."""
+    s = Scenario(project, COLS, {"unique_key": "id", "merge": {"amount": expression}}, select=WITH_Y)
+    run = s.run_batch(_rows(3, 1), expect_pass=False)
+    assert message in run.log
+    assert _objects(project) == {}
+    # No stage without its transform: an external writer gets an error, not a silent drop.
+    with pytest.raises(Exception, match="m__stage"):
+        project.command("insert into m__stage (id, status, amount, y, _version, sign) values (1, 'a', 1, 1, 1, 1)")
+    s.write_model(WITH_Y, merge={"amount": "{old} + {new}"})
+    s.run_batch(_rows(3, 1))
+    # The stage the views were attached to is the real one (the guard that held its name is gone).
+    assert "CONSTRAINT" not in project.scalar("select create_table_query from system.tables "
+                                              "where database = currentDatabase() and name = 'm__stage'")
+    assert _objects(project).keys() == {"m", "m__stage", "m__transform", "m__tombstones", "m__tombstones_writer",
+                                        "m__applied", "m__applied_writer", "m__loads"}
+    s.run_batch(_rows(3, 2))
+    assert project.query("select id, amount from m final where sign = 1 order by id") == [(0, 3), (1, 23), (2, 43)]
+
+
+def test_full_refresh_with_bad_partition_by_keeps_the_old_table(project):
+    """--full-refresh with a partition_by typo fails before touching anything: old objects, data and loading intact."""
+    s = Scenario(project, COLS, {"unique_key": "id"}, select=WITH_Y)
+    s.run_batch(_rows(5, 1))
+    s.run_batch([(0, "a", 0, 0, 2, -1)])
+    before = _objects(project)
+    rows = s.final_rows()
+    s.write_model(WITH_Y, partition_by="intDiv(idd, 10)")
+    run = s.run_batch(_rows(5, 3), "--full-refresh", expect_pass=False)
+    assert "idd" in run.log and "vcmt_upsert: partition_by" in run.log
+    assert _objects(project) == before
+    assert s.final_rows() == rows
+    assert project.scalar("select count() from m__tombstones") == 1
+    # The next good run loads on top of the old data, tombstones included.
+    s.write_model(WITH_Y, partition_by=None)
+    s.run_batch([(0, "a", 5, 0, 1, 1), (1, "b", 99, 0, 4, 1)])
+    assert s.final_rows() == [r if r[0] != 1 else (1, "b", 99, 0, 4) for r in rows]
+    _assert_groupby_matches_final(project)
+    s.assert_invariants()
+
+
+def test_full_refresh_swaps_in_new_objects_and_keeps_the_stage_served(project):
+    """--full-refresh builds beside the old objects and exchanges them: old data and staging names are gone,
+    the views serve the new tables, and the transform is never dropped (the stage always has it)."""
+    s = Scenario(project, COLS, {"unique_key": "id"}, select=WITH_Y)
+    s.run_batch(_rows(5, 1))
+    s.run_batch([(0, "a", 0, 0, 2, -1)])
+    before = _objects(project)
+    s.write_model(WITH_Y, merge={"amount": "sum"}, delete_mode="unconditional", projections=[BY_STATUS])
+    run = s.run_batch([(7, "b", 70, 1, 1, 1)], "--full-refresh")
+    after = _objects(project)
+    assert set(after) == set(before) | {"m__tombstones_from_cancels"}
+    for name in ["m", "m__stage", "m__tombstones", "m__applied", "m__loads"]:
+        assert after[name] != before[name], f"{name} was not replaced"
+    assert after["m__transform"] == before["m__transform"], "the transform was dropped: the stage was left without it"
+    assert "swapping them in" in run.log
+    assert s.final_rows() == [(7, "b", 70, 1, 1)]
+    assert project.scalar("select count() from m__tombstones") == 0
+    assert project.scalar("select count() from m__loads") == 1
+    # An external writer and the next run reach the new target with the new config (sum, projection).
+    write_events(project.client, "m", [{"id": 7, "status": "b", "amount": 5, "y": 1, "_version": 2, "sign": 1},
+                                      {"id": 8, "status": "a", "amount": 3, "y": 0, "_version": 1, "sign": 1}], ["id"])
+    s.run_batch([(8, "a", 4, 0, 2, 1)])
+    assert s.final_rows() == [(7, "b", 75, 1, 2), (8, "a", 7, 0, 2)]
+    q = "select status, sum(sign), sum(amount * sign) from m group by status order by status"
+    assert project.query(q, optimize_use_projections=1, force_optimize_projection=1) == project.query(q, optimize_use_projections=0)
+    _assert_groupby_matches_final(project)
+    s.assert_invariants()
+
+
+def test_dropping_a_partition_key_column_fails_before_any_ddl(project):
+    """A column ClickHouse cannot drop in place (here: in the partition key) is refused with the fix, nothing changed."""
+    s = Scenario(project, COLS, {"unique_key": "id", "on_schema_change": "sync_all_columns",
+                                 "partition_by": "intDiv(y, 10)"}, select=WITH_Y)
+    s.run_batch(_rows(4, 1))
+    before = _objects(project)
+    s.write_model(WITHOUT_Y)
+    run = s.run_batch(_rows(4, 2), expect_pass=False)
+    assert "cannot drop column `y`" in run.log and "partition key" in run.log and "--full-refresh" in run.log
+    assert _objects(project) == before
+    assert "y" in _columns(project, "m") and "y" in _columns(project, "m__stage")
+    # Rebuilding with the partition key still on `y` is refused by the check, the old table stays.
+    run = s.run_batch(_rows(4, 3), "--full-refresh", expect_pass=False)
+    assert "intDiv(y, 10)" in run.log
+    assert _objects(project) == before
+    s.write_model(WITHOUT_Y, partition_by=None)
+    s.run_batch(_rows(4, 3), "--full-refresh")
+    assert "y" not in _columns(project, "m")
+    _assert_groupby_matches_final(project)
+
+
+def test_a_model_left_half_changed_is_picked_up_where_it_stopped(project):
+    """The state an interrupted sync_all_columns left behind (transform and stage without `y`, the target still
+    with `y` and a projection on it) is finished by the next run instead of failing forever."""
+    s = Scenario(project, COLS, {"unique_key": "id", "on_schema_change": "sync_all_columns",
+                                 "projections": [BY_Y, BY_STATUS]}, select=WITH_Y)
+    s.run_batch(_rows(6, 1))
+    # Reproduce the stuck state: a twin model without `y` lends its transform query.
+    project.model("m2", f"{{{{ config(materialized='vcmt_upsert', unique_key='id') }}}}\nselect {WITHOUT_Y} from `m_src`")
+    project.dbt("run", "--select", "m2")
+    twin = project.scalar("select as_select from system.tables where database = currentDatabase() and name = 'm2__transform'")
+    project.command(f"alter table m__transform modify query {twin.replace('.m2', '.m')}")
+    project.command("alter table m__stage drop column y")
+    assert "y" in _columns(project, "m") and "y" not in _columns(project, "m__stage")
+    s.write_model(WITHOUT_Y, projections=[BY_STATUS])
+    s.run_batch(_rows(6, 2))
+    assert "y" not in _columns(project, "m")
+    s.run_batch([(1, "b", 500, 0, 3, 1), (2, "a", 0, 0, 3, -1)])
+    assert project.query("select id, amount from m final where sign = 1 and id in (1, 2)") == [(1, 500)]
+    _assert_groupby_matches_final(project)
+    s.assert_invariants()
+
+
+@pytest.mark.parametrize("config, message", [
+    ({"ttl": "toDateTime(y) + interval 100 year"}, "the table's TTL (toDateTime(y) + toIntervalYear(100)) uses them"),
+    ({"post_hook": "alter table {{ this }} add index if not exists iy y type minmax granularity 1"}, "skip index `iy` uses them"),
+])
+def test_dropping_a_column_the_ttl_or_a_skip_index_uses_fails_before_any_ddl(project, config, message):
+    """TTL and skip indexes block a column drop in ClickHouse: refused up front, and the model keeps loading."""
+    s = Scenario(project, COLS, {"unique_key": "id", "on_schema_change": "sync_all_columns", **config}, select=WITH_Y)
+    s.run_batch(_rows(4, 1))
+    before = _objects(project)
+    s.write_model(WITHOUT_Y)
+    run = s.run_batch(_rows(4, 2), expect_pass=False)
+    assert message in run.log and "Nothing was changed" in run.log
+    assert _objects(project) == before
+    assert "y" in _columns(project, "m") and "y" in _columns(project, "m__stage")
+    s.write_model(WITH_Y)
+    s.run_batch([(1, "b", 500, 7, 3, 1)])
+    assert project.query("select id, amount, y from m final where sign = 1 and id = 1") == [(1, 500, 7)]
+    _assert_groupby_matches_final(project)
+
+
+def test_the_first_run_guard_refuses_inserts_loudly(project):
+    """While a first run attaches the views, `m__stage` is a guard that fails every INSERT with a message."""
+    project.write("macros/make_guard.sql", """
+        {% macro make_guard() %}
+          {%- set rel = api.Relation.create(schema=target.schema, identifier='g__stage', type='table') -%}
+          {%- do run_query(vcmt._guard_stage_sql(rel, [{'name': 'id', 'data_type': 'Int32'}])) -%}
+        {% endmacro %}
+    """)
+    project.dbt("run-operation", "make_guard")
+    with pytest.raises(Exception, match="vcmt_upsert_stage_not_ready_yet_run_dbt_run"):
+        project.command("insert into g__stage values (1)")
+
+
+def test_retyping_a_column_a_projection_groups_by_rebuilds_the_projection(project):
+    """ClickHouse refuses MODIFY COLUMN on a projection's GROUP BY column: the projection is dropped, the column
+    retyped, the projection re-added and materialized."""
+    s = Scenario(project, COLS, {"unique_key": "id", "on_schema_change": "sync_all_columns",
+                                 "projections": [BY_STATUS]}, select=WITH_Y)
+    s.run_batch(_rows(10, 1))
+    s.write_model("`id`, toLowCardinality(`status`) as `status`, `amount`, `y`, `_version`, `sign`")
+    run = s.run_batch([(1, "b", 500, 0, 2, 1), (2, "a", 0, 0, 2, -1)])
+    assert "adding projection by_status" in run.log
+    assert {r[0]: r[1] for r in project.query("describe table m")}["status"] == "LowCardinality(String)"
+    q = "select status, sum(sign), sum(amount * sign) from m group by status order by status"
+    assert project.query(q, optimize_use_projections=1, force_optimize_projection=1) == project.query(q, optimize_use_projections=0)
+    _assert_groupby_matches_final(project)
+    s.assert_invariants()
