@@ -94,8 +94,8 @@ def load_file(path: Path, model: str, project_dir: Path, **kwargs: Any) -> str:
 def load_rows(rows: Iterable[Mapping[str, Any]], model: str, project_dir: Path, **kwargs: Any) -> str:
     """Apply Python rows (dicts of column -> value) to `model`, through a Parquet file.
 
-    Every row may name any columns: a column missing from a row is NULL there
-    (so a row without `sign` is an upsert only if no other row has one), and a
+    Rows may name different columns: a column missing from a row is NULL
+    there (a NULL sign or version fails the load, naming the row), and a
     column that is NULL in every row is written as text NULLs.
     """
     import pyarrow as pa
