@@ -10,13 +10,18 @@ from __future__ import annotations
 import pytest
 
 from tests.materialization.scenario import Scenario
-from vcmt_tools.stage_writer import write_events
 
 COLS = {"id": "Int32", "status": "String", "amount": "Int64", "y": "Int64", "_version": "UInt64", "sign": "Int8"}
 WITH_Y = "`id`, `status`, `amount`, `y`, `_version`, `sign`"
 WITHOUT_Y = "`id`, `status`, `amount`, `_version`, `sign`"
 BY_Y = {"name": "by_y", "query": "select y, sum(sign), sum(amount * sign) group by y"}
 BY_STATUS = {"name": "by_status", "query": "select status, sum(sign), sum(amount * sign) group by status"}
+
+
+def _insert_into_stage(project, events: list[dict]) -> None:
+    """What an external writer does: one INSERT into the stage, at most one event per key."""
+    columns = list(events[0])
+    project.client.insert("m__stage", [[e[c] for c in columns] for e in events], column_names=columns)
 
 
 def _objects(project) -> dict[str, str]:
@@ -55,8 +60,8 @@ def test_sync_all_columns_drops_a_column_together_with_its_projection(project):
                                         "and table = 'm'")] == ["by_status"]
     # Later runs and external writers keep working, and sums stay exact.
     s.run_batch([(1, "b", 500, 0, 3, 1), (2, "a", 0, 0, 3, -1)])
-    write_events(project.client, "m", [{"id": 3, "status": "b", "amount": 7, "_version": 4, "sign": 1},
-                                      {"id": 4, "status": "a", "amount": 0, "_version": 4, "sign": -1}], ["id"])
+    _insert_into_stage(project, [{"id": 3, "status": "b", "amount": 7, "_version": 4, "sign": 1},
+                                      {"id": 4, "status": "a", "amount": 0, "_version": 4, "sign": -1}])
     s.run_batch([(5, "a", 1, 0, 5, 1)])
     assert project.query("select id, status, amount from m final where sign = 1 and id in (1, 2, 3, 4, 5) order by id") == [
         (1, "b", 500), (3, "b", 7), (5, "a", 1)]
@@ -79,7 +84,7 @@ def test_dropping_a_column_a_configured_projection_uses_fails_before_any_ddl(pro
     assert _objects(project) == before
     assert "y" in _columns(project, "m") and "y" in _columns(project, "m__stage")
     assert project.scalar("select as_select from system.tables where database = currentDatabase() and name = 'm__transform'") == transform
-    write_events(project.client, "m", [{"id": 1, "status": "z", "amount": 1, "y": 9, "_version": 7, "sign": 1}], ["id"])
+    _insert_into_stage(project, [{"id": 1, "status": "z", "amount": 1, "y": 9, "_version": 7, "sign": 1}])
     _assert_groupby_matches_final(project)
     s.write_model(WITHOUT_Y, projections=[])
     s.run_batch(_rows(6, 8))
@@ -152,8 +157,8 @@ def test_full_refresh_swaps_in_new_objects_and_keeps_the_stage_served(project):
     assert project.scalar("select count() from m__tombstones") == 0
     assert project.scalar("select count() from m__loads") == 1
     # An external writer and the next run reach the new target with the new config (sum, projection).
-    write_events(project.client, "m", [{"id": 7, "status": "b", "amount": 5, "y": 1, "_version": 2, "sign": 1},
-                                      {"id": 8, "status": "a", "amount": 3, "y": 0, "_version": 1, "sign": 1}], ["id"])
+    _insert_into_stage(project, [{"id": 7, "status": "b", "amount": 5, "y": 1, "_version": 2, "sign": 1},
+                                      {"id": 8, "status": "a", "amount": 3, "y": 0, "_version": 1, "sign": 1}])
     s.run_batch([(8, "a", 4, 0, 2, 1)])
     assert s.final_rows() == [(7, "b", 75, 1, 2), (8, "a", 7, 0, 2)]
     q = "select status, sum(sign), sum(amount * sign) from m group by status order by status"
