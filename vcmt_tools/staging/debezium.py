@@ -135,12 +135,32 @@ def _shape(v: Column) -> Column:
     return F.schema_of_variant(v)
 
 
-def _is_string(v: Column) -> Column:
-    return _shape(v) == F.lit("STRING")
+@dataclass(frozen=True)
+class Parts:
+    """A field's VARIANT value and what the decoders ask of it: its shape, as text, as a number.
 
+    Staging computes these once per column in their own projection and
+    passes the resulting column references, so each decoder branch refers to
+    them instead of repeating the VARIANT extraction (which made the plan,
+    and Spark's generated code, grow with every use).
+    """
 
-def _is_object(v: Column) -> Column:
-    return _shape(v).startswith("OBJECT")
+    raw: Column
+    shape: Column
+    text: Column
+    number: Column
+
+    @staticmethod
+    def of(x: Column) -> Parts:
+        return Parts(x, _shape(x), _get(x, "$", "string"), _get(x, "$", "bigint"))
+
+    @property
+    def is_string(self) -> Column:
+        return self.shape == F.lit("STRING")
+
+    @property
+    def is_object(self) -> Column:
+        return self.shape.startswith("OBJECT")
 
 
 def _in_range(x: Column, low: int, high: int) -> Column:
@@ -223,10 +243,10 @@ def image(env: Column) -> Column:
 
 # -- values --------------------------------------------------------------------------------------
 
-def is_unavailable(x: Column) -> Column:
+def is_unavailable(x: Column, parts: Parts | None = None) -> Column:
     """The value is Debezium's placeholder for a value it did not receive (unchanged TOAST and the like)."""
-    text = _get(x, "$", "string")
-    return F.coalesce(_is_string(x) & text.isin(UNAVAILABLE, UNAVAILABLE_BASE64), F.lit(False))
+    p = parts or Parts.of(x)
+    return F.coalesce(p.is_string & p.text.isin(UNAVAILABLE, UNAVAILABLE_BASE64), F.lit(False))
 
 
 def unscaled_from_bytes(b: Column) -> Column:
@@ -265,11 +285,11 @@ def decimal_from_base64(text: Column, scale: Column) -> Column:
     return scaled_text(unscaled_from_bytes(F.unbase64(text)), scale)
 
 
-def _numeric_text(x: Column, sem: Column, stype: Column, sscale: Column, d: Declared, mode: str,
+def _numeric_text(p: Parts, sem: Column, stype: Column, sscale: Column, d: Declared, mode: str,
                   has_schema: Column) -> Column:
     """A number's exact text, whatever the encoding; cast to the declared type by the caller."""
     declared_scale = F.lit(d.scale if d.scale is not None else 0)
-    text = _get(x, "$", "string")
+    x, text = p.raw, p.text
     bytes_encoded = F.when(
         has_schema,
         # With a schema: a Decimal logical type is bytes; type string is decimal.handling.mode=string.
@@ -277,10 +297,10 @@ def _numeric_text(x: Column, sem: Column, stype: Column, sscale: Column, d: Decl
     ).otherwise(F.lit(mode == "precise"))
     # The bytes and scale are chosen first, so the byte decoding appears once in the plan.
     octets = (
-        F.when(_is_object(x), F.unbase64(_get(x, "$.value", "string")))  # io.debezium.data.VariableScaleDecimal
-        .when(_is_string(x) & bytes_encoded, F.unbase64(text))
+        F.when(p.is_object, F.unbase64(_get(x, "$.value", "string")))  # io.debezium.data.VariableScaleDecimal
+        .when(p.is_string & bytes_encoded, F.unbase64(text))
     )
-    scale = F.when(_is_object(x), _get(x, "$.scale", "int")).otherwise(F.coalesce(sscale.cast("int"), declared_scale))
+    scale = F.when(p.is_object, _get(x, "$.scale", "int")).otherwise(F.coalesce(sscale.cast("int"), declared_scale))
     return (
         F.when(octets.isNotNull(), scaled_text(unscaled_from_bytes(octets), scale))
         .otherwise(text)  # a JSON number, or decimal.handling.mode=string
@@ -300,12 +320,13 @@ def _micros_from(n: Column, unit: Column) -> Column:
 
 
 def decode_value(x: Column, field: Column, d: Declared, decimal_handling: str = "precise",
-                 has_schema: Column | None = None) -> Column:
+                 has_schema: Column | None = None, parts: Parts | None = None) -> Column:
     """One image field (VARIANT) as the declared type; NULL when absent, JSON null or not decodable.
 
     `field` is the column's Connect field schema (`field_schema`), NULL
     without one: its logical name and parameters decide units and scale.
     The placeholder for an unavailable value is handled by the caller.
+    `parts`: `x`'s shape, text and number, when the caller computed them.
     """
     if decimal_handling not in DECIMAL_HANDLING:
         raise ValueError(f"decimal_handling must be one of {DECIMAL_HANDLING}, got {decimal_handling!r}")
@@ -314,35 +335,36 @@ def decode_value(x: Column, field: Column, d: Declared, decimal_handling: str = 
     if has_schema is None:
         has_schema = field.isNotNull()
     has_schema = F.coalesce(has_schema, F.lit(False))
-    text = _get(x, "$", "string")
+    p = parts or Parts.of(x)
+    text = p.text
 
     if d.family in ("integer", "boolean"):
         value = _get(x, "$", d.spark_type)
     elif d.family in ("float", "decimal"):
-        value = _numeric_text(x, sem, stype, sscale, d, decimal_handling, has_schema).cast(d.spark_type)
+        value = _numeric_text(p, sem, stype, sscale, d, decimal_handling, has_schema).cast(d.spark_type)
         # Casting text to a narrower decimal rounds; to a decimal it cannot hold gives NULL (wrong_type).
     elif d.family == "string":
         # A string as it is; anything else (a JSON column sent as an object) as JSON text.
         value = text
     elif d.family == "binary":
-        value = F.when(_is_string(x), F.unbase64(text))
+        value = F.when(p.is_string, F.unbase64(text))
     elif d.family == "date":
-        days = _get(x, "$", "bigint")
+        days = p.number
         value = (
-            F.when(_is_string(x), text.cast("date"))
+            F.when(p.is_string, text.cast("date"))
             .when(_in_range(days, _MIN_DAYS, _MAX_DAYS), F.date_from_unix_date(days.cast("int")))
         )
     elif d.family == "timestamp":
         unit = _unit(sem, _TS_UNITS, d.unit)
-        micros = _micros_from(_get(x, "$", "bigint"), unit)
+        micros = _micros_from(p.number, unit)
         value = (
             # ZonedTimestamp: ISO-8601 with `Z` or an offset, any fraction width.
-            F.when(_is_string(x), text.cast("timestamp"))
+            F.when(p.is_string, text.cast("timestamp"))
             .when(_in_range(micros, _MIN_MICROS, _MAX_MICROS), F.timestamp_micros(micros))
         )
     elif d.family == "time":
         unit = _unit(sem, _TIME_UNITS, d.unit)
-        micros = _micros_from(_get(x, "$", "bigint"), unit)
+        micros = _micros_from(p.number, unit)
         value = F.when(_in_range(micros, 0, 86_400_000_000), micros)
     else:  # pragma: no cover - Declared.parse refuses anything else
         raise ValueError(d.family)

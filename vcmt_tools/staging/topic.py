@@ -95,13 +95,25 @@ def decode_lines(lines: DataFrame, flavour: str, key: Sequence[str], columns: Ma
         for col in (F.try_variant_get(img, dbz._path(name), "variant").alias(f"{name}__raw"),
                     dbz.field_schema(flds, name).alias(f"{name}__field"))
     ])
-    # Stage 4: whether it is the placeholder, and its decoded value.
-    values = located.select("*", *[
+    # Stage 4: what the decoders ask of each raw value (its shape, text and number), once.
+    parted = located.select("*", *[
+        col
+        for name in declared
+        for col in (F.schema_of_variant(F.col(f"{name}__raw")).alias(f"{name}__shape"),
+                    F.try_variant_get(F.col(f"{name}__raw"), "$", "string").alias(f"{name}__text"),
+                    F.try_variant_get(F.col(f"{name}__raw"), "$", "bigint").alias(f"{name}__number"))
+    ])
+
+    def parts(name: str) -> dbz.Parts:
+        return dbz.Parts(*(F.col(f"{name}__{p}") for p in ("raw", "shape", "text", "number")))
+
+    # Stage 5: whether it is the placeholder, and its decoded value.
+    values = parted.select("*", *[
         col
         for name, d in declared.items()
-        for col in (dbz.is_unavailable(F.col(f"{name}__raw")).alias(f"{name}__unavailable"),
+        for col in (dbz.is_unavailable(F.col(f"{name}__raw"), parts(name)).alias(f"{name}__unavailable"),
                     dbz.decode_value(F.col(f"{name}__raw"), F.col(f"{name}__field"), d, decimal_handling,
-                                     F.col("has_schema")).alias(f"{name}__value"))
+                                     F.col("has_schema"), parts(name)).alias(f"{name}__value"))
     ])
 
     def bad_value(name: str) -> Column:
@@ -125,7 +137,7 @@ def decode_lines(lines: DataFrame, flavour: str, key: Sequence[str], columns: Ma
         .when(F.col("_version").isNull(), F.lit("version_out_of_range"))
         .when(wrong_type, F.lit("wrong_type"))
     )
-    # Stage 5: the reason, then whether the line is a valid change.
+    # Stage 6: the reason, then whether the line is a valid change.
     judged = values.select("*", reason.alias("_reason")).select(
         "*", ((F.col("_kind") == "change") & F.col("_reason").isNull()).alias("_valid"))
     valid = F.col("_valid")
