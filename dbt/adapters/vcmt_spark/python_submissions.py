@@ -64,16 +64,21 @@ def save_model_result(
     incremental materialization's `__dbt_tmp` table is a plain managed table
     (it would otherwise land in the model's own folder).
     """
-    import pandas  # dbt-spark[session] brings pandas with pyspark
     from pyspark.sql import DataFrame
 
-    if isinstance(df, pandas.DataFrame):
-        df = session.createDataFrame(df)
+    if not isinstance(df, DataFrame):
+        try:
+            import pandas
+        except ImportError:  # without pandas, a Spark DataFrame is the only possible result
+            pandas = None
+        if pandas is not None and isinstance(df, pandas.DataFrame):
+            df = session.createDataFrame(df)
     if not isinstance(df, DataFrame):
         raise DbtRuntimeError(f"{table}: a Python model must return a Spark or pandas DataFrame, not {type(df)}")
     writer = df.write.mode("overwrite").format(file_format)
     if partition_by:
-        # Spark puts partition columns last; say so explicitly rather than surprise the insert overwrite.
+        # As a SQL model's `partitioned by`. Spark stores partition columns last, and dbt-spark's insert
+        # overwrite does `select *` from the unpartitioned `__dbt_tmp` table: a model returns them last too.
         writer = writer.partitionBy(*partition_by)
     if location:
         writer = writer.option("path", location)
