@@ -341,3 +341,16 @@ def test_stage_topic_reads_only_new_batches(spark, tmp_path: Path, capsys) -> No
     new.explain()
     plan = capsys.readouterr().out
     assert "PartitionFilters: [" in plan and "_batch_id" in plan.split("PartitionFilters: [", 1)[1].split("]", 1)[0]
+    # Each line is parsed once in the executed plan, however many columns read from it.
+    assert plan.count("parseJson(") == 1, plan
+
+
+def test_staging_code_uses_only_the_dataframe_api() -> None:
+    """No Python UDFs on the hot path, and nothing that needs a local SparkContext (Spark Connect)."""
+    root = Path(__file__).resolve().parents[2]
+    sources = [*(root / "vcmt_tools" / "staging").glob("*.py"), *(root / "dbt" / "adapters" / "vcmt_spark").glob("*.py")]
+    assert len(sources) >= 6
+    for path in sources:
+        text = path.read_text()
+        for word in ("udf", "sparkContext", ".rdd", "mapInPandas", "applyInPandas", "_jdf", "_jvm"):
+            assert word not in text, f"{path.name} uses {word}"
