@@ -47,6 +47,29 @@ def invoke(cli: list[str]) -> DbtRun:
     return DbtRun(result=result, log="\n".join(lines))
 
 
+def spark_session_parameters(lab_dir: Path) -> dict[str, str]:
+    """The local Spark session of the `spark` and `vcmt_spark` targets.
+
+    Tests that build a session themselves use the same parameters, so that
+    dbt's `method: session` later finds the same session (getOrCreate) in
+    the same process, Hive metastore included.
+    """
+    return {
+        "spark.master": "local[2]",
+        "spark.driver.memory": "2g",
+        "spark.sql.shuffle.partitions": "2",
+        "spark.ui.enabled": "false",
+        "spark.sql.warehouse.dir": str(lab_dir / "spark" / "warehouse"),
+        # The Hive metastore (Derby) and its log stay in the lab, not in the cwd.
+        "spark.hadoop.javax.jdo.option.ConnectionURL":
+            f"jdbc:derby:;databaseName={lab_dir / 'spark' / 'metastore_db'};create=true",
+        "spark.driver.extraJavaOptions": f"-Dderby.system.home={lab_dir / 'spark'}",
+        "spark.sql.session.timeZone": "UTC",
+        # As dbt-spark's credentials force it: casts of bad input give NULL instead of failing.
+        "spark.sql.ansi.enabled": "false",
+    }
+
+
 @dataclass
 class DbtProject:
     root: Path
@@ -78,6 +101,13 @@ class DbtProject:
             },
         )
         self._write_yaml("packages.yml", {"packages": [{"local": str(self.package_root)}]})
+        spark_session_target = {
+            "method": "session",
+            "host": "localhost",
+            "schema": self.schema,
+            "threads": 1,
+            "server_side_parameters": spark_session_parameters(self.lab_dir),
+        }
         self._write_yaml(
             "profiles.yml",
             {
@@ -91,25 +121,9 @@ class DbtProject:
                             "threads": 1,
                             **({"custom_settings": self.custom_settings} if self.custom_settings else {}),
                         },
-                        "spark": {
-                            "type": "spark",
-                            "method": "session",
-                            "host": "localhost",
-                            "schema": self.schema,
-                            "threads": 1,
-                            "server_side_parameters": {
-                                "spark.master": "local[2]",
-                                "spark.driver.memory": "2g",
-                                "spark.sql.shuffle.partitions": "2",
-                                "spark.ui.enabled": "false",
-                                "spark.sql.warehouse.dir": str(self.lab_dir / "spark" / "warehouse"),
-                                # The Hive metastore (Derby) and its log stay in the lab, not in the cwd.
-                                "spark.hadoop.javax.jdo.option.ConnectionURL":
-                                    f"jdbc:derby:;databaseName={self.lab_dir / 'spark' / 'metastore_db'};create=true",
-                                "spark.driver.extraJavaOptions": f"-Dderby.system.home={self.lab_dir / 'spark'}",
-                                "spark.sql.session.timeZone": "UTC",
-                            },
-                        },
+                        "spark": {"type": "spark", **spark_session_target},
+                        # dbt-spark plus Python models on the same session (dbt/adapters/vcmt_spark).
+                        "vcmt_spark": {"type": "vcmt_spark", **spark_session_target},
                     },
                 }
             },

@@ -1,0 +1,85 @@
+"""Run a compiled dbt Python model on the SparkSession of `method: session`.
+
+The compiled code is the model's source, dbt's `dbtObj` scaffolding and the
+write step rendered by the `py_write_table` macro of this plugin (which ends in
+`save_model_result` below). It runs in this process, on the same session the
+SQL models use, so a Python model and the SQL around it share tables, temp
+views and caches. Only the DataFrame API is used (no SparkContext, no RDDs),
+so the same code can run on a Spark Connect session.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dbt.adapters.base import PythonJobHelper
+from dbt.adapters.spark.connections import SparkConnectionMethod, SparkCredentials
+from dbt_common.exceptions import DbtRuntimeError
+
+
+def spark_session(credentials: SparkCredentials) -> Any:
+    """The session dbt-spark's `method: session` cursor runs SQL on.
+
+    Built exactly like dbt-spark's cursor builds it (Hive support, the
+    profile's server_side_parameters), so getOrCreate returns that same
+    session, or creates it when the Python model is the first thing to run.
+    """
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.enableHiveSupport()
+    for parameter, value in credentials.server_side_parameters.items():
+        builder = builder.config(parameter, value)
+    return builder.getOrCreate()
+
+
+class SessionPythonJobHelper(PythonJobHelper):
+    def __init__(self, parsed_model: dict, credentials: SparkCredentials) -> None:
+        if credentials.method != SparkConnectionMethod.SESSION:
+            raise DbtRuntimeError(
+                f"Python model {parsed_model['alias']}: submission_method 'session' needs a profile with "
+                f"`method: session`, not `{credentials.method}`."
+            )
+        self.credentials = credentials
+        self.parsed_model = parsed_model
+
+    def submit(self, compiled_code: str) -> None:
+        session = spark_session(self.credentials)
+        name = f"<dbt python model {self.parsed_model['schema']}.{self.parsed_model['alias']}>"
+        # A fresh namespace per run: models must not see each other's globals.
+        namespace: dict[str, Any] = {"__name__": "__dbt_python_model__", "spark": session}
+        exec(compile(compiled_code, name, "exec"), namespace)  # noqa: S102 - this is what running a model means
+
+
+def save_model_result(
+    session: Any,
+    df: Any,
+    table: str,
+    file_format: str,
+    partition_by: list[str] | None = None,
+    location: str | None = None,
+) -> None:
+    """Save a model's result as `table`, replacing it, as dbt-spark's SQL `create table ... as` would.
+
+    `partition_by` and `location` apply to the model's own table only; the
+    incremental materialization's `__dbt_tmp` table is a plain managed table
+    (it would otherwise land in the model's own folder).
+    """
+    from pyspark.sql import DataFrame
+
+    if not isinstance(df, DataFrame):
+        try:
+            import pandas
+        except ImportError:  # without pandas, a Spark DataFrame is the only possible result
+            pandas = None
+        if pandas is not None and isinstance(df, pandas.DataFrame):
+            df = session.createDataFrame(df)
+    if not isinstance(df, DataFrame):
+        raise DbtRuntimeError(f"{table}: a Python model must return a Spark or pandas DataFrame, not {type(df)}")
+    writer = df.write.mode("overwrite").format(file_format)
+    if partition_by:
+        # As a SQL model's `partitioned by`. Spark stores partition columns last, and dbt-spark's insert
+        # overwrite does `select *` from the unpartitioned `__dbt_tmp` table: a model returns them last too.
+        writer = writer.partitionBy(*partition_by)
+    if location:
+        writer = writer.option("path", location)
+    writer.saveAsTable(table)

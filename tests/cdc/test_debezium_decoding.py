@@ -1,0 +1,356 @@
+"""vcmt_tools.staging decoding on real Spark, on lines built from the documented encodings.
+
+Each line is a Debezium envelope written here by hand (bare, or wrapped in a
+Kafka Connect `{"schema", "payload"}` with the documented logical types), so
+every expectation is the encoding's definition, not the decoder's output.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from datetime import UTC, date, datetime
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from vcmt_tools.dbt_project import spark_session_parameters
+from vcmt_tools.staging import debezium as dbz
+from vcmt_tools.staging.topic import decode_lines, stage_topic
+
+pytestmark = pytest.mark.spark
+
+
+@pytest.fixture(scope="module")
+def spark(lab_dir: Path):
+    from pyspark.sql import SparkSession
+
+    # The same session parameters as dbt's `method: session` targets, so later dbt tests in this process reuse it.
+    builder = SparkSession.builder.enableHiveSupport()
+    for key, value in spark_session_parameters(lab_dir).items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
+
+
+# -- building lines ----------------------------------------------------------------------------
+
+def b64(unscaled: int) -> str:
+    """Connect's Decimal bytes: the unscaled value, big-endian two's complement, minimal length."""
+    length = max(1, (unscaled + (unscaled < 0)).bit_length() // 8 + 1)
+    return base64.b64encode(unscaled.to_bytes(length, "big", signed=True)).decode()
+
+
+def envelope(op: str = "c", after: dict | None = None, before: dict | None = None, **source: Any) -> dict:
+    src = {"lsn": 100, "ts_ms": 1_700_000_000_000, **source}
+    return {"before": before, "after": after, "source": src, "op": op, "ts_ms": 1_700_000_000_500}
+
+
+def field(name: str, type_: str, logical: str | None = None, **parameters: str) -> dict:
+    f: dict[str, Any] = {"field": name, "type": type_, "optional": True}
+    if logical:
+        f["name"] = logical
+    if parameters:
+        f["parameters"] = parameters
+    return f
+
+
+def wrap(payload: dict | None, fields: list[dict]) -> dict:
+    value = {"type": "struct", "fields": fields, "optional": True, "name": "db.public.t.Value"}
+    schema = {
+        "type": "struct",
+        "name": "db.public.t.Envelope",
+        "fields": [
+            {**value, "field": "before"},
+            {**value, "field": "after"},
+            {"type": "struct", "field": "source", "fields": []},
+            {"type": "string", "field": "op"},
+        ],
+    }
+    return {"schema": schema, "payload": payload}
+
+
+def decode(spark, lines: list[Any], columns: dict[str, str], key=("id",), flavour="postgres",
+           **kw: Any) -> list[dict[str, Any]]:
+    texts = [line if isinstance(line, str) or line is None else json.dumps(line) for line in lines]
+    df = spark.createDataFrame([(t, "f.json", 0) for t in texts], "raw string, _source_file string, _batch_id int")
+    rows = decode_lines(df, flavour, list(key), columns, **kw).collect()
+    return [r.asDict() for r in rows]
+
+
+# -- decimals ----------------------------------------------------------------------------------
+
+def test_decimal_bytes_with_scale_from_schema_or_declared(spark) -> None:
+    fields = [field("id", "int64"), field("amount", "bytes", dbz._DECIMAL_LOGICAL, scale="2")]
+    big = -(10**37) + 7  # 16 bytes: the widest DECIMAL(38) value
+    rows = decode(spark, [
+        wrap(envelope(after={"id": 1, "amount": "/w=="}), fields),  # -1 at scale 2 (the documented example)
+        wrap(envelope(after={"id": 2, "amount": b64(12345)}), fields),
+        envelope(after={"id": 3, "amount": "/w=="}),  # no schema: the declared scale (2)
+        envelope(after={"id": 4, "amount": b64(-12345)}),
+        envelope(after={"id": 5, "amount": b64(0)}),
+        envelope(after={"id": 6, "amount": b64(127)}),
+        envelope(after={"id": 7, "amount": b64(128)}),  # needs a leading 0x00 byte
+        envelope(after={"id": 8, "amount": b64(-32768)}),
+    ], {"id": "bigint", "amount": "decimal(12,2)"})
+    got = {r["id"]: r["amount"] for r in rows}
+    assert got == {1: Decimal("-0.01"), 2: Decimal("123.45"), 3: Decimal("-0.01"), 4: Decimal("-123.45"),
+                   5: Decimal("0.00"), 6: Decimal("1.27"), 7: Decimal("1.28"), 8: Decimal("-327.68")}
+    assert all(r["_kind"] == "change" and r["_reason"] is None for r in rows)
+
+    rows = decode(spark, [envelope(after={"id": 1, "amount": b64(big)})], {"id": "bigint", "amount": "decimal(38,0)"})
+    assert rows[0]["amount"] == Decimal(big)
+
+
+def test_schema_scale_wins_over_declared_scale(spark) -> None:
+    """The schema says the bytes are at scale 3; the declared decimal(12,2) only rounds the result."""
+    fields = [field("id", "int64"), field("amount", "bytes", dbz._DECIMAL_LOGICAL, scale="3")]
+    rows = decode(spark, [wrap(envelope(after={"id": 1, "amount": b64(12345)}), fields)],
+                  {"id": "bigint", "amount": "decimal(12,3)"})
+    assert rows[0]["amount"] == Decimal("12.345")
+
+
+def test_variable_scale_struct_string_and_double_modes(spark) -> None:
+    declared = {"id": "bigint", "amount": "decimal(20,4)"}
+    rows = decode(spark, [
+        # io.debezium.data.VariableScaleDecimal (unconstrained NUMERIC): scale travels with each value.
+        envelope(after={"id": 1, "amount": {"scale": 3, "value": b64(12345)}}),
+        envelope(after={"id": 2, "amount": {"scale": 0, "value": b64(-7)}}),
+        # decimal.handling.mode=double: a JSON number.
+        envelope(after={"id": 3, "amount": 12.5}),
+    ], declared)
+    assert {r["id"]: r["amount"] for r in rows} == {1: Decimal("12.345"), 2: Decimal("-7"), 3: Decimal("12.5")}
+
+    # decimal.handling.mode=string: with a schema the field's type says so; without one, the declared mode.
+    fields = [field("id", "int64"), field("amount", "string")]
+    rows = decode(spark, [wrap(envelope(after={"id": 1, "amount": "-12.3400"}), fields)], declared)
+    assert rows[0]["amount"] == Decimal("-12.34")
+    rows = decode(spark, [envelope(after={"id": 1, "amount": "99.5"})], declared, decimal_handling="string")
+    assert rows[0]["amount"] == Decimal("99.5")
+    # A double column: a JSON number as it is; Decimal bytes at the schema's scale.
+    rows = decode(spark, [envelope(after={"id": 1, "amount": 12.5})], {"id": "bigint", "amount": "double"},
+                  decimal_handling="double")
+    assert rows[0]["amount"] == 12.5
+    fields = [field("id", "int64"), field("amount", "bytes", dbz._DECIMAL_LOGICAL, scale="2")]
+    rows = decode(spark, [wrap(envelope(after={"id": 1, "amount": "/w=="}), fields)], {"id": "bigint", "amount": "double"})
+    assert rows[0]["amount"] == -0.01
+
+
+# -- times -------------------------------------------------------------------------------------
+
+def test_timestamps_dates_and_times_by_logical_type(spark) -> None:
+    t = datetime(2026, 11, 22, 10, 15, 30, 123456, tzinfo=UTC)
+    micros = int(t.timestamp()) * 1_000_000 + 123456
+    fields = [
+        field("id", "int64"),
+        field("ms", "int64", "io.debezium.time.Timestamp"),
+        field("us", "int64", "io.debezium.time.MicroTimestamp"),
+        field("ns", "int64", "io.debezium.time.NanoTimestamp"),
+        field("zoned", "string", "io.debezium.time.ZonedTimestamp"),
+        field("day", "int32", "io.debezium.time.Date"),
+        field("tod_ms", "int32", "io.debezium.time.Time"),
+        field("tod_us", "int64", "io.debezium.time.MicroTime"),
+    ]
+    after = {"id": 1, "ms": micros // 1000, "us": micros, "ns": micros * 1000 + 789, "zoned": "2026-11-22T10:15:30.123456Z",
+             "day": -1, "tod_ms": 3_723_004, "tod_us": 3_723_004_005}
+    declared = {"id": "bigint", "ms": "timestamp", "us": "timestamp", "ns": "timestamp", "zoned": "timestamp",
+                "day": "date", "tod_ms": "time", "tod_us": "time"}
+    (row,) = decode(spark, [wrap(envelope(after=after), fields)], declared)
+    assert row["ms"] == t.replace(microsecond=123000).replace(tzinfo=None)
+    assert row["us"] == row["ns"] == row["zoned"] == t.replace(tzinfo=None)
+    assert row["day"] == date(1969, 12, 31)
+    assert (row["tod_ms"], row["tod_us"]) == (3_723_004_000, 3_723_004_005)
+
+    # Without a schema the declared unit decides.
+    (bare,) = decode(spark, [envelope(after={k: v for k, v in after.items() if k != "zoned"})], {
+        "id": "bigint", "ms": "timestamp_millis", "us": "timestamp_micros", "ns": "timestamp_nanos", "day": "date",
+        "tod_ms": "time_millis", "tod_us": "time_micros"})
+    assert {k: bare[k] for k in ("ms", "us", "ns", "day", "tod_ms", "tod_us")} == {
+        k: row[k] for k in ("ms", "us", "ns", "day", "tod_ms", "tod_us")}
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("2026-11-22T10:15:30Z", datetime(2026, 11, 22, 10, 15, 30)),
+    ("2026-11-22T10:15:30.1Z", datetime(2026, 11, 22, 10, 15, 30, 100000)),
+    ("2026-11-22T10:15:30.123Z", datetime(2026, 11, 22, 10, 15, 30, 123000)),
+    ("2026-11-22T10:15:30.123456Z", datetime(2026, 11, 22, 10, 15, 30, 123456)),
+    ("2026-11-22T12:15:30.5+02:00", datetime(2026, 11, 22, 10, 15, 30, 500000)),
+    ("1960-01-01T00:00:00Z", datetime(1960, 1, 1)),
+])
+def test_zoned_timestamp_fraction_widths_and_offsets(spark, text: str, expected: datetime) -> None:
+    (row,) = decode(spark, [envelope(after={"id": 1, "ts": text})], {"id": "bigint", "ts": "timestamp"})
+    assert row["ts"] == expected and row["_reason"] is None
+
+
+def test_out_of_range_timestamp_is_wrong_type_not_a_failure(spark) -> None:
+    rows = decode(spark, [envelope(after={"id": 1, "ts": 10**18})], {"id": "bigint", "ts": "timestamp_millis"})
+    assert rows[0]["_kind"] == "malformed" and rows[0]["_reason"] == "wrong_type"
+
+
+# -- other types -------------------------------------------------------------------------------
+
+def test_booleans_uuid_json_and_bytes(spark) -> None:
+    fields = [field("id", "int64"), field("ok", "boolean"), field("u", "string", "io.debezium.data.Uuid"),
+              field("doc", "string", "io.debezium.data.Json"), field("blob", "bytes")]
+    after = {"id": 1, "ok": True, "u": "4f1c2e8a-0000-4000-8000-000000000001", "doc": '{"a": [1, 2]}',
+             "blob": base64.b64encode(b"\x00\xff").decode()}
+    (row,) = decode(spark, [wrap(envelope(after=after), fields)],
+                    {"id": "bigint", "ok": "boolean", "u": "uuid", "doc": "json", "blob": "binary"})
+    assert (row["ok"], row["u"], row["doc"], bytes(row["blob"])) == (
+        True, after["u"], '{"a": [1, 2]}', b"\x00\xff")
+
+
+# -- envelopes and event kinds -----------------------------------------------------------------
+
+def test_wrapped_and_bare_envelopes_stage_the_same(spark) -> None:
+    declared = {"id": "bigint", "name": "string"}
+    e = envelope(after={"id": 1, "name": "a"}, lsn=42)
+    rows = decode(spark, [e, wrap(e, [field("id", "int64"), field("name", "string")])], declared)
+    strip = [{k: v for k, v in r.items() if k not in ("_raw",)} for r in rows]
+    assert strip[0] == strip[1]
+    assert (rows[0]["_version"], rows[0]["sign"], rows[0]["_op"]) == (42 * 2 + 1, 1, "c")
+    assert rows[0]["_source_ts"] == datetime(2023, 11, 14, 22, 13, 20)
+
+
+def test_every_kind_is_recognised(spark) -> None:
+    lines = [
+        envelope(after={"id": 1, "name": "a"}),
+        "",  # tombstone as the S3 sink may land it
+        "null",  # tombstone as JSON
+        wrap(None, []),  # tombstone with schemas enabled
+        {"ts_ms": 1_700_000_000_000},  # heartbeat
+        wrap({"ts_ms": 1}, []) | {"schema": {"type": "struct", "name": "io.debezium.connector.common.Heartbeat"}},
+        {"status": "BEGIN", "id": "571:53195829", "event_count": None, "data_collections": None, "ts_ms": 1},
+        {"status": "END", "id": "571:53195829", "event_count": 2, "data_collections": [], "ts_ms": 1},
+        {"source": {}, "databaseName": "db", "ddl": "ALTER TABLE t ADD c INT", "tableChanges": []},
+        envelope(op="m", after=None) | {"message": {"prefix": "p", "content": "eA=="}},
+        envelope(op="t", after=None),
+        "{not json",
+        envelope(op="x", after={"id": 1}),
+        {"hello": "world", "more": 1},
+    ]
+    rows = decode(spark, lines, {"id": "bigint", "name": "string"})
+    kinds = [(r["_kind"], r["_reason"]) for r in rows]
+    assert kinds == [
+        ("change", None), ("tombstone", None), ("tombstone", None), ("tombstone", None),
+        ("heartbeat", None), ("heartbeat", None), ("transaction", None), ("transaction", None),
+        ("schema_change", None), ("message", None), ("truncate", None),
+        ("malformed", "bad_json"), ("malformed", "unknown_op"), ("malformed", "unknown_op"),
+    ]
+    # Raw text is kept for what needs a look (malformed, truncate), typed values only for changes.
+    assert [r["_raw"] is not None for r in rows] == [False] * 10 + [True] * 4
+    assert all(r["id"] is None and r["sign"] is None for r in rows[1:])
+
+
+def test_quarantine_reasons_in_order(spark) -> None:
+    rows = decode(spark, [
+        envelope(after={"name": "no key"}),
+        envelope(after=None),
+        envelope(after={"id": 1}, lsn=None),
+        {k: v for k, v in envelope(after={"id": 1}).items() if k != "source"},
+        envelope(after={"id": "not a number"}),
+        envelope(after={"id": 1, "n": "x"}),
+        envelope(after={"id": 1}, lsn=-5),
+    ], {"id": "bigint", "n": "int"})
+    assert [r["_reason"] for r in rows] == [
+        "null_key", "null_key", "null_version", "null_version", "wrong_type", "wrong_type", "version_out_of_range"]
+    assert all(r["_kind"] == "malformed" and r["_raw"] for r in rows)
+
+
+def test_primary_key_change(spark) -> None:
+    """Debezium sends a PK change as a delete of the old key, a tombstone and a create of the new key."""
+    rows = decode(spark, [
+        envelope(op="d", before={"id": 1, "name": "a"}, after=None, lsn=500),
+        "",
+        envelope(op="c", before=None, after={"id": 2, "name": "a"}, lsn=500),
+    ], {"id": "bigint", "name": "string"})
+    assert [(r["_kind"], r["id"], r["sign"]) for r in rows] == [("change", 1, -1), ("tombstone", None, None),
+                                                                 ("change", 2, 1)]
+
+
+# -- unavailable values (TOAST) ----------------------------------------------------------------
+
+def test_unavailable_value_is_never_a_value(spark) -> None:
+    fields = [field("id", "int64"), field("note", "string"), field("blob", "bytes")]
+    rows = decode(spark, [
+        envelope(op="u", after={"id": 1, "note": dbz.UNAVAILABLE, "blob": dbz.UNAVAILABLE_BASE64}),
+        wrap(envelope(op="u", after={"id": 2, "note": dbz.UNAVAILABLE, "blob": None}), fields),
+        envelope(op="u", after={"id": 3, "note": None, "blob": None}),
+        envelope(op="u", after={"id": dbz.UNAVAILABLE}),
+    ], {"id": "bigint", "note": "string", "blob": "binary"}, key=("id",))
+    assert [(r["id"], r["note"], r["blob"], r["_unavailable"]) for r in rows[:3]] == [
+        (1, None, None, ["note", "blob"]), (2, None, None, ["note"]), (3, None, None, [])]
+    assert all(r["_reason"] is None for r in rows[:3])
+    # A key is never unavailable in Debezium; if it were, it is no key.
+    assert (rows[3]["_kind"], rows[3]["_reason"]) == ("malformed", "null_key")
+
+
+# -- versions ----------------------------------------------------------------------------------
+
+def test_postgres_version_orders_snapshot_before_change_at_same_lsn(spark) -> None:
+    rows = decode(spark, [
+        envelope(op="r", after={"id": 1}, lsn=1000, snapshot="true"),
+        envelope(op="r", after={"id": 2}, lsn=1000, snapshot="last"),
+        envelope(op="u", after={"id": 1}, lsn=1000),
+        envelope(op="u", after={"id": 1}, lsn=1001),
+        envelope(op="u", after={"id": 1}, lsn=dbz.LSN_MAX),
+    ], {"id": "bigint"})
+    versions = [r["_version"] for r in rows]
+    assert versions[0] == versions[1] == 2000 and versions[2] == 2001 and versions[3] == 2003
+    assert versions[4] == dbz.LSN_MAX * 2 + 1 == 2**63 - 1
+
+
+def test_mysql_version_packs_file_pos_row(spark) -> None:
+    def src(file: str | None, pos: int | None, row: int = 0) -> dict:
+        return {"file": file, "pos": pos, "row": row, "lsn": None, "server_id": 1}
+
+    rows = decode(spark, [
+        envelope(after={"id": 1}, **src("mysql-bin.000003", 154, 2)),
+        envelope(after={"id": 1}, **src("mysql-bin.000003", 154, 3)),
+        envelope(after={"id": 1}, **src("mysql-bin.000003", 4_294_967_295, 4095)),
+        envelope(after={"id": 1}, **src("mysql-bin.000004", 4, 0)),
+        envelope(after={"id": 1}, **src("mysql-bin.524287", 4_294_967_295, 4095)),
+        envelope(after={"id": 1}, **src("mysql-bin.000004", 4, 4096)),
+        envelope(after={"id": 1}, **src("mysql-bin.524288", 4, 0)),
+        envelope(after={"id": 1}, **src(None, 4, 0)),
+    ], {"id": "bigint"}, flavour="mysql")
+    v = [r["_version"] for r in rows]
+    assert v[0] == (3 << 44) | (154 << 12) | 2
+    assert v[0] < v[1] < v[2] < v[3] < v[4] == 2**63 - 1
+    assert [r["_reason"] for r in rows[5:]] == ["version_out_of_range", "version_out_of_range", "null_version"]
+
+
+# -- reading a topic ---------------------------------------------------------------------------
+
+def test_stage_topic_reads_only_new_batches(spark, tmp_path: Path, capsys) -> None:
+    for batch, ids in ((0, [1, 2]), (1, [3])):
+        folder = tmp_path / "orders" / f"_batch_id={batch}"
+        folder.mkdir(parents=True)
+        (folder / "orders+0+0.json").write_text(
+            "\n".join(json.dumps(envelope(after={"id": i, "amount": b64(i * 100)}, lsn=i)) for i in ids) + "\n")
+    columns = {"id": "bigint", "amount": "decimal(12,2)"}
+    df = stage_topic(spark, str(tmp_path / "orders"), "postgres", ["id"], columns)
+    assert df.columns[-1] == "_batch_id"
+    assert sorted((r.id, r.amount, r._batch_id) for r in df.collect()) == [
+        (1, Decimal("1.00"), 0), (2, Decimal("2.00"), 0), (3, Decimal("3.00"), 1)]
+    new = stage_topic(spark, str(tmp_path / "orders"), "postgres", ["id"], columns, exclude_batches=[0])
+    assert [(r.id, r._source_file) for r in new.collect()] == [(3, "orders+0+0.json")]
+    # The excluded batch's folder is pruned from the scan, not filtered after reading it.
+    capsys.readouterr()
+    new.explain()
+    plan = capsys.readouterr().out
+    assert "PartitionFilters: [" in plan and "_batch_id" in plan.split("PartitionFilters: [", 1)[1].split("]", 1)[0]
+    # Each line is parsed once in the executed plan, however many columns read from it.
+    assert plan.count("parseJson(") == 1, plan
+
+
+def test_staging_code_uses_only_the_dataframe_api() -> None:
+    """No Python UDFs on the hot path, and nothing that needs a local SparkContext (Spark Connect)."""
+    root = Path(__file__).resolve().parents[2]
+    sources = [*(root / "vcmt_tools" / "staging").glob("*.py"), *(root / "dbt" / "adapters" / "vcmt_spark").glob("*.py")]
+    assert len(sources) >= 6
+    for path in sources:
+        text = path.read_text()
+        for word in ("udf", "sparkContext", ".rdd", "mapInPandas", "applyInPandas", "_jdf", "_jvm"):
+            assert word not in text, f"{path.name} uses {word}"

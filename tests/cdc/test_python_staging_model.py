@@ -1,0 +1,114 @@
+"""A Python staging model built on `stage_topic`, run by dbt on the `vcmt_spark` session target.
+
+Two landing batches, two `dbt run`s: the second stages only the new batch
+(the first batch's raw file is changed in between and must not be read
+again), and a SQL model reads the change events from the Python model's
+table in the same run.
+"""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from tests.cdc.test_debezium_decoding import b64, envelope
+from tests.conftest import make_project
+from vcmt_tools.staging import debezium as dbz
+
+pytestmark = pytest.mark.spark
+
+MODEL = '''
+from vcmt_tools.staging import stage_topic, staged_batches
+
+
+def model(dbt, session):
+    dbt.config(
+        materialized="incremental",
+        incremental_strategy="insert_overwrite",
+        file_format="parquet",
+        partition_by=["_batch_id"],
+    )
+    # Batches this table holds already are not read again (partition pruning on the raw folders).
+    done = staged_batches(session, str(dbt.this)) if dbt.is_incremental else []
+    return stage_topic(
+        session,
+        topic_path=dbt.config.meta_get("topic_path"),
+        flavour="postgres",
+        key=["id"],
+        columns={"id": "bigint", "amount": "decimal(12,2)", "note": "string", "created_at": "timestamp_millis"},
+        exclude_batches=done,
+    )
+'''
+
+
+def _land(lake: Path, batch: int, lines: list) -> Path:
+    folder = lake / "raw" / "orders" / f"_batch_id={batch}"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"orders+0+{batch * 100}.json"
+    path.write_text("\n".join(x if isinstance(x, str) else json.dumps(x) for x in lines) + "\n")
+    return path
+
+
+def test_python_staging_model_incremental_by_batch(tmp_path_factory, chdb_path: Path, lab_dir: Path,
+                                                   monkeypatch) -> None:
+    from pyspark.sql import SparkSession
+
+    root = tmp_path_factory.mktemp("python_staging")
+    lake = root / "lake"
+    proj = make_project(root / "proj", "python_staging", chdb_path, lab_dir)
+    proj.write("models/stg_orders_py.py", MODEL)
+    proj.write("models/_models.yml", f"""
+        version: 2
+        models:
+          - name: stg_orders_py
+            config:
+              location_root: "{lake / 'staged'}"
+              meta:
+                topic_path: "{lake / 'raw' / 'orders'}"
+    """)
+    proj.model("orders_changes", """
+        {{ config(materialized='view') }}
+        select id, amount, note, _version, sign from {{ ref('stg_orders_py') }} where _kind = 'change'
+    """)
+    ms = 1_700_000_000_000
+    first = _land(lake, 0, [
+        envelope(op="r", after={"id": 1, "amount": b64(1000), "note": "a", "created_at": ms}, lsn=10),
+        envelope(op="c", after={"id": 2, "amount": "/w==", "note": None, "created_at": ms}, lsn=11),
+        "",
+        "{broken",
+    ])
+    monkeypatch.chdir(lab_dir)
+    proj.dbt("run", target="vcmt_spark")
+    # Batch 0 is staged; if it were read again, this extra line would show up.
+    first.write_text(first.read_text() + json.dumps(envelope(after={"id": 99}, lsn=99)) + "\n")
+    _land(lake, 1, [
+        envelope(op="u", after={"id": 1, "amount": b64(1500), "note": dbz.UNAVAILABLE, "created_at": ms}, lsn=20),
+        envelope(op="d", before={"id": 2, "amount": None, "note": None, "created_at": None}, after=None, lsn=21),
+        envelope(op="t", after=None, lsn=22),
+    ])
+    proj.dbt("run", target="vcmt_spark")
+
+    spark = SparkSession.builder.getOrCreate()
+    rows = spark.table(f"{proj.schema}.stg_orders_py").collect()
+    by_batch = sorted((r._batch_id, r._kind, r._reason, r.id) for r in rows)
+    assert by_batch == [
+        (0, "change", None, 1), (0, "change", None, 2), (0, "malformed", "bad_json", None), (0, "tombstone", None, None),
+        (1, "change", None, 1), (1, "change", None, 2), (1, "truncate", None, None),
+    ]
+    changes = sorted((tuple(r) for r in spark.table(f"{proj.schema}.orders_changes").collect()),
+                     key=lambda r: (r[0], r[3]))
+    assert changes == [
+        (1, Decimal("10.00"), "a", 20, 1),
+        (1, Decimal("15.00"), None, 41, 1),  # the TOAST placeholder (note) is NULL, never a value
+        (2, Decimal("-0.01"), None, 23, 1),
+        (2, None, None, 43, -1),
+    ]
+    unavailable = [r._unavailable for r in rows if r._kind == "change" and r._batch_id == 1 and r.id == 1]
+    assert unavailable == [["note"]]
+    # The model's table is Parquet under location_root/<model>/_batch_id=N, as the SQL staging models write.
+    assert sorted(p.name for p in (lake / "staged" / "stg_orders_py").iterdir() if p.is_dir()) == [
+        "_batch_id=0", "_batch_id=1"]
+    proj.close()

@@ -1,0 +1,10 @@
+"""Python staging of Debezium change events on Spark (docs/staging.md).
+
+`debezium` holds the decoding, as PySpark Column expressions only (no UDFs, no
+SparkContext, so it runs on classic Spark and on Spark Connect); `topic` holds
+`stage_topic`, the declared-columns API a Python staging model calls.
+"""
+
+from vcmt_tools.staging.topic import stage_topic, staged_batches
+
+__all__ = ["stage_topic", "staged_batches"]
