@@ -40,20 +40,21 @@
   {%- set as_list = [] -%}
   {%- for opt in ['partition_by', 'order_by', 'primary_key'] if cfg[opt] -%}
     {%- set value = cfg[opt] if cfg[opt] is string else cfg[opt] | join(', ') -%}
-    {%- set clause = {'partition_by': 'partition by (' ~ value ~ ') order by tuple()',
-                      'order_by': 'order by (' ~ value ~ ')',
-                      'primary_key': 'order by tuple() primary key (' ~ value ~ ')'}[opt] -%}
+    {%- set text = vcmt._user_sql(value) -%}
+    {%- set clause = {'partition_by': 'partition by (' ~ text ~ ') order by tuple()',
+                      'order_by': 'order by (' ~ text ~ ')',
+                      'primary_key': 'order by tuple() primary key (' ~ text ~ ')'}[opt] -%}
     {%- do probes.append(('`' ~ opt ~ "` (" ~ value ~ ")", table ~ clause, 'fix `' ~ opt ~ '`')) -%}
   {%- endfor -%}
   {%- if cfg.ttl -%}
-    {%- do probes.append(('`ttl` (' ~ cfg.ttl ~ ')', table ~ 'order by tuple() ttl ' ~ cfg.ttl, 'fix `ttl`')) -%}
+    {%- do probes.append(('`ttl` (' ~ cfg.ttl ~ ')', table ~ 'order by tuple() ttl ' ~ vcmt._user_sql(cfg.ttl), 'fix `ttl`')) -%}
   {%- endif -%}
   {%- for column, policy in cfg.merge.items() if '{old}' in policy or '{new}' in policy -%}
-    {%- do probes.append(("`merge` for column `" ~ column ~ "` (" ~ policy ~ ")", 'select (' ~ policy | replace('{old}', 'old') | replace('{new}', 'new') ~ ')',
+    {%- do probes.append(("`merge` for column `" ~ column ~ "` (" ~ policy ~ ")", 'select (' ~ vcmt._user_sql(policy | replace('{old}', 'old') | replace('{new}', 'new')) ~ ')',
                           "fix the expression: any SQL using {old} (the stored value) and {new} (the event's), e.g. '{old} + {new}'")) -%}
   {%- endfor -%}
   {%- for p in cfg.projections -%}
-    {%- do probes.append(('projection `' ~ p['name'] ~ '` (' ~ p['query'] ~ ')', 'create table t (x Int8, projection p (' ~ p['query'] ~ ')) engine = MergeTree order by tuple()', 'fix its `query`')) -%}
+    {%- do probes.append(('projection `' ~ p['name'] ~ '` (' ~ p['query'] ~ ')', 'create table t (x Int8, projection p (' ~ vcmt._user_sql(p['query']) ~ ')) engine = MergeTree order by tuple()', 'fix its `query`')) -%}
   {%- endfor -%}
   {%- if not probes -%}{{ return(none) }}{%- endif -%}
   {%- set parts = [] -%}
@@ -90,12 +91,12 @@
   {%- set probes = [] -%}
   {%- for opt in ['partition_by', 'order_by', 'primary_key'] if opt in options and cfg[opt] -%}
     {%- set value = cfg[opt] if cfg[opt] is string else cfg[opt] | join(', ') -%}
-    {%- do probes.append('(' ~ value ~ ') as `vcmt_upsert: ' ~ opt ~ '`') -%}
+    {%- do probes.append('(' ~ vcmt._user_sql(value) ~ ') as `vcmt_upsert: ' ~ opt ~ '`') -%}
   {%- endfor -%}
   {%- if 'merge' in options -%}
     {%- for column, policy in cfg.merge.items() if '{old}' in policy or '{new}' in policy -%}
       {%- set col = 'n.' ~ vcmt._quote(column) -%}
-      {%- do probes.append('(' ~ policy | replace('{old}', col) | replace('{new}', col) ~ ') as `vcmt_upsert: merge for column ' ~ column ~ '`') -%}
+      {%- do probes.append('(' ~ vcmt._user_sql(policy | replace('{old}', col) | replace('{new}', col)) ~ ') as `vcmt_upsert: merge for column ' ~ column ~ '`') -%}
     {%- endfor -%}
   {%- endif -%}
   {%- if probes -%}
