@@ -49,6 +49,9 @@
   {%- if cfg.ttl -%}
     {%- do probes.append(('`ttl` (' ~ cfg.ttl ~ ')', table ~ 'order by tuple() ttl ' ~ vcmt._user_sql(cfg.ttl), 'fix `ttl`')) -%}
   {%- endif -%}
+  {%- if cfg.truncate_when -%}
+    {%- do probes.append(('`truncate_when` (' ~ cfg.truncate_when ~ ')', 'select (' ~ vcmt._user_sql(cfg.truncate_when) ~ ')', "fix the condition: any SQL over the SELECT's columns, e.g. `_op = 't'`")) -%}
+  {%- endif -%}
   {%- for column, policy in cfg.merge.items() if '{old}' in policy or '{new}' in policy -%}
     {%- do probes.append(("`merge` for column `" ~ column ~ "` (" ~ policy ~ ")", 'select (' ~ vcmt._user_sql(policy | replace('{old}', 'old') | replace('{new}', 'new')) ~ ')',
                           "fix the expression: any SQL using {old} (the stored value) and {new} (the event's), e.g. '{old} + {new}'")) -%}
@@ -75,7 +78,7 @@
   {%- do vcmt._drop_check_relations(chk) -%}
   {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': checking the table and its views with ClickHouse on temporary tables; nothing is created or changed until this passes', info=true) }}
   {%- call statement('vcmt_check_stage') -%}{{ vcmt._as_temporary(vcmt.create_stage_sql(chk.stage, columns)) }}{%- endcall -%}
-  {%- do vcmt._check_expressions_on(cfg, chk.stage, ['partition_by', 'order_by', 'primary_key', 'merge']) -%}
+  {%- do vcmt._check_expressions_on(cfg, chk.stage, ['partition_by', 'order_by', 'primary_key', 'merge', 'truncate_when']) -%}
   {%- call statement('vcmt_check_target') -%}{{ vcmt._as_temporary(vcmt.create_target_sql(cfg, chk.target, columns)) }}{%- endcall -%}
   {%- do vcmt._check_views(cfg, chk, columns) -%}
   {%- do vcmt._drop_check_relations(chk) -%}
@@ -99,6 +102,9 @@
       {%- do probes.append('(' ~ vcmt._user_sql(policy | replace('{old}', col) | replace('{new}', col)) ~ ') as `vcmt_upsert: merge for column ' ~ column ~ '`') -%}
     {%- endfor -%}
   {%- endif -%}
+  {%- if 'truncate_when' in options and cfg.truncate_when -%}
+    {%- do probes.append('(' ~ vcmt._user_sql(cfg.truncate_when) ~ ') as `vcmt_upsert: truncate_when`') -%}
+  {%- endif -%}
   {%- if probes -%}
     {%- call statement('vcmt_check_expressions') -%}select {{ probes | join(', ') }} from {{ stage }} as n{%- endcall -%}
   {%- endif -%}
@@ -116,7 +122,7 @@
   {%- set chk = vcmt._check_relations(objs) -%}
   {%- do vcmt._drop_check_relations(chk) -%}
   {%- call statement('vcmt_check_stage') -%}{{ vcmt._as_temporary(vcmt.create_stage_sql(chk.stage, plan.columns)) }}{%- endcall -%}
-  {%- do vcmt._check_expressions_on(cfg, chk.stage, ['merge']) -%}
+  {%- do vcmt._check_expressions_on(cfg, chk.stage, ['merge', 'truncate_when']) -%}
   {%- set create_query = found[objs.target.identifier].create_table_query -%}
   {%- set name = '(`(?:[^`\\\\]|\\\\.)*`|[^\\s`(.]+)' -%}
   {%- set prefix = '^CREATE TABLE ' ~ name ~ '\\.' ~ name ~ '\\s*' -%}

@@ -86,8 +86,28 @@
   {%- set insert_settings = source.get('insert_settings', {}) or {} -%}
   {%- do vcmt._validate_insert_settings(insert_settings) -%}
 
+  {%- set truncate_when = source.get('truncate_when') -%}
+  {%- if truncate_when is not none and (truncate_when is not string or truncate_when | trim == '') -%}
+    {{ exceptions.raise_compiler_error(name ~ ": `truncate_when` must be a SQL condition over the SELECT's columns that marks truncate events (e.g. `_kind = 'truncate'`); got `" ~ truncate_when ~ "`.") }}
+  {%- endif -%}
+
+  {%- set unavailable = source.get('unavailable_column') -%}
+  {%- if unavailable is not none -%}
+    {%- if unavailable is not string or unavailable | trim == '' -%}
+      {{ exceptions.raise_compiler_error(name ~ ": `unavailable_column` must be the name of an Array(String) column of the SELECT listing the columns an event did not send (e.g. '_unavailable'); got `" ~ unavailable ~ "`.") }}
+    {%- endif -%}
+    {%- if unavailable in keys or unavailable in [version, sign] -%}
+      {{ exceptions.raise_compiler_error(name ~ ": `unavailable_column` `" ~ unavailable ~ "` cannot also be the key, `version` or `sign` column.") }}
+    {%- endif -%}
+    {%- if unavailable in merge -%}
+      {{ exceptions.raise_compiler_error(name ~ ": `merge` cannot set a policy for `" ~ unavailable ~ "`: it is the `unavailable_column`, which always holds the last applied event's list.") }}
+    {%- endif -%}
+  {%- endif -%}
+
   {%- set foldable = [] -%}
   {%- for policy in merge.values() if policy != 'replace' -%}{%- do foldable.append(policy) -%}{%- endfor -%}
+  {#- With unsent columns a key's last event is not its whole state. -#}
+  {%- if unavailable -%}{%- do foldable.append('unavailable_column') -%}{%- endif -%}
 
   {{ return({
       'key_columns': keys,
@@ -106,6 +126,8 @@
       'watermark': watermark,
       'foldable': foldable | length == 0 and delete_mode == 'versioned',
       'insert_settings': insert_settings,
+      'truncate_when': truncate_when,
+      'unavailable_column': unavailable,
   }) }}
 {% endmacro %}
 

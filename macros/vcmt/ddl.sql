@@ -128,6 +128,19 @@
 {% endmacro %}
 
 
+{#- The truncates applied to the model (`truncate_when`): every row at or
+    below the highest `version` was deleted, and events at or below it are
+    ignored. Versions are kept as text, read as the version column's type. -#}
+{% macro create_truncates_sql(relation) %}
+  create table {{ relation }} {{ on_cluster_clause(relation) }} (
+    version String,
+    applied_at DateTime64(3),
+    invocation_id String,
+    rows_deleted UInt64
+  ) engine = MergeTree order by applied_at
+{% endmacro %}
+
+
 {% macro create_view_sql(relation, to_relation, select_sql) %}
   create materialized view {{ relation }} {{ on_cluster_clause(relation) }}
   to {{ to_relation }}

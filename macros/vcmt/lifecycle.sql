@@ -56,6 +56,7 @@
   {%- call statement('vcmt_create_tombstones') -%}{{ vcmt.create_tombstones_sql(cfg, objs.tombstones, columns) }}{%- endcall -%}
   {%- call statement('vcmt_create_applied') -%}{{ vcmt.create_applied_sql(objs.applied) }}{%- endcall -%}
   {%- call statement('vcmt_create_loads') -%}{{ vcmt.create_loads_sql(objs.loads) }}{%- endcall -%}
+  {%- call statement('vcmt_create_truncates') -%}{{ vcmt.create_truncates_sql(objs.truncates) }}{%- endcall -%}
   {%- for role, to, select_sql in vcmt._views(cfg, objs, columns) -%}
     {%- if role == 'transform' -%}
       {%- call statement('vcmt_create_stage') -%}
@@ -97,9 +98,10 @@
   {%- call statement('vcmt_new_tombstones') -%}{{ vcmt.create_tombstones_sql(cfg, new.tombstones, columns) }}{%- endcall -%}
   {%- call statement('vcmt_new_applied') -%}{{ vcmt.create_applied_sql(new.applied) }}{%- endcall -%}
   {%- call statement('vcmt_new_loads') -%}{{ vcmt.create_loads_sql(new.loads) }}{%- endcall -%}
+  {%- call statement('vcmt_new_truncates') -%}{{ vcmt.create_truncates_sql(new.truncates) }}{%- endcall -%}
   {%- call statement('vcmt_new_stage') -%}{{ vcmt.create_stage_sql(new.stage, columns) }}{%- endcall -%}
   {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': full refresh: new tables built, swapping them in', info=true) }}
-  {%- for role in ['tombstones', 'applied', 'loads', 'target', 'stage'] -%}
+  {%- for role in ['tombstones', 'applied', 'loads', 'truncates', 'target', 'stage'] -%}
     {%- call statement('vcmt_swap_' ~ role) -%}
       {%- if objs[role].identifier in found %}
       exchange tables {{ new[role] }} and {{ objs[role] }} {{ on_cluster_clause(objs[role]) }}
@@ -175,7 +177,8 @@
   {%- for role, create_sql in [
         ('tombstones', vcmt.create_tombstones_sql(cfg, objs.tombstones, columns)),
         ('applied', vcmt.create_applied_sql(objs.applied)),
-        ('loads', vcmt.create_loads_sql(objs.loads))] -%}
+        ('loads', vcmt.create_loads_sql(objs.loads)),
+        ('truncates', vcmt.create_truncates_sql(objs.truncates))] -%}
     {%- if objs[role].identifier not in found -%}
       {%- call statement('vcmt_create_' ~ role) -%}{{ create_sql }}{%- endcall -%}
     {%- endif -%}
@@ -231,5 +234,8 @@
       n.events ~ ' events (' ~ n.upserts ~ ' upserts, ' ~ n.deletes ~ ' deletes); '
       ~ n.superseded ~ ' superseded in batch; ' ~ n.fed ~ ' applied in ' ~ n.rounds ~ ' round(s): '
       ~ n.inserted ~ ' inserted, ' ~ n.updated ~ ' updated, ' ~ n.deleted ~ ' deleted, '
-      ~ n.skipped ~ ' skipped as stale or duplicate; ' ~ n.rows_written ~ ' rows written') }}
+      ~ n.skipped ~ ' skipped as stale or duplicate; ' ~ n.rows_written ~ ' rows written'
+      ~ ('; ' ~ n.truncates ~ ' truncate(s): ' ~ n.truncated_rows ~ ' rows at or below version ' ~ n.truncated_to ~ ' deleted' if n.truncated_to is not none else '')
+      ~ ('; ' ~ n.truncates ~ ' truncate(s) already applied' if n.truncates > 0 and n.truncated_to is none else '')
+      ~ ('; ' ~ n.ignored_below_truncate ~ ' events at or below a truncate ignored' if n.ignored_below_truncate > 0 else '')) }}
 {% endmacro %}

@@ -143,7 +143,8 @@
 {% macro _load(cfg, objs, columns, select_columns, sql) %}
   {%- set started = modules.datetime.datetime.now() -%}
   {%- set before = vcmt._applied_totals(objs) -%}
-  {%- set fed = vcmt._load_events(cfg, objs, columns, select_columns, sql) -%}
+  {%- set truncated = vcmt._apply_truncates(cfg, objs, columns, sql) -%}
+  {%- set fed = vcmt._load_events(cfg, objs, columns, select_columns, truncated.sql) -%}
   {%- set after = vcmt._applied_totals(objs) -%}
   {%- set stats = {
       'events': fed.events,
@@ -156,13 +157,17 @@
       'updated': after.updated - before.updated,
       'deleted': after.deleted - before.deleted,
       'watermark': vcmt._next_watermark(cfg, objs, columns, select_columns, fed.watermark),
+      'truncates': truncated.truncates,
+      'truncated_to': truncated.truncated_to,
+      'truncated_rows': truncated.truncated_rows,
+      'ignored_below_truncate': truncated.ignored,
   } -%}
   {%- do stats.update({
-      'skipped': stats.fed - stats.inserted - stats.updated - stats.deleted,
+      'skipped': stats.fed - stats.inserted - stats.updated - (stats.deleted - stats.truncated_rows),
       'rows_written': stats.inserted + 2 * stats.updated + stats.deleted,
       'seconds': (modules.datetime.datetime.now() - started).total_seconds(),
   }) -%}
-  {%- if stats.events > 0 -%}
+  {%- if stats.events > 0 or stats.truncates > 0 -%}
     {%- call statement('vcmt_log_load') -%}
       insert into {{ objs.loads }}
       select now64(3), {{ vcmt._sql_string(invocation_id) }}, {{ stats.events }}, {{ stats.upserts }}, {{ stats.deletes }},

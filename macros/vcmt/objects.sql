@@ -14,6 +14,7 @@
       'applied': 'applied',
       'applied_writer': 'applied_writer',
       'loads': 'loads',
+      'truncates': 'truncates',
       'batch': 'batch',
   } -%}
   {%- set objs = {'target': target} -%}
@@ -32,7 +33,7 @@
     first so no writer ever sees a stage without its transform. -#}
 {% macro _drop_objects(objs, found=none) %}
   {%- for role in ['transform', 'tombstones_writer', 'cancels_writer', 'applied_writer', 'stage',
-                   'target', 'tombstones', 'applied', 'loads', 'batch']
+                   'target', 'tombstones', 'applied', 'loads', 'truncates', 'batch']
       if found is none or objs[role].identifier in found -%}
     {%- call statement('vcmt_drop_' ~ role) -%}
       drop table if exists {{ objs[role] }} {{ on_cluster_clause(objs[role]) }} sync

@@ -146,11 +146,13 @@ def decode_lines(lines: DataFrame, flavour: str, key: Sequence[str], columns: Ma
     unavailable = F.filter(
         F.array(*[F.when(F.col(f"{n}__unavailable"), F.lit(n)) for n in declared]), lambda c: c.isNotNull()
     )
+    # A truncate keeps its position: the mart removes every row at or below it (`truncate_when`).
+    positioned = valid | (out_kind == "truncate")
     return judged.select(
         *[F.when(valid & ~F.col(f"{n}__unavailable"), F.col(f"{n}__value")).alias(n) for n in declared],
         F.when(valid, unavailable).alias("_unavailable"),
-        F.when(valid, F.col("_version")).alias("_version"),
-        F.when(valid, F.when(F.col("_op") == "d", F.lit(-1)).otherwise(F.lit(1))).cast("tinyint").alias("sign"),
+        F.when(positioned, F.col("_version")).alias("_version"),
+        F.when(positioned, F.when(F.col("_op") == "d", F.lit(-1)).otherwise(F.lit(1))).cast("tinyint").alias("sign"),
         F.col("_op"),
         F.col("_source_ts"),
         out_kind.alias("_kind"),
@@ -179,8 +181,10 @@ def stage_topic(session, topic_path: str, flavour: str, key: Sequence[str], colu
     columns whose value Debezium did not have, e.g. unchanged TOAST; the
     column is NULL), `_version`, `sign` (-1 delete, +1 otherwise), `_op`,
     `_source_ts`, `_kind` (dbz.KINDS), `_reason` (dbz.REASONS, for
-    malformed lines), `_raw`, `_source_file`, `_batch_id`. Typed columns,
-    `_version` and `sign` are NULL unless `_kind = 'change'`.
+    malformed lines), `_raw`, `_source_file`, `_batch_id`. Typed columns
+    are NULL unless `_kind = 'change'`; `_version` and `sign` are set on
+    changes and on truncates (a `vcmt_upsert` mart with `truncate_when`
+    removes every row at or below a truncate's `_version`).
     """
     lines = read_lines(session, topic_path, exclude_batches, only_batches)
     return decode_lines(lines, flavour, key, columns, decimal_handling)
