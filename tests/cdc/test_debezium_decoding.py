@@ -16,22 +16,10 @@ from typing import Any
 
 import pytest
 
-from vcmt_tools.dbt_project import spark_session_parameters
 from vcmt_tools.staging import debezium as dbz
 from vcmt_tools.staging.topic import decode_lines, stage_topic
 
 pytestmark = pytest.mark.spark
-
-
-@pytest.fixture(scope="module")
-def spark(lab_dir: Path):
-    from pyspark.sql import SparkSession
-
-    # The same session parameters as dbt's `method: session` targets, so later dbt tests in this process reuse it.
-    builder = SparkSession.builder.enableHiveSupport()
-    for key, value in spark_session_parameters(lab_dir).items():
-        builder = builder.config(key, value)
-    return builder.getOrCreate()
 
 
 # -- building lines ----------------------------------------------------------------------------

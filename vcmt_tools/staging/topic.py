@@ -46,7 +46,7 @@ def read_lines(session, topic_path: str, exclude_batches: Iterable[int] = (),
 
 
 def decode_lines(lines: DataFrame, flavour: str, key: Sequence[str], columns: Mapping[str, str],
-                 decimal_handling: str = "precise") -> DataFrame:
+                 decimal_handling: str | Column = "precise") -> DataFrame:
     """Every line of `lines` (columns raw, _source_file, _batch_id) decoded; see `stage_topic`."""
     if flavour not in dbz.FLAVOURS:
         raise ValueError(f"flavour must be one of {dbz.FLAVOURS}, got {flavour!r}")
@@ -167,7 +167,7 @@ def decode_lines(lines: DataFrame, flavour: str, key: Sequence[str], columns: Ma
 
 def stage_topic(session, topic_path: str, flavour: str, key: Sequence[str], columns: Mapping[str, str], *,
                 exclude_batches: Iterable[int] = (), only_batches: Iterable[int] | None = None,
-                decimal_handling: str = "precise") -> DataFrame:
+                decimal_handling: str | Column = "precise") -> DataFrame:
     """Every line of a topic's new batches, typed from declared columns, ready for a `vcmt_upsert` mart.
 
     `topic_path`: the folder holding `_batch_id=<N>/` folders of JSON lines.
@@ -175,7 +175,8 @@ def stage_topic(session, topic_path: str, flavour: str, key: Sequence[str], colu
     `key`: the key columns. `columns`: name -> declared type (Declared.parse).
     `exclude_batches`: batches already staged (see `staged_batches`); they
     are not read. `decimal_handling`: the connector's
-    `decimal.handling.mode`, used for lines without a schema.
+    `decimal.handling.mode`, used for lines without a schema (a Column
+    for a mode per line, computed from `_batch_id` or `_source_file`).
 
     Output, one row per line: the declared columns, `_unavailable` (names of
     columns whose value Debezium did not have, e.g. unchanged TOAST; the
