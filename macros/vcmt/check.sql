@@ -21,7 +21,7 @@
 
 
 {% macro _drop_check_relations(chk) %}
-  {%- for role in ['target', 'stage', 'tombstones', 'applied'] -%}
+  {%- for role in chk.keys() -%}
     {%- call statement('vcmt_check_drop') -%}drop temporary table if exists {{ chk[role] }}{%- endcall -%}
   {%- endfor -%}
 {% endmacro %}
@@ -148,8 +148,9 @@
     become the column's type fails here too. Zero rows move: the scratch stage
     is a Null table and the scratch target is empty. -#}
 {% macro _check_views(cfg, chk, columns) %}
-  {%- call statement('vcmt_check_tombstones') -%}{{ vcmt._as_temporary(vcmt.create_tombstones_sql(cfg, chk.tombstones, columns)) }}{%- endcall -%}
-  {%- call statement('vcmt_check_applied') -%}{{ vcmt._as_temporary(vcmt.create_applied_sql(chk.applied)) }}{%- endcall -%}
+  {%- for role, create_sql in vcmt._helper_tables(cfg, chk, columns) -%}
+    {%- call statement('vcmt_check_' ~ role) -%}{{ vcmt._as_temporary(create_sql) }}{%- endcall -%}
+  {%- endfor -%}
   {%- set names = vcmt._column_list(columns | map(attribute='name') | list) -%}
   {%- call statement('vcmt_check_transform') -%}
     insert into {{ chk.target }} ({{ names }}) select {{ names }} from ({{ vcmt.transform_sql(cfg, chk, columns) }})

@@ -12,6 +12,20 @@
 {% endmacro %}
 
 
+{#- The model's tables other than the target and the stage, as
+    (role, CREATE statement), for the relations in `objs`. Create, full
+    refresh and reconcile all build them from this list: a new helper table
+    is one entry here plus its name in `vcmt.objects`. -#}
+{% macro _helper_tables(cfg, objs, columns) %}
+  {{ return([
+      ('tombstones', vcmt.create_tombstones_sql(cfg, objs.tombstones, columns)),
+      ('applied', vcmt.create_applied_sql(objs.applied)),
+      ('loads', vcmt.create_loads_sql(objs.loads)),
+      ('truncates', vcmt.create_truncates_sql(objs.truncates)),
+  ]) }}
+{% endmacro %}
+
+
 {#- The views other than the transform, as (role, SELECT), for the checks. -#}
 {% macro _helper_view_selects(cfg, objs) %}
   {%- set selects = [('applied_writer', vcmt.applied_writer_sql(cfg, objs)),
@@ -53,10 +67,9 @@
   {%- set guarded = adapter.can_exchange(objs.target.schema, 'table') -%}
   {%- set new = vcmt._staging_objects(objs) -%}
   {%- call statement('vcmt_create_target') -%}{{ vcmt.create_target_sql(cfg, objs.target, columns) }}{%- endcall -%}
-  {%- call statement('vcmt_create_tombstones') -%}{{ vcmt.create_tombstones_sql(cfg, objs.tombstones, columns) }}{%- endcall -%}
-  {%- call statement('vcmt_create_applied') -%}{{ vcmt.create_applied_sql(objs.applied) }}{%- endcall -%}
-  {%- call statement('vcmt_create_loads') -%}{{ vcmt.create_loads_sql(objs.loads) }}{%- endcall -%}
-  {%- call statement('vcmt_create_truncates') -%}{{ vcmt.create_truncates_sql(objs.truncates) }}{%- endcall -%}
+  {%- for role, create_sql in vcmt._helper_tables(cfg, objs, columns) -%}
+    {%- call statement('vcmt_create_' ~ role) -%}{{ create_sql }}{%- endcall -%}
+  {%- endfor -%}
   {%- for role, to, select_sql in vcmt._views(cfg, objs, columns) -%}
     {%- if role == 'transform' -%}
       {%- call statement('vcmt_create_stage') -%}
@@ -95,13 +108,14 @@
     first exchange a failure leaves the old objects and data untouched. -#}
 {% macro _swap_in_new_objects(cfg, objs, new, columns, found) %}
   {%- call statement('vcmt_new_target') -%}{{ vcmt.create_target_sql(cfg, new.target, columns) }}{%- endcall -%}
-  {%- call statement('vcmt_new_tombstones') -%}{{ vcmt.create_tombstones_sql(cfg, new.tombstones, columns) }}{%- endcall -%}
-  {%- call statement('vcmt_new_applied') -%}{{ vcmt.create_applied_sql(new.applied) }}{%- endcall -%}
-  {%- call statement('vcmt_new_loads') -%}{{ vcmt.create_loads_sql(new.loads) }}{%- endcall -%}
-  {%- call statement('vcmt_new_truncates') -%}{{ vcmt.create_truncates_sql(new.truncates) }}{%- endcall -%}
+  {%- set swapped = [] -%}
+  {%- for role, create_sql in vcmt._helper_tables(cfg, new, columns) -%}
+    {%- call statement('vcmt_new_' ~ role) -%}{{ create_sql }}{%- endcall -%}
+    {%- do swapped.append(role) -%}
+  {%- endfor -%}
   {%- call statement('vcmt_new_stage') -%}{{ vcmt.create_stage_sql(new.stage, columns) }}{%- endcall -%}
   {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': full refresh: new tables built, swapping them in', info=true) }}
-  {%- for role in ['tombstones', 'applied', 'loads', 'truncates', 'target', 'stage'] -%}
+  {%- for role in swapped + ['target', 'stage'] -%}
     {%- call statement('vcmt_swap_' ~ role) -%}
       {%- if objs[role].identifier in found %}
       exchange tables {{ new[role] }} and {{ objs[role] }} {{ on_cluster_clause(objs[role]) }}
@@ -174,11 +188,7 @@
     {%- call statement('vcmt_schema_step') -%}{{ vcmt._plan_step_sql(step, objs[step.on]) }}{%- endcall -%}
   {%- endfor -%}
 
-  {%- for role, create_sql in [
-        ('tombstones', vcmt.create_tombstones_sql(cfg, objs.tombstones, columns)),
-        ('applied', vcmt.create_applied_sql(objs.applied)),
-        ('loads', vcmt.create_loads_sql(objs.loads)),
-        ('truncates', vcmt.create_truncates_sql(objs.truncates))] -%}
+  {%- for role, create_sql in vcmt._helper_tables(cfg, objs, columns) -%}
     {%- if objs[role].identifier not in found -%}
       {%- call statement('vcmt_create_' ~ role) -%}{{ create_sql }}{%- endcall -%}
     {%- endif -%}
