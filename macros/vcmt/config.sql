@@ -4,19 +4,15 @@
   {#- In a materialization the model's `config`; in an operation a node's config dict. -#}
   {%- set source = node_config if node_config is not none else config -%}
   {%- set name = 'vcmt_upsert' -%}
+  {%- set defaults = vcmt._config_defaults() -%}
   {%- set unique_key = source.get('unique_key') -%}
-  {%- if unique_key is none or unique_key == '' or unique_key == [] -%}
+  {%- set keys = vcmt._column_names(unique_key, name, 'unique_key') -%}
+  {%- if not keys -%}
     {{ exceptions.raise_compiler_error(name ~ ": `unique_key` is required: set it to the column (or list of columns) that identifies a row, e.g. unique_key=['tenant_id', 'order_id'].") }}
   {%- endif -%}
-  {%- set keys = [unique_key] if unique_key is string else unique_key | list -%}
-  {%- for k in keys -%}
-    {%- if k is not string or k | trim == '' -%}
-      {{ exceptions.raise_compiler_error(name ~ ": `unique_key` must be a column name or a list of column names; got `" ~ unique_key ~ "`.") }}
-    {%- endif -%}
-  {%- endfor -%}
 
-  {%- set version = source.get('version', '_version') -%}
-  {%- set sign = source.get('sign') or 'sign' -%}
+  {%- set version = source.get('version', defaults.version) -%}
+  {%- set sign = source.get('sign') or defaults.sign -%}
   {%- for opt, val in [('version', version), ('sign', sign)] -%}
     {%- if val is not string or val | trim == '' -%}
       {{ exceptions.raise_compiler_error(name ~ ": `" ~ opt ~ "` must be a column name; got `" ~ val ~ "`.") }}
@@ -129,6 +125,25 @@
       'truncate_when': truncate_when,
       'unavailable_column': unavailable,
   }) }}
+{% endmacro %}
+
+
+{#- The defaults of the column options, shared by the materialization and the generic tests. -#}
+{% macro _config_defaults() %}
+  {{ return({'version': '_version', 'sign': 'sign'}) }}
+{% endmacro %}
+
+
+{#- A column option (`unique_key`, a test's column list) as a list of names:
+    one name or a list of names; [] when not set. Anything else (a blank
+    name, a non-string) is refused, naming `who` and the option. -#}
+{% macro _column_names(value, who, option) %}
+  {%- if value is none or value == '' or value == [] -%}{{ return([]) }}{%- endif -%}
+  {%- set names = [value] if value is string else value | list -%}
+  {%- for n in names if n is not string or n | trim == '' -%}
+    {{ exceptions.raise_compiler_error(who ~ ": `" ~ option ~ "` must be a column name or a list of column names; got `" ~ value ~ "`.") }}
+  {%- endfor -%}
+  {{ return(names) }}
 {% endmacro %}
 
 
