@@ -77,7 +77,7 @@
   {%- set chk = vcmt._check_relations(objs) -%}
   {%- do vcmt._drop_check_relations(chk) -%}
   {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': checking the table and its views with ClickHouse on temporary tables; nothing is created or changed until this passes', info=true) }}
-  {%- call statement('vcmt_check_stage') -%}{{ vcmt._as_temporary(vcmt.create_stage_sql(chk.stage, columns)) }}{%- endcall -%}
+  {%- call statement('vcmt_check_stage') -%}{{ vcmt._as_temporary(vcmt._create_stage_sql(chk.stage, columns)) }}{%- endcall -%}
   {%- do vcmt._check_expressions_on(cfg, chk.stage, ['partition_by', 'order_by', 'primary_key', 'merge', 'truncate_when']) -%}
   {%- call statement('vcmt_check_target') -%}{{ vcmt._as_temporary(vcmt.create_target_sql(cfg, chk.target, columns)) }}{%- endcall -%}
   {%- do vcmt._check_views(cfg, chk, columns) -%}
@@ -121,7 +121,7 @@
   {%- do vcmt._check_expressions(cfg, objs.target) -%}
   {%- set chk = vcmt._check_relations(objs) -%}
   {%- do vcmt._drop_check_relations(chk) -%}
-  {%- call statement('vcmt_check_stage') -%}{{ vcmt._as_temporary(vcmt.create_stage_sql(chk.stage, plan.columns)) }}{%- endcall -%}
+  {%- call statement('vcmt_check_stage') -%}{{ vcmt._as_temporary(vcmt._create_stage_sql(chk.stage, plan.columns)) }}{%- endcall -%}
   {%- do vcmt._check_expressions_on(cfg, chk.stage, ['merge', 'truncate_when']) -%}
   {%- set create_query = found[objs.target.identifier].create_table_query -%}
   {%- set name = '(`(?:[^`\\\\]|\\\\.)*`|[^\\s`(.]+)' -%}

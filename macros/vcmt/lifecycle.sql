@@ -2,12 +2,12 @@
     (role, TO relation, SELECT). The stage's own views come last, the
     transform first among them. -#}
 {% macro _views(cfg, objs, columns) %}
-  {%- set views = [('applied_writer', objs.applied, vcmt.applied_writer_sql(cfg, objs))] -%}
+  {%- set views = [('applied_writer', objs.applied, vcmt._applied_writer_sql(cfg, objs))] -%}
   {%- if cfg.delete_mode == 'unconditional' -%}
-    {%- do views.append(('cancels_writer', objs.tombstones, vcmt.cancels_writer_sql(cfg, objs))) -%}
+    {%- do views.append(('cancels_writer', objs.tombstones, vcmt._cancels_writer_sql(cfg, objs))) -%}
   {%- endif -%}
   {%- do views.append(('transform', objs.target, vcmt.transform_sql(cfg, objs, columns))) -%}
-  {%- do views.append(('tombstones_writer', objs.tombstones, vcmt.tombstones_writer_sql(cfg, objs))) -%}
+  {%- do views.append(('tombstones_writer', objs.tombstones, vcmt._tombstones_writer_sql(cfg, objs))) -%}
   {{ return(views) }}
 {% endmacro %}
 
@@ -18,20 +18,20 @@
     is one entry here plus its name in `vcmt.objects`. -#}
 {% macro _helper_tables(cfg, objs, columns) %}
   {{ return([
-      ('tombstones', vcmt.create_tombstones_sql(cfg, objs.tombstones, columns)),
-      ('applied', vcmt.create_applied_sql(objs.applied)),
-      ('loads', vcmt.create_loads_sql(objs.loads)),
-      ('truncates', vcmt.create_truncates_sql(objs.truncates)),
+      ('tombstones', vcmt._create_tombstones_sql(cfg, objs.tombstones, columns)),
+      ('applied', vcmt._create_applied_sql(objs.applied)),
+      ('loads', vcmt._create_loads_sql(objs.loads)),
+      ('truncates', vcmt._create_truncates_sql(objs.truncates)),
   ]) }}
 {% endmacro %}
 
 
 {#- The views other than the transform, as (role, SELECT), for the checks. -#}
 {% macro _helper_view_selects(cfg, objs) %}
-  {%- set selects = [('applied_writer', vcmt.applied_writer_sql(cfg, objs)),
-                     ('tombstones_writer', vcmt.tombstones_writer_sql(cfg, objs))] -%}
+  {%- set selects = [('applied_writer', vcmt._applied_writer_sql(cfg, objs)),
+                     ('tombstones_writer', vcmt._tombstones_writer_sql(cfg, objs))] -%}
   {%- if cfg.delete_mode == 'unconditional' -%}
-    {%- do selects.append(('cancels_writer', vcmt.cancels_writer_sql(cfg, objs))) -%}
+    {%- do selects.append(('cancels_writer', vcmt._cancels_writer_sql(cfg, objs))) -%}
   {%- endif -%}
   {{ return(selects) }}
 {% endmacro %}
@@ -73,13 +73,13 @@
   {%- for role, to, select_sql in vcmt._views(cfg, objs, columns) -%}
     {%- if role == 'transform' -%}
       {%- call statement('vcmt_create_stage') -%}
-        {%- if guarded -%}{{ vcmt._guard_stage_sql(objs.stage, columns) }}{%- else -%}{{ vcmt.create_stage_sql(objs.stage, columns) }}{%- endif -%}
+        {%- if guarded -%}{{ vcmt._guard_stage_sql(objs.stage, columns) }}{%- else -%}{{ vcmt._create_stage_sql(objs.stage, columns) }}{%- endif -%}
       {%- endcall -%}
     {%- endif -%}
-    {%- call statement('vcmt_create_' ~ role) -%}{{ vcmt.create_view_sql(objs[role], to, select_sql) }}{%- endcall -%}
+    {%- call statement('vcmt_create_' ~ role) -%}{{ vcmt._create_view_sql(objs[role], to, select_sql) }}{%- endcall -%}
   {%- endfor -%}
   {%- if guarded -%}
-    {%- call statement('vcmt_create_stage') -%}{{ vcmt.create_stage_sql(new.stage, columns) }}{%- endcall -%}
+    {%- call statement('vcmt_create_stage') -%}{{ vcmt._create_stage_sql(new.stage, columns) }}{%- endcall -%}
     {%- call statement('vcmt_swap_stage') -%}
       exchange tables {{ new.stage }} and {{ objs.stage }} {{ on_cluster_clause(objs.stage) }}
     {%- endcall -%}
@@ -113,7 +113,7 @@
     {%- call statement('vcmt_new_' ~ role) -%}{{ create_sql }}{%- endcall -%}
     {%- do swapped.append(role) -%}
   {%- endfor -%}
-  {%- call statement('vcmt_new_stage') -%}{{ vcmt.create_stage_sql(new.stage, columns) }}{%- endcall -%}
+  {%- call statement('vcmt_new_stage') -%}{{ vcmt._create_stage_sql(new.stage, columns) }}{%- endcall -%}
   {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': full refresh: new tables built, swapping them in', info=true) }}
   {%- for role in swapped + ['target', 'stage'] -%}
     {%- call statement('vcmt_swap_' ~ role) -%}
@@ -139,7 +139,7 @@
       {%- endcall -%}
     {%- else -%}
       {%- call statement('vcmt_drop_' ~ role) -%}drop table if exists {{ objs[role] }} {{ on_cluster_clause(objs[role]) }} sync{%- endcall -%}
-      {%- call statement('vcmt_create_' ~ role) -%}{{ vcmt.create_view_sql(objs[role], to, select_sql) }}{%- endcall -%}
+      {%- call statement('vcmt_create_' ~ role) -%}{{ vcmt._create_view_sql(objs[role], to, select_sql) }}{%- endcall -%}
     {%- endif -%}
   {%- endfor -%}
   {%- for role in ['cancels_writer'] if role not in wanted -%}
@@ -196,12 +196,12 @@
   {#- delete_mode: the new writer is attached before the old one goes, so no
       delete is ever left without a tombstone. -#}
   {%- for role, to, select_sql in vcmt._views(cfg, objs, columns) if role != 'transform' and objs[role].identifier not in found -%}
-    {%- call statement('vcmt_create_' ~ role) -%}{{ vcmt.create_view_sql(objs[role], to, select_sql) }}{%- endcall -%}
+    {%- call statement('vcmt_create_' ~ role) -%}{{ vcmt._create_view_sql(objs[role], to, select_sql) }}{%- endcall -%}
   {%- endfor -%}
 
   {%- if not has_transform -%}
     {%- call statement('vcmt_create_transform') -%}
-      {{ vcmt.create_view_sql(objs.transform, objs.target, transform) }}
+      {{ vcmt._create_view_sql(objs.transform, objs.target, transform) }}
     {%- endcall -%}
   {%- elif modify_transform -%}
     {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': transform changed, updating it in place (MODIFY QUERY)', info=true) }}
