@@ -69,37 +69,7 @@
                'rounds': 1 if stats[0] | int > 0 else 0, 'watermark': stats[3]}) }}
   {%- endif -%}
 
-  {%- call statement('vcmt_batch_replace') -%}
-    drop table if exists {{ objs.batch }} {{ on_cluster_clause(objs.batch) }} sync
-  {%- endcall -%}
-  {%- call statement('vcmt_batch') -%}
-    create table {{ objs.batch }} engine = MergeTree order by _vcmt_round as
-    select *, row_number() over (partition by {{ keys }} order by {{ v }} asc, _vcmt_sign desc) as _vcmt_round
-    from ({{ events_sql }} limit 1 by {{ keys }}, {{ v }}, _vcmt_sign)
-    {{ vcmt._read_settings() }}
-  {%- endcall -%}
-  {#- Events, deletes and the watermark count every event read, redeliveries
-      included; fed and rounds what the batch table holds. -#}
-  {%- set read = run_query('select count(), countIf(_vcmt_sign < 0), ' ~ wm ~ ' from (' ~ events_sql ~ ') ' ~ vcmt._read_settings()).rows[0] -%}
-  {%- set batch = run_query('select count(), max(_vcmt_round) from ' ~ objs.batch ~ ' ' ~ vcmt._read_settings()).rows[0] -%}
-  {%- set rounds = batch[1] | int -%}
-  {%- for r in range(1, rounds + 1) -%}
-    {%- if r % 50 == 0 -%}
-      {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': round ' ~ r ~ ' of ' ~ rounds, info=true) }}
-    {%- endif -%}
-    {%- call statement('vcmt_load_round') -%}
-      insert into {{ objs.stage }} ({{ stage_cols }})
-      select {{ keys }}{% for c in data %}, {{ vcmt._quote(c) }}{% endfor %}, {{ v }}, _vcmt_sign
-      from {{ objs.batch }}
-      where _vcmt_round = {{ r }}
-      {{ vcmt._stage_insert_settings(cfg) }}
-    {%- endcall -%}
-  {%- endfor -%}
-  {%- call statement('vcmt_batch_drop') -%}
-    drop table if exists {{ objs.batch }} {{ on_cluster_clause(objs.batch) }} sync
-  {%- endcall -%}
-  {{ return({'events': read[0] | int, 'deletes': read[1] | int, 'fed': batch[0] | int,
-             'rounds': rounds, 'watermark': read[2]}) }}
+  {{ return(vcmt._load_in_rounds(cfg, objs, columns, data, stage_cols, events_sql)) }}
 {% endmacro %}
 
 
