@@ -73,30 +73,31 @@
 {% endmacro %}
 
 
-{% macro _applied_totals(objs) %}
-  {%- set row = run_query('select sum(inserted), sum(updated), sum(deleted) from ' ~ objs.applied ~ ' ' ~ vcmt._read_settings()).rows[0] -%}
-  {{ return({'inserted': row[0] | int, 'updated': row[1] | int, 'deleted': row[2] | int}) }}
+{#- The totals of `m__applied`, and with `watermark_sql` that expression too
+    (one query after a load instead of two). -#}
+{% macro _applied_totals(objs, watermark_sql=none) %}
+  {%- set row = run_query('select sum(inserted), sum(updated), sum(deleted)' ~ (', ' ~ watermark_sql if watermark_sql else '')
+                          ~ ' from ' ~ objs.applied ~ ' ' ~ vcmt._read_settings()).rows[0] -%}
+  {{ return({'inserted': row[0] | int, 'updated': row[1] | int, 'deleted': row[2] | int,
+             'watermark': row[3] if watermark_sql else none}) }}
 {% endmacro %}
 
 
-{#- The watermark to record after loading a batch whose highest watermark
-    value is `batch_max`: the greater of it and the highest recorded so far,
-    compared as the column's type in the target (the type `batch_max` was
-    read as), so a backfill of older batches never lowers it. A recorded value
-    that no longer fits that type (the watermark moved to another column) is
-    ignored. none when the batch had no rows: an empty run records nothing. -#}
-{% macro _next_watermark(cfg, objs, columns, select_columns, batch_max) %}
+{#- SQL for the watermark to record after loading a batch whose highest
+    watermark value is `batch_max`: the greater of it and the highest recorded
+    so far, compared as the column's type in the target (the type `batch_max`
+    was read as), so a backfill of older batches never lowers it. A recorded
+    value that no longer fits that type (the watermark moved to another
+    column) is ignored. none when the batch had no rows: an empty run records
+    nothing. -#}
+{% macro _next_watermark_sql(cfg, objs, columns, select_columns, batch_max) %}
   {%- if batch_max is none -%}{{ return(none) }}{%- endif -%}
-  {%- set previous = vcmt._recorded_watermark(objs.loads) -%}
-  {%- if previous is none -%}{{ return(batch_max) }}{%- endif -%}
   {%- set typed = (columns + select_columns) | selectattr('name', 'equalto', cfg.watermark) | first -%}
-  {%- set scalar = vcmt._scalar_type(typed.data_type) or 'String' -%}
-  {%- set values = [] -%}
-  {%- for v in [batch_max, previous] -%}
-    {%- do values.append('accurateCastOrNull(' ~ vcmt._sql_string(v) ~ ', ' ~ vcmt._sql_string(scalar) ~ ')') -%}
-  {%- endfor -%}
-  {%- set highest = run_query('select toString(max(x)) from (select arrayJoin([' ~ values | join(', ') ~ ']) as x) ' ~ vcmt._read_settings()).rows[0][0] -%}
-  {{ return(highest if highest is not none else batch_max) }}
+  {%- set scalar = vcmt._sql_string(vcmt._scalar_type(typed.data_type) or 'String') -%}
+  {%- set batch = vcmt._sql_string(batch_max) -%}
+  {%- set previous = '(select watermark from ' ~ objs.loads ~ ' where watermark is not null order by loaded_at desc limit 1)' -%}
+  {{ return('ifNull((select toString(max(_vcmt_x)) from (select arrayJoin([accurateCastOrNull(' ~ batch ~ ', ' ~ scalar ~ '), accurateCastOrNull('
+            ~ previous ~ ', ' ~ scalar ~ ')]) as _vcmt_x)), ' ~ batch ~ ')') }}
 {% endmacro %}
 
 
@@ -114,7 +115,7 @@
   {%- set started = modules.datetime.datetime.now() -%}
   {%- set before = vcmt._applied_totals(objs) -%}
   {%- set fed = vcmt._load_events(cfg, objs, columns, select_columns, sql) -%}
-  {%- set after = vcmt._applied_totals(objs) -%}
+  {%- set after = vcmt._applied_totals(objs, vcmt._next_watermark_sql(cfg, objs, columns, select_columns, fed.watermark)) -%}
   {%- set stats = {
       'events': fed.events,
       'upserts': fed.events - fed.deletes,
@@ -125,7 +126,7 @@
       'inserted': after.inserted - before.inserted,
       'updated': after.updated - before.updated,
       'deleted': after.deleted - before.deleted,
-      'watermark': vcmt._next_watermark(cfg, objs, columns, select_columns, fed.watermark),
+      'watermark': after.watermark,
   } -%}
   {%- do stats.update({
       'skipped': stats.fed - stats.inserted - stats.updated - stats.deleted,
