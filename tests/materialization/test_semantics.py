@@ -126,9 +126,9 @@ def test_delete_arriving_before_insert_blocks_older_insert(project):
     assert s.final_rows() == [(1, 2, 2, 6)]
 
 
-@pytest.mark.parametrize("merge", [{}, {"metric1": "sum"}], ids=["folded", "rounds"])
+@pytest.mark.parametrize("merge", [{}, {"metric1": "sum"}], ids=["folded", "hot_key_fold"])
 def test_replay_of_same_input_is_noop(project, merge):
-    """Running the same batch again changes nothing (fold path and round path)."""
+    """Running the same batch again changes nothing (both folds; rounds: test_hot_keys)."""
     s = Scenario(project, EX3, {"unique_key": "id", "merge": merge})
     rows = [(i % 5, i, i, i, -1 if i % 7 == 0 else 1) for i in range(1, 40)]
     s.run_batch(rows)
