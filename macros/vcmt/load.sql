@@ -69,64 +69,35 @@
                'rounds': 1 if stats[0] | int > 0 else 0, 'watermark': stats[3]}) }}
   {%- endif -%}
 
-  {%- call statement('vcmt_batch_replace') -%}
-    drop table if exists {{ objs.batch }} {{ on_cluster_clause(objs.batch) }} sync
-  {%- endcall -%}
-  {%- call statement('vcmt_batch') -%}
-    create table {{ objs.batch }} engine = MergeTree order by _vcmt_round as
-    select *, row_number() over (partition by {{ keys }} order by {{ v }} asc, _vcmt_sign desc) as _vcmt_round
-    from ({{ events_sql }} limit 1 by {{ keys }}, {{ v }}, _vcmt_sign)
-    {{ vcmt._read_settings() }}
-  {%- endcall -%}
-  {#- Events, deletes and the watermark count every event read, redeliveries
-      included; fed and rounds what the batch table holds. -#}
-  {%- set read = run_query('select count(), countIf(_vcmt_sign < 0), ' ~ wm ~ ' from (' ~ events_sql ~ ') ' ~ vcmt._read_settings()).rows[0] -%}
-  {%- set batch = run_query('select count(), max(_vcmt_round) from ' ~ objs.batch ~ ' ' ~ vcmt._read_settings()).rows[0] -%}
-  {%- set rounds = batch[1] | int -%}
-  {%- for r in range(1, rounds + 1) -%}
-    {%- if r % 50 == 0 -%}
-      {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': round ' ~ r ~ ' of ' ~ rounds, info=true) }}
-    {%- endif -%}
-    {%- call statement('vcmt_load_round') -%}
-      insert into {{ objs.stage }} ({{ stage_cols }})
-      select {{ keys }}{% for c in data %}, {{ vcmt._quote(c) }}{% endfor %}, {{ v }}, _vcmt_sign
-      from {{ objs.batch }}
-      where _vcmt_round = {{ r }}
-      {{ vcmt._stage_insert_settings(cfg) }}
-    {%- endcall -%}
-  {%- endfor -%}
-  {%- call statement('vcmt_batch_drop') -%}
-    drop table if exists {{ objs.batch }} {{ on_cluster_clause(objs.batch) }} sync
-  {%- endcall -%}
-  {{ return({'events': read[0] | int, 'deletes': read[1] | int, 'fed': batch[0] | int,
-             'rounds': rounds, 'watermark': read[2]}) }}
+  {{ return(vcmt._load_in_rounds(cfg, objs, columns, data, stage_cols, events_sql)) }}
 {% endmacro %}
 
 
-{% macro _applied_totals(objs) %}
-  {%- set row = run_query('select sum(inserted), sum(updated), sum(deleted) from ' ~ objs.applied ~ ' ' ~ vcmt._read_settings()).rows[0] -%}
-  {{ return({'inserted': row[0] | int, 'updated': row[1] | int, 'deleted': row[2] | int}) }}
+{#- The totals of `m__applied`, and with `watermark_sql` that expression too
+    (one query after a load instead of two). -#}
+{% macro _applied_totals(objs, watermark_sql=none) %}
+  {%- set row = run_query('select sum(inserted), sum(updated), sum(deleted)' ~ (', ' ~ watermark_sql if watermark_sql else '')
+                          ~ ' from ' ~ objs.applied ~ ' ' ~ vcmt._read_settings()).rows[0] -%}
+  {{ return({'inserted': row[0] | int, 'updated': row[1] | int, 'deleted': row[2] | int,
+             'watermark': row[3] if watermark_sql else none}) }}
 {% endmacro %}
 
 
-{#- The watermark to record after loading a batch whose highest watermark
-    value is `batch_max`: the greater of it and the highest recorded so far,
-    compared as the column's type in the target (the type `batch_max` was
-    read as), so a backfill of older batches never lowers it. A recorded value
-    that no longer fits that type (the watermark moved to another column) is
-    ignored. none when the batch had no rows: an empty run records nothing. -#}
-{% macro _next_watermark(cfg, objs, columns, select_columns, batch_max) %}
+{#- SQL for the watermark to record after loading a batch whose highest
+    watermark value is `batch_max`: the greater of it and the highest recorded
+    so far, compared as the column's type in the target (the type `batch_max`
+    was read as), so a backfill of older batches never lowers it. A recorded
+    value that no longer fits that type (the watermark moved to another
+    column) is ignored. none when the batch had no rows: an empty run records
+    nothing. -#}
+{% macro _next_watermark_sql(cfg, objs, columns, select_columns, batch_max) %}
   {%- if batch_max is none -%}{{ return(none) }}{%- endif -%}
-  {%- set previous = vcmt._recorded_watermark(objs.loads) -%}
-  {%- if previous is none -%}{{ return(batch_max) }}{%- endif -%}
   {%- set typed = (columns + select_columns) | selectattr('name', 'equalto', cfg.watermark) | first -%}
-  {%- set scalar = vcmt._scalar_type(typed.data_type) or 'String' -%}
-  {%- set values = [] -%}
-  {%- for v in [batch_max, previous] -%}
-    {%- do values.append('accurateCastOrNull(' ~ vcmt._sql_string(v) ~ ', ' ~ vcmt._sql_string(scalar) ~ ')') -%}
-  {%- endfor -%}
-  {%- set highest = run_query('select toString(max(x)) from (select arrayJoin([' ~ values | join(', ') ~ ']) as x) ' ~ vcmt._read_settings()).rows[0][0] -%}
-  {{ return(highest if highest is not none else batch_max) }}
+  {%- set scalar = vcmt._sql_string(vcmt._scalar_type(typed.data_type) or 'String') -%}
+  {%- set batch = vcmt._sql_string(batch_max) -%}
+  {%- set previous = '(select watermark from ' ~ objs.loads ~ ' where watermark is not null order by loaded_at desc limit 1)' -%}
+  {{ return('ifNull((select toString(max(_vcmt_x)) from (select arrayJoin([accurateCastOrNull(' ~ batch ~ ', ' ~ scalar ~ '), accurateCastOrNull('
+            ~ previous ~ ', ' ~ scalar ~ ')]) as _vcmt_x)), ' ~ batch ~ ')') }}
 {% endmacro %}
 
 
@@ -145,7 +116,7 @@
   {%- set before = vcmt._applied_totals(objs) -%}
   {%- set truncated = vcmt._apply_truncates(cfg, objs, columns, sql) -%}
   {%- set fed = vcmt._load_events(cfg, objs, columns, select_columns, truncated.sql) -%}
-  {%- set after = vcmt._applied_totals(objs) -%}
+  {%- set after = vcmt._applied_totals(objs, vcmt._next_watermark_sql(cfg, objs, columns, select_columns, fed.watermark)) -%}
   {%- set stats = {
       'events': fed.events,
       'upserts': fed.events - fed.deletes,
@@ -156,7 +127,7 @@
       'inserted': after.inserted - before.inserted,
       'updated': after.updated - before.updated,
       'deleted': after.deleted - before.deleted,
-      'watermark': vcmt._next_watermark(cfg, objs, columns, select_columns, fed.watermark),
+      'watermark': after.watermark,
       'truncates': truncated.truncates,
       'truncated_to': truncated.truncated_to,
       'truncated_rows': truncated.truncated_rows,
