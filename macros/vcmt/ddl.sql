@@ -128,15 +128,16 @@
 {% endmacro %}
 
 
-{#- The truncates applied to the model (`truncate_when`): every row at or
-    below the highest `version` was deleted, and events at or below it are
-    ignored. Versions are kept as text, read as the version column's type. -#}
-{% macro _create_truncates_sql(relation) %}
+{#- The truncates recorded for the model (`truncate_when`): every row at or
+    below the highest `version` is deleted, and events at or below it are
+    ignored. A row with `rows_deleted` NULL records a truncate whose deletes
+    are not confirmed yet; the next load applies it (docs/design.md#truncates). -#}
+{% macro _create_truncates_sql(cfg, relation, columns) %}
   create table {{ relation }} {{ on_cluster_clause(relation) }} (
-    version String,
+    version {{ (columns | selectattr('name', 'equalto', cfg.version) | first).data_type }},
     applied_at DateTime64(3),
     invocation_id String,
-    rows_deleted UInt64
+    rows_deleted Nullable(UInt64)
   ) engine = MergeTree order by applied_at
 {% endmacro %}
 

@@ -21,7 +21,7 @@
       ('tombstones', vcmt._create_tombstones_sql(cfg, objs.tombstones, columns)),
       ('applied', vcmt._create_applied_sql(objs.applied)),
       ('loads', vcmt._create_loads_sql(objs.loads)),
-      ('truncates', vcmt._create_truncates_sql(objs.truncates)),
+      ('truncates', vcmt._create_truncates_sql(cfg, objs.truncates, columns)),
   ]) }}
 {% endmacro %}
 

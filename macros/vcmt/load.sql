@@ -41,7 +41,6 @@
     events, and every event is version-guarded), and rerunning the same input
     applies only what is missing. A `m__batch` left by such a load is replaced. -#}
 {% macro _load_events(cfg, objs, columns, select_columns, sql) %}
-  {%- do vcmt._check_event_values(cfg, columns, select_columns, sql, 'vcmt_upsert ' ~ objs.target.identifier) -%}
   {%- set events_sql = vcmt._normalized_events_sql(cfg, columns, select_columns, sql) -%}
   {%- set data = vcmt._loaded_data_columns(cfg, columns, select_columns) -%}
   {%- set stage_cols = vcmt._column_list(cfg.key_columns + data + [cfg.version, cfg.sign]) -%}
@@ -113,10 +112,15 @@
     `<model>__loads`. Returns the run's stats. -#}
 {% macro _load(cfg, objs, columns, select_columns, sql) %}
   {%- set started = modules.datetime.datetime.now() -%}
+  {%- set sql = vcmt._unsent_as_defaults(cfg, objs, columns, select_columns, sql) -%}
+  {#- Every value is checked before the first write, truncates included. -#}
+  {%- do vcmt._check_event_values(cfg, columns, select_columns, vcmt._without_truncates(cfg, sql), 'vcmt_upsert ' ~ objs.target.identifier) -%}
   {%- set before = vcmt._applied_totals(objs) -%}
-  {%- set truncated = vcmt._apply_truncates(cfg, objs, columns, sql) -%}
+  {%- set truncated = vcmt._apply_truncates(cfg, objs, columns, select_columns, sql) -%}
   {%- set fed = vcmt._load_events(cfg, objs, columns, select_columns, truncated.sql) -%}
-  {%- set after = vcmt._applied_totals(objs, vcmt._next_watermark_sql(cfg, objs, columns, select_columns, fed.watermark)) -%}
+  {#- With truncates, the watermark is the highest over every row read, ignored ones included. -#}
+  {%- set batch_watermark = truncated.watermark if cfg.truncate_when else fed.watermark -%}
+  {%- set after = vcmt._applied_totals(objs, vcmt._next_watermark_sql(cfg, objs, columns, select_columns, batch_watermark)) -%}
   {%- set stats = {
       'events': fed.events,
       'upserts': fed.events - fed.deletes,
@@ -138,7 +142,7 @@
       'rows_written': stats.inserted + 2 * stats.updated + stats.deleted,
       'seconds': (modules.datetime.datetime.now() - started).total_seconds(),
   }) -%}
-  {%- if stats.events > 0 or stats.truncates > 0 -%}
+  {%- if stats.events > 0 or stats.truncates > 0 or stats.ignored_below_truncate > 0 -%}
     {%- call statement('vcmt_log_load') -%}
       insert into {{ objs.loads }}
       select now64(3), {{ vcmt._sql_string(invocation_id) }}, {{ stats.events }}, {{ stats.upserts }}, {{ stats.deletes }},
@@ -149,4 +153,32 @@
     {%- endcall -%}
   {%- endif -%}
   {{ return(stats) }}
+{% endmacro %}
+
+
+{#- With `unavailable_column`, a column an event did not send carries no value
+    (Debezium's staging leaves it NULL), even in a non-Nullable column: it is
+    replaced by its type's default before the checks and the load, and the
+    transform keeps the stored value for it (docs/design.md#unsent-columns).
+    The list must be a column of the target: a model that adds it later needs
+    on_schema_change to add it (or --full-refresh). -#}
+{% macro _unsent_as_defaults(cfg, objs, columns, select_columns, sql) %}
+  {%- set u = cfg.unavailable_column -%}
+  {%- if not u -%}{{ return(sql) }}{%- endif -%}
+  {%- set stored = columns | map(attribute='name') | list -%}
+  {%- if u not in stored -%}
+    {{ exceptions.raise_compiler_error("vcmt_upsert " ~ objs.target.identifier ~ ": `unavailable_column` `" ~ u ~ "` is not a column of the target, so unsent columns cannot be recognised and would be overwritten; nothing was loaded. Add the column with on_schema_change='append_new_columns' (or run with --full-refresh).") }}
+  {%- endif -%}
+  {%- set input_types = {} -%}
+  {%- for c in select_columns -%}{%- do input_types.update({c.name: c.data_type}) -%}{%- endfor -%}
+  {%- set replaced = [] -%}
+  {%- for c in columns if c.name in input_types and c.name in vcmt._data_columns(cfg, columns) and c.name != u -%}
+    {%- set col = vcmt._quote(c.name) -%}
+    {#- The target type's default, as the input's (non-Nullable) type, so it converts back exactly. -#}
+    {%- set default = 'cast(defaultValueOfTypeName(' ~ vcmt._sql_string(vcmt._scalar_type(c.data_type) or c.data_type) ~ '), '
+                      ~ vcmt._sql_string(vcmt._scalar_type(input_types[c.name]) or input_types[c.name]) ~ ')' -%}
+    {%- do replaced.append('if(has(' ~ vcmt._quote(u) ~ ', ' ~ vcmt._sql_string(c.name) ~ '), ' ~ default ~ ', ' ~ col ~ ') as ' ~ col) -%}
+  {%- endfor -%}
+  {%- if not replaced -%}{{ return(sql) }}{%- endif -%}
+  {{ return('select * replace (' ~ replaced | join(', ') ~ ') from (' ~ vcmt._user_sql(sql) ~ ') as _vcmt_unsent') }}
 {% endmacro %}

@@ -70,7 +70,8 @@
     version removes the row, so the order of deletes and upserts below the
     stored version matters) or a policy that does not fold. -#}
 {% macro _fold_aggregates(cfg, columns, data) %}
-  {%- if cfg.delete_mode != 'versioned' -%}{{ return(none) }}{%- endif -%}
+  {#- Unsent columns: a key's last event is not its whole state (each event keeps what it did not send). -#}
+  {%- if cfg.delete_mode != 'versioned' or cfg.unavailable_column -%}{{ return(none) }}{%- endif -%}
   {%- set folds = {} -%}
   {%- for c in columns if c.name in data -%}
     {%- set agg = vcmt._fold_aggregate(cfg.merge.get(c.name, 'replace'), vcmt._quote(c.name), c.data_type, vcmt._quote(cfg.version)) -%}

@@ -131,7 +131,8 @@ def test_every_fixture_lands_in_the_marts_equal_to_the_source(project, staged):
 
     # The capture's TRUNCATE went through the marts (the rows it removed are gone, checked above).
     for variant in FULL_VARIANTS:
-        assert project.scalar(f"select count() from `{marts[(variant, 'audit')]}__truncates`") == 1, variant
+        done = f"select count() from `{marts[(variant, 'audit')]}__truncates` where rows_deleted is not null"
+        assert project.scalar(done) == 1, variant
     # The TOASTed body that an update did not change kept its stored value (and was marked unsent).
     pg = marts[("postgres/schemas-precise", "items")]
     assert project.query(f"select length(body), _unavailable from `{pg}` final where sign = 1 and id = 3") \

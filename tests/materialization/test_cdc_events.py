@@ -4,9 +4,12 @@ See docs/design.md#truncates and #unsent-columns."""
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import pytest
 
 from tests.materialization.scenario import Scenario
+from vcmt_tools.stage_writer import LoadError
 
 TRUNC = {"id": "Int32", "qty": "Int64", "_op": "String", "_version": "UInt64", "sign": "Int8"}
 TRUNC_CFG = {"unique_key": "id", "truncate_when": "_op = 't'"}
@@ -37,7 +40,9 @@ def test_truncate_removes_rows_at_or_below_it_and_keeps_later_ones(project, dele
     # The same truncate again (a redelivery) deletes nothing more.
     s.run_batch([(0, 0, "t", 50, 1)])
     assert _rows(s) == [(1, 11, 70), (3, 30, 60), (5, 50, 55), (7, 70, 51)]
-    assert project.query("select version, rows_deleted from m__truncates order by applied_at") == [("50", 2)]
+    # Recorded first (pending), then done with the rows it deleted.
+    assert project.query("select version, rows_deleted from m__truncates order by applied_at, rows_deleted") \
+        == [(50, None), (50, 2)]
     # Aggregates stay exact without FINAL.
     assert project.scalar("select sum(qty * sign) from m") == 11 + 30 + 50 + 70
     s.assert_invariants()
@@ -53,7 +58,8 @@ def test_truncate_compares_versions_as_numbers_and_only_moves_forward(project):
     assert _rows(s) == [(2, 2, 12), (4, 4, 10)]
     s.run_batch([(0, 0, "t", 11, 1)])
     assert _rows(s) == [(2, 2, 12)]
-    assert project.query("select version from m__truncates order by applied_at") == [("9",), ("11",)]
+    assert project.query("select version from m__truncates where rows_deleted is not null order by applied_at") \
+        == [(9,), (11,)]
 
 
 def test_full_refresh_forgets_applied_truncates(project):
@@ -108,3 +114,75 @@ def test_unavailable_column_misconfigured_is_refused_before_ddl(project, config,
     run = s.run_batch([(1, "x", 1, [], 1, 1)], expect_pass=False)
     assert message in run.log
     assert _model_objects(project) == []
+
+
+# -- found in review: each case below lost or mangled data before it was fixed --------------------
+
+def test_truncate_with_a_time_zone_version_across_a_dst_change(project):
+    """The floor was kept as text in the version's zone: 01:30 EST read back as 01:30 EDT, an hour early."""
+    cols = {"id": "Int32", "qty": "Int64", "_op": "String", "_v": "DateTime('UTC')", "sign": "Int8"}
+    s = Scenario(project, cols, TRUNC_CFG,
+                 select="id, qty, _op, toDateTime(_v, 'America/New_York') as _version, sign")
+    def at(hh_mm: str) -> datetime:
+        return datetime.fromisoformat(f"2024-11-03 {hh_mm}:00+00:00")
+
+    s.run_batch([(1, 1, "c", at("05:50"), 1), (2, 2, "c", at("04:00"), 1)])
+    s.run_batch([(0, 0, "t", at("06:30"), 1), (3, 3, "c", at("06:06"), 1)])
+    assert project.query("select id from m final where sign = 1") == []
+    assert project.query("select toString(version, 'UTC') from m__truncates where rows_deleted is not null") \
+        == [("2024-11-03 06:30:00",)]
+
+
+def test_unconditional_deletes_apply_after_a_truncate_whatever_their_version(project):
+    s = Scenario(project, TRUNC, {**TRUNC_CFG, "delete_mode": "unconditional"})
+    s.run_batch([(1, 1, "c", 10, 1)])
+    s.run_batch([(0, 0, "t", 50, 1), (1, 2, "c", 60, 1)])
+    s.run_batch([(1, 0, "d", 0, -1)])
+    assert _rows(s) == []
+
+
+def test_unavailable_column_added_later_without_the_column_in_the_target_is_refused(project):
+    s = Scenario(project, UNSENT, {"unique_key": "id", "on_schema_change": "ignore"},
+                 select="id, body, qty, _version, sign")
+    s.run_batch([(1, "big", 1, [], 1, 1)])
+    s.write_model(", ".join(f"`{c}`" for c in UNSENT), unavailable_column="_unavailable")
+    run = s.run_batch([(1, None, 2, ["body"], 2, 1)], expect_pass=False)
+    assert "is not a column of the target" in run.log and "append_new_columns" in run.log
+    assert project.query("select body, qty from m final where sign = 1") == [("big", 1)]
+
+
+def test_a_batch_refused_by_its_checks_applies_no_truncate(project):
+    s = Scenario(project, TRUNC, TRUNC_CFG)
+    s.run_batch([(1, 1, "c", 10, 1), (2, 2, "c", 20, 1)])
+    with pytest.raises(LoadError, match="Nothing was loaded"):
+        project.load_rows("m", [{"id": 0, "qty": 0, "_op": "t", "_version": 30, "sign": 1},
+                                {"id": 3, "qty": None, "_op": "c", "_version": 40, "sign": 1}])
+    assert _rows(s) == [(1, 1, 10), (2, 2, 20)]
+    assert project.scalar("select count() from m__truncates") == 0
+
+
+def test_a_truncate_version_that_does_not_fit_is_refused_not_wrapped(project):
+    s = Scenario(project, TRUNC, TRUNC_CFG)
+    s.run_batch([(1, 1, "c", 10, 1)])
+    with pytest.raises(LoadError, match="does not fit"):
+        project.load_rows("m", [{"id": 0, "qty": 0, "_op": "t", "_version": -1, "sign": 1}])
+    s.run_batch([(5, 5, "c", 100, 1)])
+    assert _rows(s) == [(1, 1, 10), (5, 5, 100)]
+
+
+def test_a_truncate_whose_deletes_were_interrupted_is_finished_by_the_next_load(project):
+    s = Scenario(project, TRUNC, TRUNC_CFG)
+    s.run_batch([(1, 1, "c", 10, 1), (2, 2, "c", 70, 1)])
+    # What a run killed between recording the truncate and its deletes leaves behind.
+    project.command("insert into m__truncates values (50, now64(3), 'killed', null)")
+    s.run_batch([(3, 3, "c", 40, 1), (4, 4, "c", 80, 1)])
+    assert _rows(s) == [(2, 2, 70), (4, 4, 80)]
+    assert project.query("select rows_deleted from m__truncates where rows_deleted is not null") == [(1,)]
+
+
+def test_unsent_value_of_a_non_nullable_column_is_not_a_bad_value(project):
+    cols = {**UNSENT, "body": "String"}
+    s = Scenario(project, cols, {"unique_key": "id", "unavailable_column": "_unavailable"})
+    s.run_batch([(1, "big", 1, [], 1, 1)])
+    project.load_rows("m", [{"id": 1, "body": None, "qty": 5, "_unavailable": ["body"], "_version": 2, "sign": 1}])
+    assert project.query("select body, qty from m final where sign = 1") == [("big", 5)]
