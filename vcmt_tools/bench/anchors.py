@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from vcmt_tools.bench import sql
-from vcmt_tools.bench.tables import BASE, Tables
+from vcmt_tools.bench.tables import BASE, EVENTS, Tables
 
 
 @dataclass(frozen=True)
@@ -83,13 +83,14 @@ def _reference_insert(t: Tables) -> str:
     )
 
 
-def _create_like_base(t: Tables, name: str, engine: str, settings: str = "") -> str:
+def _create_like_base(t: Tables, name: str, engine: str, settings: str = "", merges: bool = False) -> str:
     """`name` with base's columns and projection, partition and sort key, on another engine,
-    so base's parts attach to it (Tables.restore)."""
+    so base's parts attach to it (Tables.restore). Merges stay stopped unless `merges`."""
     ddl = (f"create table {t.q(name)} as {t.q(BASE)} engine = {engine} partition by id % 20 order by id "
            f"settings index_granularity = 4096, deduplicate_merge_projection_mode = 'rebuild'{settings}")
     t.engine.command(ddl)
-    t.stop_merges(name)
+    if not merges:
+        t.stop_merges(name)
     return ddl
 
 
@@ -111,6 +112,36 @@ def _lw_update(t: Tables) -> list[str]:
     ]
 
 
+# (C): dbt-clickhouse's own incremental `delete+insert`, as real dbt models on
+# tables created beforehand like base (so dbt takes its incremental path and
+# base's parts attach). The bench captures the statements dbt ran on the batch
+# from the query log (Scenario.setup) and times those, as it does vcmt's loader.
+DELETE_INSERT = "dbt_delete_insert"
+DELETE_INSERT_LWU = "dbt_delete_insert_lwu"
+_LW_UPDATE_TABLE = ", enable_block_number_column = 1, enable_block_offset_column = 1"
+DBT_MODELS = {
+    DELETE_INSERT: ("", {}),
+    DELETE_INSERT_LWU: (_LW_UPDATE_TABLE, {"lightweight_delete_mode": "lightweight_update"}),
+}
+
+
+def dbt_model_sql(name: str) -> str:
+    _, query_settings = DBT_MODELS[name]
+    return (
+        "{{ config(materialized='incremental', incremental_strategy='delete+insert', unique_key='id', "
+        f"order_by='id', partition_by='id % 20', query_settings={query_settings!r}) }}}}\n"
+        f"select id, Department, metric1, metric2, _version, sign from {{{{ source('bench', '{EVENTS}') }}}}\n"
+        "order by _version desc limit 1 by id"
+    )
+
+
+def _create_dbt_table(t: Tables, name: str) -> str:
+    # A DELETE on a table with a projection needs lightweight_mutation_projection_mode, and that
+    # mutation needs the background executor: merges stay on.
+    settings = DBT_MODELS[name][0] + ", lightweight_mutation_projection_mode = 'rebuild'"
+    return _create_like_base(t, name, "MergeTree", settings, merges=True)
+
+
 ANCHORS: tuple[Anchor, ...] = (
     Anchor(REFERENCE, "reference article's transform", _create_reference, _reference_insert, goal=0.5),
     Anchor(RMT, "(A) ReplacingMergeTree(_version), read with FINAL",
@@ -121,4 +152,10 @@ ANCHORS: tuple[Anchor, ...] = (
            lambda t: _create_like_base(t, LW_UPDATE, "MergeTree",
                                        ", enable_block_number_column = 1, enable_block_offset_column = 1"),
            _lw_update, report=lambda t: sql.report_live(t.q(LW_UPDATE))),
+    Anchor(DELETE_INSERT, "(C) dbt-clickhouse delete+insert, lightweight DELETE",
+           lambda t: _create_dbt_table(t, DELETE_INSERT), lambda t: t.captured[DELETE_INSERT],
+           report=lambda t: sql.report_live(t.q(DELETE_INSERT))),
+    Anchor(DELETE_INSERT_LWU, "(C) dbt-clickhouse delete+insert, lightweight_delete_mode = 'lightweight_update'",
+           lambda t: _create_dbt_table(t, DELETE_INSERT_LWU), lambda t: t.captured[DELETE_INSERT_LWU],
+           report=lambda t: sql.report_live(t.q(DELETE_INSERT_LWU))),
 )  # fmt: skip

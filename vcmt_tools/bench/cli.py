@@ -35,7 +35,7 @@ def _positive(text: str) -> int:
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m vcmt_tools.bench",
-        description="Time vcmt_upsert against plain INSERT and the reference article's SQL on chDB.",
+        description="Time vcmt_upsert against plain INSERT and other ways to upsert (anchors) on chDB.",
     )
     p.add_argument("--rows", type=_positive, default=10_000_000, help="base rows N (default 10M)")
     p.add_argument("--batch", type=_positive, default=1_000_000, help="events per batch B (default 1M)")

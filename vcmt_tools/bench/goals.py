@@ -68,7 +68,7 @@ def _break_even(steps: Steps, size: str, key: str, label: str) -> Ratio:
         if any(p is None for p in parts):
             return float("nan")
         write, read = get(parts[0]) - get(parts[1]), get(parts[2]) - get(parts[3])
-        return 0.0 if write <= 0 else (write / read if read > 0 else float("inf"))
+        return 0.0 if write <= 0 else (write / read if read > 0.01 else float("inf"))
 
     return Ratio(f"break_even_{size}_{key}", f"break-even vs {label}, {size} batch (report queries per batch)",
                  k(False), k(True), ("≤", 1.0))

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from vcmt_tools.bench import sql
-from vcmt_tools.bench.anchors import ANCHORS
+from vcmt_tools.bench.anchors import ANCHORS, DBT_MODELS, dbt_model_sql
 from vcmt_tools.bench.checks import Checks, check_upsert_state, normalized
 from vcmt_tools.bench.engine import Engine, Timing, ViewStats, measured
 from vcmt_tools.bench.steps import Steps
@@ -79,6 +79,8 @@ class Scenario:
             sources: [{{name: bench, schema: {t.db}, tables: [{{name: {EVENTS}}}]}}]
         """)  # fmt: skip
         self.project.model(MODEL, MODEL_SQL)
+        for name in DBT_MODELS:
+            self.project.model(name, dbt_model_sql(name))
         self.say("dbt deps + first dbt run (empty input): the materialization creates the model's objects")
         self._dbt_run("dbt run (create objects)")
         self.out.sql["Target DDL, as the materialization created it"] = t.stored(MODEL, "create_table_query")
@@ -105,6 +107,7 @@ class Scenario:
         if len(inserts) != 1:
             raise BenchFailure(f"expected one INSERT into the stage in the dbt run, found {len(inserts)}")
         self.loader_sql = inserts[0]
+        self._capture_dbt_anchors()
         self.out.sql["The loader's stage INSERT, as dbt ran it (the vcmt sample)"] = self.loader_sql
         for a in ANCHORS:
             parts = [anchor_ddl[a.key], ";\n".join(_statements(a.insert(t))), *([a.report(t)] if a.report else [])]
@@ -112,6 +115,26 @@ class Scenario:
                 parts
             )
         self.out.setup_ms = (time.perf_counter() - started) * 1000
+
+    def _capture_dbt_anchors(self) -> None:
+        """Run each dbt-clickhouse anchor model on the batch of B and keep the statements it ran on its
+        own tables (new-data table, DELETE, INSERT, drop), to replay them as that anchor's sample."""
+        t = self.tables
+        for name in DBT_MODELS:
+            t.restore(name)
+            since = time.time()
+            try:
+                self.project.dbt("run", "--select", name)
+            except AssertionError as exc:
+                raise BenchFailure(f"dbt run of anchor {name} failed: {str(exc)[-4000:]}") from exc
+            mine = f"`{t.db}`.`{name}"
+            ran = [q for q, _ in self.engine.dbt_queries(since)
+                   if mine in q and re.match(r"^(/\*.*?\*/\s*)?(create|delete|insert|drop)\b", q, re.S | re.I)]
+            if not any(re.search(r"\bdelete\s+from\b", q, re.I) for q in ran):
+                raise BenchFailure(f"anchor {name}: no DELETE found in the statements dbt ran: {ran}")
+            t.captured[name] = [f"drop table if exists {t.q(name + '__dbt_new_data_replay')}"] + [
+                re.sub(r"__dbt_new_data_\w+", "__dbt_new_data_replay", q) for q in ran
+            ]
 
     def _dbt_run(self, what: str) -> None:
         try:

@@ -98,6 +98,8 @@ class Tables:
         self.engine = engine
         self.db = engine.database
         self.target, self.events = self.q(MODEL), self.q(EVENTS)
+        # Statements captured from a real `dbt run` of an anchor model, replayed as its sample.
+        self.captured: dict[str, list[str]] = {}
 
     def q(self, name: str) -> str:
         return f"`{self.db}`.`{name}`"
