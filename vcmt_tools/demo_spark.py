@@ -54,6 +54,7 @@ def setup(args: argparse.Namespace, work: Path) -> SparkSide:
     log = quiet_spark(work / "logs" / "spark.log")
     side = SparkSide(args.spark, TARGETS[args.spark], log)
     if args.spark == "session":
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # the local session's driver listens on loopback only
         return side
     if args.spark_server:
         host, _, port = args.spark_server.rpartition(":")

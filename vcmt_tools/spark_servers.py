@@ -87,9 +87,21 @@ def write_log_config(conf_dir: Path, log_file: Path | None, level: str = "info")
 def quiet_spark(log_file: Path) -> Path:
     """Send Spark's JVM log (WARN and above) and pyspark's / py4j's Python loggers to `log_file`.
 
-    Call before the first SparkSession of the process starts its JVM. Returns `log_file`.
+    Call before the first SparkSession of the process starts its JVM. The
+    JVM also writes a few lines outside its log (the JDK's incubator-module
+    notice, the console progress bar) to the stderr it inherits: this
+    process's file descriptor 2 is pointed at `log_file` too, while
+    Python's own `sys.stderr` keeps writing to the console. Returns `log_file`.
     """
-    os.environ["SPARK_CONF_DIR"] = str(write_log_config(log_file.parent / "spark-conf", log_file, level="warn"))
+    conf_dir = write_log_config(log_file.parent / "spark-conf", log_file, level="warn")
+    (conf_dir / "spark-defaults.conf").write_text("spark.ui.showConsoleProgress false\n")
+    os.environ["SPARK_CONF_DIR"] = str(conf_dir)
+    sys.stderr.flush()
+    console = os.fdopen(os.dup(2), "w", buffering=1, encoding=sys.stderr.encoding, errors="backslashreplace")
+    log_fd = os.open(log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(log_fd, 2)
+    os.close(log_fd)
+    sys.stderr = console
     handler = logging.FileHandler(log_file)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     for name in ("py4j", "pyspark"):
@@ -134,13 +146,28 @@ class SparkServer:
         text = self.log.read_text(errors="replace") if self.log.exists() else "(no log written)"
         return "\n".join(text.splitlines()[-lines:])
 
+    def wait_ready(self, timeout: float = 180) -> None:
+        """Wait until the server listens; raise SparkServerError with its log tail if it exits or times out."""
+        deadline = time.monotonic() + timeout
+        while not _port_open(self.port):
+            if not self.alive():
+                raise SparkServerError(
+                    f"Spark {self.kind} server exited with code {self.process.returncode} before listening on "
+                    f"127.0.0.1:{self.port}; log {self.log}:\n{self.log_tail()}")
+            if time.monotonic() > deadline:
+                self.stop()
+                raise SparkServerError(
+                    f"Spark {self.kind} server did not listen on 127.0.0.1:{self.port} within {timeout:.0f}s; "
+                    f"log {self.log}:\n{self.log_tail()}")
+            time.sleep(0.5)
+
     def alive(self) -> bool:
         return self.process.poll() is None
 
     def stop(self, timeout: float = 30) -> None:
         """Stop the server and its executors (the watchdog's whole process group)."""
         if self.process.poll() is None:
-            _signal_group(self.process.pid, signal.SIGTERM)
+            self.process.terminate()  # the watchdog stops the server, then ends the group
             try:
                 self.process.wait(timeout)
             except subprocess.TimeoutExpired:
@@ -205,14 +232,9 @@ def server_command(kind: str, home: Path, port: int, root: Path, master: str,
     return cmd
 
 
-def start_server(kind: str, root: Path, *, master: str = DEFAULT_MASTER, timeout: float = 180,
-                 max_seconds: float = 3600, conf: dict[str, str] | None = None) -> SparkServer:
-    """Start a `connect` or `thrift` server under `root` and wait (at most `timeout` s) until it listens.
-
-    Its log (driver and server) is `root/server.log`; executors log under
-    `root/home/work/`. It stops when `stop()` is called, when this process
-    ends, or after `max_seconds`.
-    """
+def launch_server(kind: str, root: Path, *, master: str = DEFAULT_MASTER, max_seconds: float = 3600,
+                  conf: dict[str, str] | None = None) -> SparkServer:
+    """Launch a `connect` or `thrift` server under `root`, without waiting for it (see `start_server`)."""
     if kind not in SERVER_CLASSES:
         raise ValueError(f"unknown Spark server kind {kind!r}: use one of {sorted(SERVER_CLASSES)}")
     root = root.resolve()
@@ -234,17 +256,19 @@ def start_server(kind: str, root: Path, *, master: str = DEFAULT_MASTER, timeout
             stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=root,
             start_new_session=True,  # the watchdog leads a process group: server and executors are in it
         )
-    server = SparkServer(kind, port, root, log, process, conf or {})
-    deadline = time.monotonic() + timeout
-    while not _port_open(port):
-        if not server.alive():
-            raise SparkServerError(f"Spark {kind} server exited with code {process.returncode} before listening "
-                                   f"on 127.0.0.1:{port}; log {log}:\n{server.log_tail()}")
-        if time.monotonic() > deadline:
-            server.stop()
-            raise SparkServerError(f"Spark {kind} server did not listen on 127.0.0.1:{port} within {timeout:.0f}s; "
-                                   f"log {log}:\n{server.log_tail()}")
-        time.sleep(0.5)
+    return SparkServer(kind, port, root, log, process, conf or {})
+
+
+def start_server(kind: str, root: Path, *, master: str = DEFAULT_MASTER, timeout: float = 180,
+                 max_seconds: float = 3600, conf: dict[str, str] | None = None) -> SparkServer:
+    """Start a `connect` or `thrift` server under `root` and wait (at most `timeout` s) until it listens.
+
+    Its log (driver and server) is `root/server.log`; executors log under
+    `root/home/work/`. It stops when `stop()` is called, when this process
+    ends, or after `max_seconds`.
+    """
+    server = launch_server(kind, root, master=master, max_seconds=max_seconds, conf=conf)
+    server.wait_ready(timeout)
     return server
 
 
@@ -268,13 +292,13 @@ def _watch(parent: int, max_seconds: float, cmd: list[str]) -> int:
     if child.poll() is not None:
         return child.returncode
     print(f"vcmt_tools.spark_servers watchdog: stopping the server ({stop['why']})", file=sys.stderr, flush=True)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    os.killpg(0, signal.SIGTERM)
+    # The server first (it stops its workers and their executors), then whatever is left of the group.
+    child.terminate()
     try:
         child.wait(20)
     except subprocess.TimeoutExpired:
         pass
-    time.sleep(2)  # executors end after their driver
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     os.killpg(0, signal.SIGKILL)
     return 1
 

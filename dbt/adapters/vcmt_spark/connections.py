@@ -11,16 +11,12 @@ from __future__ import annotations
 from typing import Any
 
 from dbt.adapters.contracts.connection import Connection, ConnectionState
-from dbt.adapters.events.logging import AdapterLogger
 from dbt.adapters.exceptions.connection import FailedToConnectError
 from dbt.adapters.spark.connections import SparkConnectionManager
 from dbt.adapters.spark.session import Connection as SessionConnection
 from dbt.adapters.spark.session import Cursor, SessionConnectionWrapper
-from dbt_common.exceptions import DbtRuntimeError
-
 from dbt.adapters.vcmt_spark.credentials import VcmtSparkConnectionMethod
-
-logger = AdapterLogger("Spark")
+from dbt_common.exceptions import DbtRuntimeError
 
 
 class ConnectCursor(Cursor):
@@ -31,9 +27,8 @@ class ConnectCursor(Cursor):
         self.credentials = credentials
 
     def execute(self, sql: str, *parameters: Any) -> None:
-        from pyspark.errors import AnalysisException
-
         from dbt.adapters.vcmt_spark.python_submissions import connect_session
+        from pyspark.errors import AnalysisException
 
         if parameters:
             sql = sql % parameters
@@ -64,7 +59,7 @@ class VcmtSparkConnectionManager(SparkConnectionManager):
 
         try:
             # One round trip, so that an unreachable server fails here, naming its address.
-            connect_session(creds).version
+            _ = connect_session(creds).version
         except DbtRuntimeError:
             raise
         except Exception as e:

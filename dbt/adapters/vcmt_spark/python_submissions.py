@@ -16,9 +16,8 @@ from typing import Any
 
 from dbt.adapters.base import PythonJobHelper
 from dbt.adapters.spark.connections import SparkCredentials
-from dbt_common.exceptions import DbtRuntimeError
-
 from dbt.adapters.vcmt_spark.credentials import VcmtSparkConnectionMethod
+from dbt_common.exceptions import DbtRuntimeError
 
 # One Spark Connect session per server URL and process: SQL and Python models share its temp views and settings.
 _connect_sessions: dict[str, Any] = {}
