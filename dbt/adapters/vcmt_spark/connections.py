@@ -8,7 +8,9 @@ method is dbt-spark's, unchanged.
 
 from __future__ import annotations
 
+import socket
 from typing import Any
+from urllib.parse import urlparse
 
 from dbt.adapters.contracts.connection import Connection, ConnectionState
 from dbt.adapters.exceptions.connection import FailedToConnectError
@@ -57,16 +59,21 @@ class VcmtSparkConnectionManager(SparkConnectionManager):
             return super().open(connection)
         from dbt.adapters.vcmt_spark.python_submissions import connect_session
 
+        # The Spark Connect client retries an unreachable server for minutes: check the address first,
+        # within connect_timeout, then make one round trip so that a server that is not Spark Connect fails here.
+        address = urlparse("http://" + creds.connect_url.removeprefix("sc://"))
+        host, port = address.hostname, address.port or 15002
         try:
-            # One round trip, so that an unreachable server fails here, naming its address.
+            socket.create_connection((host, port), timeout=creds.connect_timeout).close()
             _ = connect_session(creds).version
         except DbtRuntimeError:
             raise
         except Exception as e:
             raise FailedToConnectError(
-                f"method: connect: no Spark Connect server answered at host {creds.host!r}, port {creds.port} "
-                f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}). Start the server "
-                "(sbin/start-connect-server.sh) or fix host/port in the profile."
+                f"method: connect: no Spark Connect server answered at {host}:{port} within "
+                f"connect_timeout={creds.connect_timeout}s ({type(e).__name__}: "
+                f"{str(e).splitlines()[0] if str(e) else ''}). Start the server (sbin/start-connect-server.sh) "
+                "or fix host and port in the profile."
             ) from e
         connection.handle = SessionConnectionWrapper(ConnectConnection(creds))
         connection.state = ConnectionState.OPEN  # type: ignore[assignment]
