@@ -217,7 +217,7 @@ def server_command(kind: str, home: Path, port: int, root: Path, master: str,
             f"jdbc:derby:;databaseName={root / 'metastore_db'};create=true",
         "spark.driver.extraJavaOptions": f"-Dderby.system.home={root}",
         "spark.sql.session.timeZone": "UTC",
-        "spark.sql.shuffle.partitions": "4",
+        "spark.sql.shuffle.partitions": "2",  # one task per executor core
         **({"spark.connect.grpc.binding.address": "127.0.0.1", "spark.connect.grpc.binding.port": str(port)}
            if kind == "connect" else {}),
         **conf,

@@ -24,7 +24,7 @@ def spark_servers(tmp_path_factory) -> Iterator[dict[str, SparkServer]]:
     root = tmp_path_factory.mktemp("spark_servers")
     servers: dict[str, SparkServer] = {}
     try:
-        for kind in ("connect", "thrift"):
+        for kind in ("connect", "thrift"):  # both start at once; then both are waited for
             servers[kind] = launch_server(kind, root / kind, max_seconds=MAX_LIFETIME_S)
         for server in servers.values():
             server.wait_ready(START_TIMEOUT_S)

@@ -42,11 +42,14 @@ def _demo(work: Path, target: str, servers: dict[str, SparkServer]) -> subproces
 
 
 @pytest.fixture(scope="module")
-def pipelines(tmp_path_factory, spark_servers: dict[str, SparkServer]) -> dict[str, tuple[Path, str, float]]:
+def pipelines(request, tmp_path_factory) -> dict[str, tuple[Path, str, float]]:
     """Work folder, console output and seconds of the demo's pipeline on each target (run side by side)."""
     root = tmp_path_factory.mktemp("targets")
     started = time.monotonic()
-    procs = {t: _demo(root / t, t, spark_servers) for t in TARGETS}
+    # The local session's run needs no server: it starts while the servers start.
+    procs = {"session": _demo(root / "session", "session", {})}
+    spark_servers = request.getfixturevalue("spark_servers")
+    procs.update({t: _demo(root / t, t, spark_servers) for t in TARGETS if t != "session"})
     results = {}
     for target, proc in procs.items():
         try:
