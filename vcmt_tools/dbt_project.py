@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -80,6 +82,8 @@ class DbtProject:
     vars: dict[str, Any] = field(default_factory=dict)
     # The chdb target's `custom_settings` (session settings of every dbt query).
     custom_settings: dict[str, Any] = field(default_factory=dict)
+    # Running Spark servers, "connect" / "thrift" -> (host, port): targets spark_connect and spark_thrift.
+    spark_servers: dict[str, tuple[str, int]] = field(default_factory=dict)
     _client: Any = None
 
     def __post_init__(self) -> None:
@@ -124,11 +128,23 @@ class DbtProject:
                         "spark": {"type": "spark", **spark_session_target},
                         # dbt-spark plus Python models on the same session (dbt/adapters/vcmt_spark).
                         "vcmt_spark": {"type": "vcmt_spark", **spark_session_target},
+                        **self._spark_server_targets(),
                     },
                 }
             },
         )
         self._deps_done = False
+
+    def _spark_server_targets(self) -> dict[str, dict[str, Any]]:
+        """spark_connect / spark_thrift targets, as in the repository's profiles.yml, on the given servers."""
+        methods = {"connect": ("spark_connect", "vcmt_spark", {}), "thrift": ("spark_thrift", "spark", {"user": "dbt"})}
+        targets = {}
+        for kind, (host, port) in self.spark_servers.items():
+            name, adapter_type, extra = methods[kind]
+            targets[name] = {"type": adapter_type, "method": kind, "host": host, "port": port, **extra,
+                             "schema": self.schema, "threads": 1,
+                             "server_side_parameters": {"spark.sql.session.timeZone": "UTC"}}
+        return targets
 
     # -- files ---------------------------------------------------------------
     def _write_yaml(self, rel: str, data: Any) -> None:
@@ -158,11 +174,7 @@ class DbtProject:
         """Run one dbt command in-process; assert it passed or failed as expected."""
         if args and args[0] == "debug":
             return self._checked(self._invoke([*args, "--target", target], common=False), args, expect_pass)
-        if not self._deps_done:
-            deps = self._invoke(["deps"], common=False)
-            if not deps.success:
-                raise AssertionError(f"dbt deps failed:\n{deps.log[-4000:]}")
-            self._deps_done = True
+        self._ensure_deps()
         cli = [*args, "--target", target]
         if self.vars:
             cli += ["--vars", json.dumps(self.vars)]
@@ -177,11 +189,36 @@ class DbtProject:
             )
         return run
 
-    def _invoke(self, args: list[str], common: bool = True) -> DbtRun:
+    def dbt_subprocess(self, *args: str, target: str, timeout: float = 900) -> subprocess.CompletedProcess:
+        """Run one dbt command in a fresh Python process and assert it passed.
+
+        For a Spark Connect target: PySpark cannot run a local session and
+        Spark Connect clients in one process (docs/design.md#spark-targets).
+        """
+        self._ensure_deps()
+        cli = [*args, "--target", target, *(["--vars", json.dumps(self.vars)] if self.vars else [])]
+        proc = subprocess.run([str(Path(sys.executable).parent / "dbt"), *self._cli(cli)],
+                              capture_output=True, text=True, timeout=timeout)
+        if proc.returncode != 0:
+            raise AssertionError(f"dbt {' '.join(args)} --target {target} failed:\n{proc.stdout[-6000:]}"
+                                 f"{proc.stderr[-3000:]}")
+        return proc
+
+    def _ensure_deps(self) -> None:
+        if not self._deps_done:
+            deps = self._invoke(["deps"], common=False)
+            if not deps.success:
+                raise AssertionError(f"dbt deps failed:\n{deps.log[-4000:]}")
+            self._deps_done = True
+
+    def _cli(self, args: list[str], common: bool = True) -> list[str]:
         cli = [*args, "--project-dir", str(self.root), "--profiles-dir", str(self.root)]
         if common:
             cli += ["--log-path", str(self.root / "logs"), "--target-path", str(self.root / "target")]
-        return invoke(cli)
+        return cli
+
+    def _invoke(self, args: list[str], common: bool = True) -> DbtRun:
+        return invoke(self._cli(args, common))
 
     def load_rows(self, model: str, rows: list[dict[str, Any]]) -> str:
         """Apply rows to a vcmt_upsert model through `vcmt-load-stage`'s path (vcmt.load_stage)."""

@@ -1,6 +1,6 @@
 """make demo: the CDC pipeline end to end, proving its own result.
 
-    python -m vcmt_tools.demo [--events 20000] [--batches 6] [--seed 42]
+    python -m vcmt_tools.demo [--events 20000] [--batches 6] [--seed 42] [--spark session|connect|thrift]
 
 1. generate seeded Debezium-style events (with duplicates, late events,
    deletes, snapshots and malformed lines) and their oracle into a landing area;
@@ -140,12 +140,14 @@ def _query(client: Any, sql: str) -> list[dict[str, Any]]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from vcmt_tools import demo_spark
     from vcmt_tools.cdc import generate
 
     work = args.work.resolve()
     shutil.rmtree(work, ignore_errors=True)
     landing, lake = work / "landing", work / "lake"
     _configure_env(work)
+    spark = demo_spark.setup(args, work)
     timer = Timer()
     started = time.time()
 
@@ -163,7 +165,7 @@ def run(args: argparse.Namespace) -> int:
     for batch in range(args.batches):
         landed = _land_batch(landing, lake, batch)
         t = time.time()
-        pipeline.dbt("run", "--select", "staging", target="spark")
+        pipeline.dbt("run", "--select", "staging", target=spark.target)
         spark_s = timer.add("spark staging", t)
         t = time.time()
         pipeline.dbt("run", "--select", "marts", target="chdb")
@@ -173,7 +175,7 @@ def run(args: argparse.Namespace) -> int:
 
     _say("==> [3/4] dbt test (staging on Spark, marts on ClickHouse)")
     t = time.time()
-    spark_tests = pipeline.dbt("test", "--select", "staging", target="spark", expect_pass=False)
+    spark_tests = pipeline.dbt("test", "--select", "staging", target=spark.target, expect_pass=False)
     ch_tests = pipeline.dbt("test", "--select", "marts", target="chdb", expect_pass=False)
     timer.add("dbt test", t)
     passed_s, failed_s = _test_results(spark_tests)
@@ -182,6 +184,7 @@ def run(args: argparse.Namespace) -> int:
     _say("==> [4/4] comparing with the oracle")
     report, ok = _report(work, lake, landing, manifest, timer, passed_s + passed_c, failed_s + failed_c)
     _say(report)
+    _say(spark.describe())
     total = time.time() - started
     verdict = "OK" if ok else "FAILED"
     _say(f"make demo: {verdict} in {total:.0f}s — {manifest.events:,} events, {args.batches} batches; "
@@ -282,6 +285,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--malformed-share", type=float, default=0.02)
     parser.add_argument("--work", type=Path, default=REPO_ROOT / ".local" / "demo")
+    from vcmt_tools import demo_spark
+
+    demo_spark.add_arguments(parser)
     return run(parser.parse_args(argv))
 
 

@@ -9,6 +9,7 @@ table in the same run.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
 
@@ -16,6 +17,7 @@ import pytest
 
 from tests.cdc.test_debezium_decoding import b64, envelope
 from tests.conftest import make_project
+from vcmt_tools.dbt_project import DbtProject
 from vcmt_tools.staging import debezium as dbz
 
 pytestmark = pytest.mark.spark
@@ -52,13 +54,17 @@ def _land(lake: Path, batch: int, lines: list) -> Path:
     return path
 
 
-def test_python_staging_model_incremental_by_batch(tmp_path_factory, chdb_path: Path, lab_dir: Path,
-                                                   monkeypatch) -> None:
-    from pyspark.sql import SparkSession
+# What the model stages from the two batches written by `run_two_batches`: (_batch_id, _kind, _reason, id).
+STAGED_BY_BATCH = [
+    (0, "change", None, 1), (0, "change", None, 2), (0, "malformed", "bad_json", None), (0, "tombstone", None, None),
+    (1, "change", None, 1), (1, "change", None, 2), (1, "truncate", None, None),
+]
 
-    root = tmp_path_factory.mktemp("python_staging")
+
+def python_staging_project(root: Path, chdb_path: Path, lab_dir: Path, **options) -> DbtProject:
+    """A project with the Python model (its table under <root>/lake/staged) and a SQL view reading it."""
     lake = root / "lake"
-    proj = make_project(root / "proj", "python_staging", chdb_path, lab_dir)
+    proj = make_project(root / "proj", "python_staging", chdb_path, lab_dir, **options)
     proj.write("models/stg_orders_py.py", MODEL)
     proj.write("models/_models.yml", f"""
         version: 2
@@ -73,6 +79,11 @@ def test_python_staging_model_incremental_by_batch(tmp_path_factory, chdb_path: 
         {{ config(materialized='view') }}
         select id, amount, note, _version, sign from {{ ref('stg_orders_py') }} where _kind = 'change'
     """)
+    return proj
+
+
+def run_two_batches(lake: Path, run: Callable[[], object]) -> None:
+    """Land batch 0, `run()`, change batch 0's file (it must not be read again), land batch 1, `run()`."""
     ms = 1_700_000_000_000
     first = _land(lake, 0, [
         envelope(op="r", after={"id": 1, "amount": b64(1000), "note": "a", "created_at": ms}, lsn=10),
@@ -80,8 +91,7 @@ def test_python_staging_model_incremental_by_batch(tmp_path_factory, chdb_path: 
         "",
         "{broken",
     ])
-    monkeypatch.chdir(lab_dir)
-    proj.dbt("run", target="vcmt_spark")
+    run()
     # Batch 0 is staged; if it were read again, this extra line would show up.
     first.write_text(first.read_text() + json.dumps(envelope(after={"id": 99}, lsn=99)) + "\n")
     _land(lake, 1, [
@@ -89,15 +99,23 @@ def test_python_staging_model_incremental_by_batch(tmp_path_factory, chdb_path: 
         envelope(op="d", before={"id": 2, "amount": None, "note": None, "created_at": None}, after=None, lsn=21),
         envelope(op="t", after=None, lsn=22),
     ])
-    proj.dbt("run", target="vcmt_spark")
+    run()
+
+
+def test_python_staging_model_incremental_by_batch(tmp_path_factory, chdb_path: Path, lab_dir: Path,
+                                                   monkeypatch) -> None:
+    from pyspark.sql import SparkSession
+
+    root = tmp_path_factory.mktemp("python_staging")
+    lake = root / "lake"
+    proj = python_staging_project(root, chdb_path, lab_dir)
+    monkeypatch.chdir(lab_dir)
+    run_two_batches(lake, lambda: proj.dbt("run", target="vcmt_spark"))
 
     spark = SparkSession.builder.getOrCreate()
     rows = spark.table(f"{proj.schema}.stg_orders_py").collect()
     by_batch = sorted((r._batch_id, r._kind, r._reason, r.id) for r in rows)
-    assert by_batch == [
-        (0, "change", None, 1), (0, "change", None, 2), (0, "malformed", "bad_json", None), (0, "tombstone", None, None),
-        (1, "change", None, 1), (1, "change", None, 2), (1, "truncate", None, None),
-    ]
+    assert by_batch == STAGED_BY_BATCH
     changes = sorted((tuple(r) for r in spark.table(f"{proj.schema}.orders_changes").collect()),
                      key=lambda r: (r[0], r[3]))
     assert changes == [

@@ -1,5 +1,80 @@
+"""dbt-spark's connection manager, plus `method: connect` (docs/design.md#spark-targets).
+
+A Spark Connect connection is dbt-spark's own `method: session` connection
+(its pyodbc-like cursor over DataFrames), whose cursor runs each statement on
+the profile's Spark Connect session instead of a local one. Every other
+method is dbt-spark's, unchanged.
+"""
+
+from __future__ import annotations
+
+import socket
+from typing import Any
+from urllib.parse import urlparse
+
+from dbt.adapters.contracts.connection import Connection, ConnectionState
+from dbt.adapters.exceptions.connection import FailedToConnectError
 from dbt.adapters.spark.connections import SparkConnectionManager
+from dbt.adapters.spark.session import Connection as SessionConnection
+from dbt.adapters.spark.session import Cursor, SessionConnectionWrapper
+from dbt.adapters.vcmt_spark.credentials import VcmtSparkConnectionMethod
+from dbt_common.exceptions import DbtRuntimeError
+
+
+class ConnectCursor(Cursor):
+    """dbt-spark's session cursor, running SQL on the Spark Connect session of the profile."""
+
+    def __init__(self, credentials: Any) -> None:
+        super().__init__()
+        self.credentials = credentials
+
+    def execute(self, sql: str, *parameters: Any) -> None:
+        from dbt.adapters.vcmt_spark.python_submissions import connect_session
+        from pyspark.errors import AnalysisException
+
+        if parameters:
+            sql = sql % parameters
+        try:
+            self._df = connect_session(self.credentials).sql(sql)
+        except AnalysisException as exc:
+            raise DbtRuntimeError(str(exc)) from exc
+
+
+class ConnectConnection(SessionConnection):
+    def __init__(self, credentials: Any) -> None:
+        super().__init__()
+        self.credentials = credentials
+
+    def cursor(self) -> Cursor:
+        return ConnectCursor(self.credentials)
 
 
 class VcmtSparkConnectionManager(SparkConnectionManager):
     TYPE = "vcmt_spark"
+
+    @classmethod
+    def open(cls, connection: Connection) -> Connection:
+        creds = connection.credentials
+        if connection.state == ConnectionState.OPEN or creds.method != VcmtSparkConnectionMethod.CONNECT:
+            return super().open(connection)
+        from dbt.adapters.vcmt_spark.python_submissions import connect_session
+
+        # The Spark Connect client retries an unreachable server for minutes: check the address first,
+        # within connect_timeout, then make one round trip so that a server that is not Spark Connect fails here.
+        address = urlparse("http://" + creds.connect_url.removeprefix("sc://"))
+        host, port = address.hostname, address.port or 15002
+        try:
+            socket.create_connection((host, port), timeout=creds.connect_timeout).close()
+            _ = connect_session(creds).version
+        except DbtRuntimeError:
+            raise
+        except Exception as e:
+            raise FailedToConnectError(
+                f"method: connect: no Spark Connect server answered at {host}:{port} within "
+                f"connect_timeout={creds.connect_timeout}s ({type(e).__name__}: "
+                f"{str(e).splitlines()[0] if str(e) else ''}). Start the server (sbin/start-connect-server.sh) "
+                "or fix host and port in the profile."
+            ) from e
+        connection.handle = SessionConnectionWrapper(ConnectConnection(creds))
+        connection.state = ConnectionState.OPEN  # type: ignore[assignment]
+        return connection

@@ -1,12 +1,58 @@
 from dataclasses import dataclass
 
 from dbt.adapters.spark.connections import SparkCredentials
+from dbt_common.dataclass_schema import StrEnum
+from dbt_common.exceptions import DbtRuntimeError
+
+
+class VcmtSparkConnectionMethod(StrEnum):
+    """dbt-spark's connection methods, plus `connect` (Spark Connect, docs/design.md#spark-targets)."""
+
+    THRIFT = "thrift"
+    HTTP = "http"
+    ODBC = "odbc"
+    SESSION = "session"
+    CONNECT = "connect"
 
 
 @dataclass
 class VcmtSparkCredentials(SparkCredentials):
-    """dbt-spark's credentials under the plugin's own type name; every field means what it means there."""
+    """dbt-spark's credentials under the plugin's own type name; every field means what it means there.
+
+    `method: connect` adds a Spark Connect client: `host` (a name, or a whole
+    `sc://host:port/;param=value` URL) and `port` (Spark Connect's default is
+    15002) name the server; `token` and `use_ssl` become URL parameters.
+    `server_side_parameters` are set on the remote session (SQL settings only:
+    the cluster's static settings belong to the server).
+    """
+
+    method: VcmtSparkConnectionMethod = None  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.method == VcmtSparkConnectionMethod.CONNECT:
+            try:
+                from pyspark.sql.connect.utils import check_dependencies
+
+                check_dependencies()
+            except ImportError as e:
+                raise DbtRuntimeError(
+                    "method: connect needs the Spark Connect client: install `pyspark[connect]` "
+                    f"(this package's `spark` extra pins it).\n\nImportError({e})"
+                ) from e
 
     @property
     def type(self) -> str:
         return "vcmt_spark"
+
+    @property
+    def connect_url(self) -> str:
+        """The Spark Connect URL of `method: connect`."""
+        if str(self.host).startswith("sc://"):
+            return str(self.host)
+        params = [f"token={self.token}"] if self.token else []
+        if self.use_ssl:
+            params.append("use_ssl=true")
+        if self.user:
+            params.append(f"user_id={self.user}")
+        return f"sc://{self.host}:{self.port}" + (f"/;{';'.join(params)}" if params else "")

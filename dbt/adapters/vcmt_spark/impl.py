@@ -3,18 +3,18 @@ from __future__ import annotations
 from typing import Any
 
 from dbt.adapters.base import PythonJobHelper
-from dbt.adapters.spark.connections import SparkConnectionMethod
 from dbt.adapters.spark.impl import SparkAdapter
 from dbt.adapters.vcmt_spark.connections import VcmtSparkConnectionManager
+from dbt.adapters.vcmt_spark.credentials import VcmtSparkConnectionMethod
 from dbt.adapters.vcmt_spark.python_submissions import SessionPythonJobHelper
 
 
 class VcmtSparkAdapter(SparkAdapter):
     """SparkAdapter with a `session` submission method for Python models.
 
-    On `method: session` it is the default, so a Python model needs no
-    `submission_method` config; on other methods dbt-spark's Databricks
-    helpers stay the default.
+    On `method: session` and `method: connect` it is the default, so a Python
+    model needs no `submission_method` config; on other methods dbt-spark's
+    Databricks helpers stay the default.
     """
 
     ConnectionManager = VcmtSparkConnectionManager
@@ -38,7 +38,7 @@ class VcmtSparkAdapter(SparkAdapter):
 
     @property
     def default_python_submission_method(self) -> str:
-        if self.config.credentials.method == SparkConnectionMethod.SESSION:
+        if self.config.credentials.method in (VcmtSparkConnectionMethod.SESSION, VcmtSparkConnectionMethod.CONNECT):
             return "session"
         return super().default_python_submission_method
 

@@ -1,11 +1,13 @@
-"""Run a compiled dbt Python model on the SparkSession of `method: session`.
+"""Run a compiled dbt Python model on the SparkSession of `method: session` or `method: connect`.
 
 The compiled code is the model's source, dbt's `dbtObj` scaffolding and the
 write step rendered by the `py_write_table` macro of this plugin (which ends in
 `save_model_result` below). It runs in this process, on the same session the
 SQL models use, so a Python model and the SQL around it share tables, temp
 views and caches. Only the DataFrame API is used (no SparkContext, no RDDs),
-so the same code can run on a Spark Connect session.
+so the same code runs on a Spark Connect session: with `method: connect` the
+session is a Spark Connect client of the profile's server, the one the SQL
+models run on too (docs/design.md#spark-targets).
 """
 
 from __future__ import annotations
@@ -13,17 +15,62 @@ from __future__ import annotations
 from typing import Any
 
 from dbt.adapters.base import PythonJobHelper
-from dbt.adapters.spark.connections import SparkConnectionMethod, SparkCredentials
+from dbt.adapters.spark.connections import SparkCredentials
+from dbt.adapters.vcmt_spark.credentials import VcmtSparkConnectionMethod
 from dbt_common.exceptions import DbtRuntimeError
+
+# One Spark Connect session per server URL and process: SQL and Python models share its temp views and settings.
+_connect_sessions: dict[str, Any] = {}
+
+
+def connect_session(credentials: Any) -> Any:
+    """The Spark Connect session of `method: connect`, created once per URL, with the profile's parameters set.
+
+    A process runs either a local (classic) session or Spark Connect clients:
+    PySpark's functions (`F.col`, ...) build classic or Connect columns
+    depending on the process-wide SPARK_CONNECT_MODE_ENABLED, which PySpark's
+    own builder sets when it creates a remote session, as this does.
+    """
+    import os
+
+    url = credentials.connect_url
+    session = _connect_sessions.get(url)
+    if session is not None:
+        return session
+    from pyspark.core.context import SparkContext
+    from pyspark.sql.connect.session import SparkSession as RemoteSparkSession
+
+    if SparkContext._active_spark_context is not None:
+        raise DbtRuntimeError(
+            "method: connect: this process already runs a local Spark session (method: session); PySpark "
+            "cannot mix the two in one process. Run the Spark Connect target in its own dbt invocation."
+        )
+    os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"
+    session = RemoteSparkSession.builder.remote(url).create()
+    for parameter, value in credentials.server_side_parameters.items():
+        try:
+            session.conf.set(parameter, value)
+        except Exception as e:
+            session.stop()
+            raise DbtRuntimeError(
+                f"method: connect: server_side_parameters `{parameter}` cannot be set from a Spark Connect "
+                f"client ({type(e).__name__}: {str(e).splitlines()[0]}). Static settings (master, memory, "
+                "warehouse, metastore) belong to the server: set them where the server starts, and keep only "
+                "SQL settings in the profile."
+            ) from e
+    _connect_sessions[url] = session
+    return session
 
 
 def spark_session(credentials: SparkCredentials) -> Any:
-    """The session dbt-spark's `method: session` cursor runs SQL on.
+    """The session dbt-spark's `method: session` cursor runs SQL on (or, on `method: connect`, ours).
 
     Built exactly like dbt-spark's cursor builds it (Hive support, the
     profile's server_side_parameters), so getOrCreate returns that same
     session, or creates it when the Python model is the first thing to run.
     """
+    if credentials.method == VcmtSparkConnectionMethod.CONNECT:
+        return connect_session(credentials)
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.enableHiveSupport()
@@ -34,10 +81,10 @@ def spark_session(credentials: SparkCredentials) -> Any:
 
 class SessionPythonJobHelper(PythonJobHelper):
     def __init__(self, parsed_model: dict, credentials: SparkCredentials) -> None:
-        if credentials.method != SparkConnectionMethod.SESSION:
+        if credentials.method not in (VcmtSparkConnectionMethod.SESSION, VcmtSparkConnectionMethod.CONNECT):
             raise DbtRuntimeError(
                 f"Python model {parsed_model['alias']}: submission_method 'session' needs a profile with "
-                f"`method: session`, not `{credentials.method}`."
+                f"`method: session` or `method: connect`, not `{credentials.method}`."
             )
         self.credentials = credentials
         self.parsed_model = parsed_model
