@@ -1,10 +1,10 @@
-"""The CDC pipeline through each Spark target: local session, Spark Connect, Thrift.
+"""The CDC pipeline through each Spark server target: Spark Connect and Thrift.
 
 `make demo`'s pipeline at a small size (300 events, 2 batches) runs once per
-target, each in its own process with its own lake and chDB marts: the
-session target in the demo's process, the two servers of the session
-fixture through `--spark-server`. Each run must equal the oracle, the three
-staged lakes must hold the same rows, the Spark console output must stay
+server target, each in its own process with its own lake and chDB marts,
+through `--spark-server` (the local session target runs the same pipeline in
+tests/e2e and tests/cdc/test_staging_spark.py). Each run must equal the
+oracle, the two staged lakes must hold the same rows, the Spark console output must stay
 quiet, and each server's work must have run in separate executor JVMs. A
 Python staging model (tests/cdc/test_python_staging_model.py) also runs
 through Spark Connect.
@@ -28,7 +28,7 @@ from vcmt_tools.spark_servers import SparkServer
 
 pytestmark = pytest.mark.spark
 
-TARGETS = ("session", "connect", "thrift")
+TARGETS = ("connect", "thrift")
 PIPELINE_TIMEOUT_S = 900
 
 
@@ -46,10 +46,8 @@ def pipelines(request, tmp_path_factory) -> dict[str, tuple[Path, str, float]]:
     """Work folder, console output and seconds of the demo's pipeline on each target (run side by side)."""
     root = tmp_path_factory.mktemp("targets")
     started = time.monotonic()
-    # The local session's run needs no server: it starts while the servers start.
-    procs = {"session": _demo(root / "session", "session", {})}
     spark_servers = request.getfixturevalue("spark_servers")
-    procs.update({t: _demo(root / t, t, spark_servers) for t in TARGETS if t != "session"})
+    procs = {t: _demo(root / t, t, spark_servers) for t in TARGETS}
     results = {}
     for target, proc in procs.items():
         try:
@@ -73,15 +71,15 @@ def test_pipeline_equals_oracle(pipelines, target: str) -> None:
     assert "| count in = staged + quarantined | yes |" in out
     assert "| quarantine = malformed generated | yes |" in out
     assert "downstream aggregate agg_orders_by_tenant_status vs oracle:" in out and ", 0 differ" in out
-    assert "Spark: local session" in out if target == "session" else f"Spark: {target} server 127.0.0.1:" in out
+    assert f"Spark: {target} server 127.0.0.1:" in out
 
 
-def test_three_targets_stage_identical_parquet(pipelines) -> None:
-    """The staged Parquet of every model holds the same rows, with the same schema, on all three targets."""
+def test_server_targets_stage_identical_parquet(pipelines) -> None:
+    """The staged Parquet of every model holds the same rows, with the same schema, on both servers."""
     staged = {t: _read_staged(pipelines[t][0] / "lake") for t in TARGETS}
-    reference = staged["session"]
+    reference = staged["connect"]
     assert all(reference.rows.values()) and len(reference.rows) == 3
-    for target in ("connect", "thrift"):
+    for target in ("thrift",):
         assert staged[target].schemas == reference.schemas, target
         for model, rows in reference.rows.items():
             assert _staged_multiset(staged[target].rows[model]) == _staged_multiset(rows), (target, model)
@@ -95,7 +93,7 @@ def test_spark_log_stays_off_the_console(pipelines) -> None:
                  if any(mark in line for mark in (" WARN ", " INFO ", "WARNING", "[Stage "))]
         assert not noisy, (target, noisy[:5])
         assert f"Spark's log: {work / 'logs' / 'spark.log'}" in out
-    assert (pipelines["session"][0] / "logs" / "spark.log").stat().st_size > 0
+    assert all((pipelines[t][0] / "logs" / "spark.log").exists() for t in TARGETS)
 
 
 def test_servers_ran_the_work_in_separate_executor_jvms(pipelines, spark_servers: dict[str, SparkServer]) -> None:
