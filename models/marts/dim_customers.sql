@@ -1,5 +1,8 @@
-{#- Customer updates are partial: a NULL means "not changed", so coalesce keeps
-    the stored value; lifetime value only grows. -#}
+{#- Customer updates may be partial (simple encoding): a NULL means "not
+    changed", so coalesce keeps the stored value; lifetime value only grows.
+    Staged by stg_mysql__customers (var vcmt_staging = 'python', the default)
+    or stg_customers_changes (vcmt_staging = 'sql'). docs/staging.md -#}
+{%- set python_staging = var('vcmt_staging', 'python') == 'python' -%}
 {{ config(
     materialized='vcmt_upsert',
     unique_key='customer_id',
@@ -12,11 +15,22 @@ select
     name,
     email,
     tier,
+    {%- if python_staging %}
+    toDecimal64(toString(lifetime_value), 2) as lifetime_value,
+    birth_date,
+    {%- else %}
     lifetime_value,
+    {%- endif %}
     toUInt64(assumeNotNull(_version)) as _version,
     toInt8(assumeNotNull(sign)) as sign,
     toUInt32(_batch_id) as _batch_id
+{%- if python_staging %}
+from {{ vcmt.lake_source('stg_mysql__customers') }}
+where _kind = 'change'
+{%- else %}
 from {{ vcmt.lake_source('stg_customers_changes') }}
-{% if vcmt.is_incremental() %}
-    where _batch_id > {{ vcmt.watermark(default=-1) }}
-{% endif %}
+where true
+{%- endif %}
+{%- if vcmt.is_incremental() %}
+    and _batch_id > {{ vcmt.watermark(default=-1) }}
+{%- endif %}

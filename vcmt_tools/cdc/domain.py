@@ -237,7 +237,6 @@ class MysqlCustomers(Customers):
         "customer_id": "int64", "name": "string", "email": "string", "tier": "string",
         "lifetime_value": "decimal(12,2)", "birth_date": "date",
     }
-    merge: ClassVar[Mapping[str, str]] = {**Customers.merge, "birth_date": "coalesce"}
     typed_fields: ClassVar[Mapping[str, tuple[str, ...]]] = {
         "customer_id": ("C-42", "none"),
         "birth_date": ("someday", "1.1.1970"),
