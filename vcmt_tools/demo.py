@@ -338,7 +338,7 @@ def _kinds_report(client: Any, parquet: Any, manifest: Any, staging: Staging) ->
             ok = ok and same
             lines.append(f"| {topic} | {what} | {generated:,} | {staged:,} | {'✔' if same else 'DIFFERENT'} |")
         if t.pk_changes:
-            lines.append(f"| {topic} | primary-key changes (delete + tombstone + create) | {t.pk_changes // 2:,} | "
+            lines.append(f"| {topic} | primary-key changes (delete + tombstone + create) | {t.pk_changes:,} | "
                          f"| |")
     lines.append(f"| | staged kinds = generated kinds | | | {'yes' if ok else 'NO'} |")
     return lines, ok

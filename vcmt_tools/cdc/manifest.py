@@ -37,7 +37,7 @@ class TopicManifest:
     files: list[str] = field(default_factory=list)  # relative to the lake root
     flavour: str = "simple"
     # Lines by what staging must make of them (delivery.KINDS), and, among change lines: deletes,
-    # halves of primary-key changes, lines carrying the unavailable-value placeholder (TOAST).
+    # lines carrying the unavailable-value placeholder (TOAST); and the primary-key changes made.
     kinds: dict[str, int] = field(default_factory=dict)
     deletes: int = 0
     pk_changes: int = 0
@@ -74,7 +74,8 @@ class TopicManifest:
             flavour=domain.flavour,
             kinds={k: kinds.get(k, 0) for k in KINDS},
             deletes=sum(c.op == "d" for c in changes),
-            pk_changes=sum(c.pk_change for c in changes),
+            pk_changes=sum(line.change.pk_change and line.change.op == "d" and not line.duplicate
+                           for line in valid if line.change is not None),
             toast=sum(UNAVAILABLE in (c.after or {}).values() for c in changes),
         )
 
