@@ -17,9 +17,9 @@ against. It states docs/design.md#per-key-semantics as code:
   event lists as unavailable (`unavailable_column`) keeps `old` (NULL without
   one);
 * a truncate (`truncate_when`) at version T removes every row, live or
-  deleted, whose version is below T, and every later event below T is
-  ignored; within a batch the truncate comes first, so events of the same
-  batch below T are ignored too.
+  deleted, whose version is at or below T, and every later event at or
+  below T is ignored; within a batch the truncate comes first, so events of
+  the same batch at or below T are ignored too.
 
 NULL handling of the built-in policies: `greatest`, `least` and `sum` ignore a
 NULL side (NULL only when both sides are NULL); `coalesce` keeps `old` when
@@ -110,7 +110,7 @@ class Oracle:
         self._combine = {c: combiner(merge.get(c, "replace")) for c in self.columns}
         self.delete_mode = delete_mode
         self.state: dict[tuple, KeyState] = {}
-        self.floor: Any = None  # the newest truncate's version: events below it are ignored
+        self.floor: Any = None  # the newest truncate's version: events at or below it are ignored
 
     def apply_batch(self, events: Iterable[Event]) -> BatchStats:
         stats = BatchStats()
@@ -119,9 +119,9 @@ class Oracle:
         if truncates:
             floor = max(truncates) if self.floor is None else max(self.floor, *truncates)
             self.floor = floor
-            self.state = {k: s for k, s in self.state.items() if not s.version < floor}
+            self.state = {k: s for k, s in self.state.items() if s.version > floor}
         for event in apply_order(e for e in events if not e.truncate):
-            if self.floor is not None and event.version < self.floor:
+            if self.floor is not None and event.version <= self.floor:
                 stats.skipped += 1
                 continue
             if event.sign >= 0:

@@ -27,7 +27,7 @@
     {%- set compare_columns = [] -%}
     {%- for c in expected_names if c not in keys and c != args.sign -%}{%- do compare_columns.append(c) -%}{%- endfor -%}
   {%- else -%}
-    {%- set compare_columns = vcmt._vcmt_test_column_list(compare_columns) -%}
+    {%- set compare_columns = vcmt._column_names(compare_columns, 'vcmt.matches_expected_state', 'compare_columns') -%}
   {%- endif -%}
   {%- for c in keys + compare_columns -%}
     {%- if c not in types or c not in expected_names -%}

@@ -13,7 +13,7 @@
   {%- if per_version not in [true, false] -%}
     {{ exceptions.raise_compiler_error("vcmt.sign_sum_in_range: argument `per_version` must be true or false; got `" ~ per_version ~ "`.") }}
   {%- endif -%}
-  {%- set keys = vcmt._vcmt_test_quoted_columns(args.unique_key) -%}
+  {%- set keys = vcmt._column_list(args.unique_key) -%}
   {%- set v = vcmt._quote(args.version) -%}
   {%- set s = vcmt._quote(args.sign) -%}
 select

@@ -9,7 +9,7 @@
       whole project instead of this one test. -#}
   {%- if not execute -%}{{ return('') }}{%- endif -%}
   {%- set args = vcmt._vcmt_test_args('single_live_version', model, unique_key, version, sign) -%}
-  {%- set keys = vcmt._vcmt_test_quoted_columns(args.unique_key) -%}
+  {%- set keys = vcmt._column_list(args.unique_key) -%}
   {%- set v = vcmt._quote(args.version) -%}
   {%- set s = vcmt._quote(args.sign) -%}
 select

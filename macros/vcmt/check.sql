@@ -21,7 +21,7 @@
 
 
 {% macro _drop_check_relations(chk) %}
-  {%- for role in ['target', 'stage', 'tombstones', 'applied'] -%}
+  {%- for role in chk.keys() -%}
     {%- call statement('vcmt_check_drop') -%}drop temporary table if exists {{ chk[role] }}{%- endcall -%}
   {%- endfor -%}
 {% endmacro %}
@@ -49,6 +49,9 @@
   {%- if cfg.ttl -%}
     {%- do probes.append(('`ttl` (' ~ cfg.ttl ~ ')', table ~ 'order by tuple() ttl ' ~ vcmt._user_sql(cfg.ttl), 'fix `ttl`')) -%}
   {%- endif -%}
+  {%- if cfg.truncate_when -%}
+    {%- do probes.append(('`truncate_when` (' ~ cfg.truncate_when ~ ')', 'select (' ~ vcmt._user_sql(cfg.truncate_when) ~ ')', "fix the condition: any SQL over the SELECT's columns, e.g. `_op = 't'`")) -%}
+  {%- endif -%}
   {%- for column, policy in cfg.merge.items() if '{old}' in policy or '{new}' in policy -%}
     {%- do probes.append(("`merge` for column `" ~ column ~ "` (" ~ policy ~ ")", 'select (' ~ vcmt._user_sql(policy | replace('{old}', 'old') | replace('{new}', 'new')) ~ ')',
                           "fix the expression: any SQL using {old} (the stored value) and {new} (the event's), e.g. '{old} + {new}'")) -%}
@@ -74,8 +77,8 @@
   {%- set chk = vcmt._check_relations(objs) -%}
   {%- do vcmt._drop_check_relations(chk) -%}
   {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': checking the table and its views with ClickHouse on temporary tables; nothing is created or changed until this passes', info=true) }}
-  {%- call statement('vcmt_check_stage') -%}{{ vcmt._as_temporary(vcmt.create_stage_sql(chk.stage, columns)) }}{%- endcall -%}
-  {%- do vcmt._check_expressions_on(cfg, chk.stage, ['partition_by', 'order_by', 'primary_key', 'merge']) -%}
+  {%- call statement('vcmt_check_stage') -%}{{ vcmt._as_temporary(vcmt._create_stage_sql(chk.stage, columns)) }}{%- endcall -%}
+  {%- do vcmt._check_expressions_on(cfg, chk.stage, ['partition_by', 'order_by', 'primary_key', 'merge', 'truncate_when']) -%}
   {%- call statement('vcmt_check_target') -%}{{ vcmt._as_temporary(vcmt.create_target_sql(cfg, chk.target, columns)) }}{%- endcall -%}
   {%- do vcmt._check_views(cfg, chk, columns) -%}
   {%- do vcmt._drop_check_relations(chk) -%}
@@ -99,6 +102,9 @@
       {%- do probes.append('(' ~ vcmt._user_sql(policy | replace('{old}', col) | replace('{new}', col)) ~ ') as `vcmt_upsert: merge for column ' ~ column ~ '`') -%}
     {%- endfor -%}
   {%- endif -%}
+  {%- if 'truncate_when' in options and cfg.truncate_when -%}
+    {%- do probes.append('(' ~ vcmt._user_sql(cfg.truncate_when) ~ ') as `vcmt_upsert: truncate_when`') -%}
+  {%- endif -%}
   {%- if probes -%}
     {%- call statement('vcmt_check_expressions') -%}select {{ probes | join(', ') }} from {{ stage }} as n{%- endcall -%}
   {%- endif -%}
@@ -115,8 +121,8 @@
   {%- do vcmt._check_expressions(cfg, objs.target) -%}
   {%- set chk = vcmt._check_relations(objs) -%}
   {%- do vcmt._drop_check_relations(chk) -%}
-  {%- call statement('vcmt_check_stage') -%}{{ vcmt._as_temporary(vcmt.create_stage_sql(chk.stage, plan.columns)) }}{%- endcall -%}
-  {%- do vcmt._check_expressions_on(cfg, chk.stage, ['merge']) -%}
+  {%- call statement('vcmt_check_stage') -%}{{ vcmt._as_temporary(vcmt._create_stage_sql(chk.stage, plan.columns)) }}{%- endcall -%}
+  {%- do vcmt._check_expressions_on(cfg, chk.stage, ['merge', 'truncate_when']) -%}
   {%- set create_query = found[objs.target.identifier].create_table_query -%}
   {%- set name = '(`(?:[^`\\\\]|\\\\.)*`|[^\\s`(.]+)' -%}
   {%- set prefix = '^CREATE TABLE ' ~ name ~ '\\.' ~ name ~ '\\s*' -%}
@@ -142,8 +148,9 @@
     become the column's type fails here too. Zero rows move: the scratch stage
     is a Null table and the scratch target is empty. -#}
 {% macro _check_views(cfg, chk, columns) %}
-  {%- call statement('vcmt_check_tombstones') -%}{{ vcmt._as_temporary(vcmt.create_tombstones_sql(cfg, chk.tombstones, columns)) }}{%- endcall -%}
-  {%- call statement('vcmt_check_applied') -%}{{ vcmt._as_temporary(vcmt.create_applied_sql(chk.applied)) }}{%- endcall -%}
+  {%- for role, create_sql in vcmt._helper_tables(cfg, chk, columns) -%}
+    {%- call statement('vcmt_check_' ~ role) -%}{{ vcmt._as_temporary(create_sql) }}{%- endcall -%}
+  {%- endfor -%}
   {%- set names = vcmt._column_list(columns | map(attribute='name') | list) -%}
   {%- call statement('vcmt_check_transform') -%}
     insert into {{ chk.target }} ({{ names }}) select {{ names }} from ({{ vcmt.transform_sql(cfg, chk, columns) }})

@@ -36,6 +36,15 @@
   {%- for column in cfg.merge.keys() if column not in by_name -%}
     {{ exceptions.raise_compiler_error("vcmt_upsert: `merge` names column `" ~ column ~ "`, which the model's SELECT does not return; it returns " ~ returned ~ ".") }}
   {%- endfor -%}
+  {%- if cfg.unavailable_column -%}
+    {%- set u = cfg.unavailable_column -%}
+    {%- if u not in by_name -%}
+      {{ exceptions.raise_compiler_error("vcmt_upsert: `unavailable_column` `" ~ u ~ "` is not returned by the model's SELECT; it returns " ~ returned ~ ".") }}
+    {%- endif -%}
+    {%- if not modules.re.match('^Array[(](LowCardinality[(])?(Nullable[(])?String[)]+$', by_name[u]) -%}
+      {{ exceptions.raise_compiler_error("vcmt_upsert: `unavailable_column` `" ~ u ~ "` has type " ~ by_name[u] ~ "; it must be an Array(String) of column names. Cast it in the SELECT, e.g. `cast(" ~ u ~ ", 'Array(String)') as " ~ u ~ "`.") }}
+    {%- endif -%}
+  {%- endif -%}
   {%- if cfg.watermark and cfg.watermark not in by_name -%}
     {{ exceptions.raise_compiler_error("vcmt_upsert: `watermark` column `" ~ cfg.watermark ~ "` is not returned by the model's SELECT; it returns " ~ returned ~ ".") }}
   {%- endif -%}

@@ -4,19 +4,15 @@
   {#- In a materialization the model's `config`; in an operation a node's config dict. -#}
   {%- set source = node_config if node_config is not none else config -%}
   {%- set name = 'vcmt_upsert' -%}
+  {%- set defaults = vcmt._config_defaults() -%}
   {%- set unique_key = source.get('unique_key') -%}
-  {%- if unique_key is none or unique_key == '' or unique_key == [] -%}
+  {%- set keys = vcmt._column_names(unique_key, name, 'unique_key') -%}
+  {%- if not keys -%}
     {{ exceptions.raise_compiler_error(name ~ ": `unique_key` is required: set it to the column (or list of columns) that identifies a row, e.g. unique_key=['tenant_id', 'order_id'].") }}
   {%- endif -%}
-  {%- set keys = [unique_key] if unique_key is string else unique_key | list -%}
-  {%- for k in keys -%}
-    {%- if k is not string or k | trim == '' -%}
-      {{ exceptions.raise_compiler_error(name ~ ": `unique_key` must be a column name or a list of column names; got `" ~ unique_key ~ "`.") }}
-    {%- endif -%}
-  {%- endfor -%}
 
-  {%- set version = source.get('version', '_version') -%}
-  {%- set sign = source.get('sign') or 'sign' -%}
+  {%- set version = source.get('version', defaults.version) -%}
+  {%- set sign = source.get('sign') or defaults.sign -%}
   {%- for opt, val in [('version', version), ('sign', sign)] -%}
     {%- if val is not string or val | trim == '' -%}
       {{ exceptions.raise_compiler_error(name ~ ": `" ~ opt ~ "` must be a column name; got `" ~ val ~ "`.") }}
@@ -86,8 +82,28 @@
   {%- set insert_settings = source.get('insert_settings', {}) or {} -%}
   {%- do vcmt._validate_insert_settings(insert_settings) -%}
 
+  {%- set truncate_when = source.get('truncate_when') -%}
+  {%- if truncate_when is not none and (truncate_when is not string or truncate_when | trim == '') -%}
+    {{ exceptions.raise_compiler_error(name ~ ": `truncate_when` must be a SQL condition over the SELECT's columns that marks truncate events (e.g. `_kind = 'truncate'`); got `" ~ truncate_when ~ "`.") }}
+  {%- endif -%}
+
+  {%- set unavailable = source.get('unavailable_column') -%}
+  {%- if unavailable is not none -%}
+    {%- if unavailable is not string or unavailable | trim == '' -%}
+      {{ exceptions.raise_compiler_error(name ~ ": `unavailable_column` must be the name of an Array(String) column of the SELECT listing the columns an event did not send (e.g. '_unavailable'); got `" ~ unavailable ~ "`.") }}
+    {%- endif -%}
+    {%- if unavailable in keys or unavailable in [version, sign] -%}
+      {{ exceptions.raise_compiler_error(name ~ ": `unavailable_column` `" ~ unavailable ~ "` cannot also be the key, `version` or `sign` column.") }}
+    {%- endif -%}
+    {%- if unavailable in merge -%}
+      {{ exceptions.raise_compiler_error(name ~ ": `merge` cannot set a policy for `" ~ unavailable ~ "`: it is the `unavailable_column`, which always holds the last applied event's list.") }}
+    {%- endif -%}
+  {%- endif -%}
+
   {%- set foldable = [] -%}
   {%- for policy in merge.values() if policy != 'replace' -%}{%- do foldable.append(policy) -%}{%- endfor -%}
+  {#- With unsent columns a key's last event is not its whole state. -#}
+  {%- if unavailable -%}{%- do foldable.append('unavailable_column') -%}{%- endif -%}
 
   {{ return({
       'key_columns': keys,
@@ -106,7 +122,28 @@
       'watermark': watermark,
       'foldable': foldable | length == 0 and delete_mode == 'versioned',
       'insert_settings': insert_settings,
+      'truncate_when': truncate_when,
+      'unavailable_column': unavailable,
   }) }}
+{% endmacro %}
+
+
+{#- The defaults of the column options, shared by the materialization and the generic tests. -#}
+{% macro _config_defaults() %}
+  {{ return({'version': '_version', 'sign': 'sign'}) }}
+{% endmacro %}
+
+
+{#- A column option (`unique_key`, a test's column list) as a list of names:
+    one name or a list of names; [] when not set. Anything else (a blank
+    name, a non-string) is refused, naming `who` and the option. -#}
+{% macro _column_names(value, who, option) %}
+  {%- if value is none or value == '' or value == [] -%}{{ return([]) }}{%- endif -%}
+  {%- set names = [value] if value is string else value | list -%}
+  {%- for n in names if n is not string or n | trim == '' -%}
+    {{ exceptions.raise_compiler_error(who ~ ": `" ~ option ~ "` must be a column name or a list of column names; got `" ~ value ~ "`.") }}
+  {%- endfor -%}
+  {{ return(names) }}
 {% endmacro %}
 
 

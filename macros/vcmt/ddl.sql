@@ -46,7 +46,7 @@
 {% endmacro %}
 
 
-{% macro create_stage_sql(relation, columns) %}
+{% macro _create_stage_sql(relation, columns) %}
   create table {{ relation }} {{ on_cluster_clause(relation) }} (
     {{ vcmt._columns_ddl(columns) | join(',\n    ') }}
   ) engine = Null
@@ -56,7 +56,7 @@
 {#- Per key, the newest version at which the key was deleted: it keeps a
     late or redelivered upsert from bringing a deleted key back, even after
     merges have collapsed the deleted row away. -#}
-{% macro create_tombstones_sql(cfg, relation, columns) %}
+{% macro _create_tombstones_sql(cfg, relation, columns) %}
   {%- set types = {} -%}
   {%- for c in columns -%}{%- do types.update({c.name: c.data_type}) -%}{%- endfor -%}
   create table {{ relation }} {{ on_cluster_clause(relation) }} (
@@ -69,7 +69,7 @@
 {% endmacro %}
 
 
-{% macro tombstones_writer_sql(cfg, objs) %}
+{% macro _tombstones_writer_sql(cfg, objs) %}
   select {{ vcmt._column_list(cfg.key_columns) }}, {{ vcmt._quote(cfg.version) }}
   from {{ objs.stage }}
   where {{ vcmt._quote(cfg.sign) }} < 0
@@ -79,7 +79,7 @@
 {#- delete_mode='unconditional': a delete's own version may mean nothing, so the
     tombstone also records the version of the row it removed. In one insert
     block a key is cancelled by a delete exactly when it has a -1 row and no +1 row. -#}
-{% macro cancels_writer_sql(cfg, objs) %}
+{% macro _cancels_writer_sql(cfg, objs) %}
   select {{ vcmt._column_list(cfg.key_columns) }}, max({{ vcmt._quote(cfg.version) }}) as {{ vcmt._quote(cfg.version) }}
   from {{ objs.target }}
   group by {{ vcmt._column_list(cfg.key_columns) }}
@@ -88,7 +88,7 @@
 
 
 {#- Exact per-insert counters of what the transform did, for the run report. -#}
-{% macro create_applied_sql(relation) %}
+{% macro _create_applied_sql(relation) %}
   create table {{ relation }} {{ on_cluster_clause(relation) }} (
     inserted UInt64, updated UInt64, deleted UInt64
   ) engine = SummingMergeTree order by tuple()
@@ -97,7 +97,7 @@
 {#- In one insert block an update is a key with two rows (-1, +1), an insert a
     +1 alone, a delete a -1 alone; so rows - distinct keys counts updates, and
     the rest follows by sign. (uniqExact is about twice as fast as a GROUP BY.) -#}
-{% macro applied_writer_sql(cfg, objs) %}
+{% macro _applied_writer_sql(cfg, objs) %}
   {%- set s = vcmt._quote(cfg.sign) -%}
   {%- set updated = '(count() - uniqExact(' ~ vcmt._column_list(cfg.key_columns) ~ '))' -%}
   select
@@ -108,7 +108,7 @@
 {% endmacro %}
 
 
-{% macro create_loads_sql(relation) %}
+{% macro _create_loads_sql(relation) %}
   create table {{ relation }} {{ on_cluster_clause(relation) }} (
     loaded_at DateTime64(3),
     invocation_id String,
@@ -128,7 +128,21 @@
 {% endmacro %}
 
 
-{% macro create_view_sql(relation, to_relation, select_sql) %}
+{#- The truncates recorded for the model (`truncate_when`): every row at or
+    below the highest `version` is deleted, and events at or below it are
+    ignored. A row with `rows_deleted` NULL records a truncate whose deletes
+    are not confirmed yet; the next load applies it (docs/design.md#truncates). -#}
+{% macro _create_truncates_sql(cfg, relation, columns) %}
+  create table {{ relation }} {{ on_cluster_clause(relation) }} (
+    version {{ (columns | selectattr('name', 'equalto', cfg.version) | first).data_type }},
+    applied_at DateTime64(3),
+    invocation_id String,
+    rows_deleted Nullable(UInt64)
+  ) engine = MergeTree order by applied_at
+{% endmacro %}
+
+
+{% macro _create_view_sql(relation, to_relation, select_sql) %}
   create materialized view {{ relation }} {{ on_cluster_clause(relation) }}
   to {{ to_relation }}
   as {{ select_sql }}

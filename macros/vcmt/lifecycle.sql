@@ -2,22 +2,36 @@
     (role, TO relation, SELECT). The stage's own views come last, the
     transform first among them. -#}
 {% macro _views(cfg, objs, columns) %}
-  {%- set views = [('applied_writer', objs.applied, vcmt.applied_writer_sql(cfg, objs))] -%}
+  {%- set views = [('applied_writer', objs.applied, vcmt._applied_writer_sql(cfg, objs))] -%}
   {%- if cfg.delete_mode == 'unconditional' -%}
-    {%- do views.append(('cancels_writer', objs.tombstones, vcmt.cancels_writer_sql(cfg, objs))) -%}
+    {%- do views.append(('cancels_writer', objs.tombstones, vcmt._cancels_writer_sql(cfg, objs))) -%}
   {%- endif -%}
   {%- do views.append(('transform', objs.target, vcmt.transform_sql(cfg, objs, columns))) -%}
-  {%- do views.append(('tombstones_writer', objs.tombstones, vcmt.tombstones_writer_sql(cfg, objs))) -%}
+  {%- do views.append(('tombstones_writer', objs.tombstones, vcmt._tombstones_writer_sql(cfg, objs))) -%}
   {{ return(views) }}
+{% endmacro %}
+
+
+{#- The model's tables other than the target and the stage, as
+    (role, CREATE statement), for the relations in `objs`. Create, full
+    refresh and reconcile all build them from this list: a new helper table
+    is one entry here plus its name in `vcmt.objects`. -#}
+{% macro _helper_tables(cfg, objs, columns) %}
+  {{ return([
+      ('tombstones', vcmt._create_tombstones_sql(cfg, objs.tombstones, columns)),
+      ('applied', vcmt._create_applied_sql(objs.applied)),
+      ('loads', vcmt._create_loads_sql(objs.loads)),
+      ('truncates', vcmt._create_truncates_sql(cfg, objs.truncates, columns)),
+  ]) }}
 {% endmacro %}
 
 
 {#- The views other than the transform, as (role, SELECT), for the checks. -#}
 {% macro _helper_view_selects(cfg, objs) %}
-  {%- set selects = [('applied_writer', vcmt.applied_writer_sql(cfg, objs)),
-                     ('tombstones_writer', vcmt.tombstones_writer_sql(cfg, objs))] -%}
+  {%- set selects = [('applied_writer', vcmt._applied_writer_sql(cfg, objs)),
+                     ('tombstones_writer', vcmt._tombstones_writer_sql(cfg, objs))] -%}
   {%- if cfg.delete_mode == 'unconditional' -%}
-    {%- do selects.append(('cancels_writer', vcmt.cancels_writer_sql(cfg, objs))) -%}
+    {%- do selects.append(('cancels_writer', vcmt._cancels_writer_sql(cfg, objs))) -%}
   {%- endif -%}
   {{ return(selects) }}
 {% endmacro %}
@@ -53,19 +67,19 @@
   {%- set guarded = adapter.can_exchange(objs.target.schema, 'table') -%}
   {%- set new = vcmt._staging_objects(objs) -%}
   {%- call statement('vcmt_create_target') -%}{{ vcmt.create_target_sql(cfg, objs.target, columns) }}{%- endcall -%}
-  {%- call statement('vcmt_create_tombstones') -%}{{ vcmt.create_tombstones_sql(cfg, objs.tombstones, columns) }}{%- endcall -%}
-  {%- call statement('vcmt_create_applied') -%}{{ vcmt.create_applied_sql(objs.applied) }}{%- endcall -%}
-  {%- call statement('vcmt_create_loads') -%}{{ vcmt.create_loads_sql(objs.loads) }}{%- endcall -%}
+  {%- for role, create_sql in vcmt._helper_tables(cfg, objs, columns) -%}
+    {%- call statement('vcmt_create_' ~ role) -%}{{ create_sql }}{%- endcall -%}
+  {%- endfor -%}
   {%- for role, to, select_sql in vcmt._views(cfg, objs, columns) -%}
     {%- if role == 'transform' -%}
       {%- call statement('vcmt_create_stage') -%}
-        {%- if guarded -%}{{ vcmt._guard_stage_sql(objs.stage, columns) }}{%- else -%}{{ vcmt.create_stage_sql(objs.stage, columns) }}{%- endif -%}
+        {%- if guarded -%}{{ vcmt._guard_stage_sql(objs.stage, columns) }}{%- else -%}{{ vcmt._create_stage_sql(objs.stage, columns) }}{%- endif -%}
       {%- endcall -%}
     {%- endif -%}
-    {%- call statement('vcmt_create_' ~ role) -%}{{ vcmt.create_view_sql(objs[role], to, select_sql) }}{%- endcall -%}
+    {%- call statement('vcmt_create_' ~ role) -%}{{ vcmt._create_view_sql(objs[role], to, select_sql) }}{%- endcall -%}
   {%- endfor -%}
   {%- if guarded -%}
-    {%- call statement('vcmt_create_stage') -%}{{ vcmt.create_stage_sql(new.stage, columns) }}{%- endcall -%}
+    {%- call statement('vcmt_create_stage') -%}{{ vcmt._create_stage_sql(new.stage, columns) }}{%- endcall -%}
     {%- call statement('vcmt_swap_stage') -%}
       exchange tables {{ new.stage }} and {{ objs.stage }} {{ on_cluster_clause(objs.stage) }}
     {%- endcall -%}
@@ -94,12 +108,14 @@
     first exchange a failure leaves the old objects and data untouched. -#}
 {% macro _swap_in_new_objects(cfg, objs, new, columns, found) %}
   {%- call statement('vcmt_new_target') -%}{{ vcmt.create_target_sql(cfg, new.target, columns) }}{%- endcall -%}
-  {%- call statement('vcmt_new_tombstones') -%}{{ vcmt.create_tombstones_sql(cfg, new.tombstones, columns) }}{%- endcall -%}
-  {%- call statement('vcmt_new_applied') -%}{{ vcmt.create_applied_sql(new.applied) }}{%- endcall -%}
-  {%- call statement('vcmt_new_loads') -%}{{ vcmt.create_loads_sql(new.loads) }}{%- endcall -%}
-  {%- call statement('vcmt_new_stage') -%}{{ vcmt.create_stage_sql(new.stage, columns) }}{%- endcall -%}
+  {%- set swapped = [] -%}
+  {%- for role, create_sql in vcmt._helper_tables(cfg, new, columns) -%}
+    {%- call statement('vcmt_new_' ~ role) -%}{{ create_sql }}{%- endcall -%}
+    {%- do swapped.append(role) -%}
+  {%- endfor -%}
+  {%- call statement('vcmt_new_stage') -%}{{ vcmt._create_stage_sql(new.stage, columns) }}{%- endcall -%}
   {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': full refresh: new tables built, swapping them in', info=true) }}
-  {%- for role in ['tombstones', 'applied', 'loads', 'target', 'stage'] -%}
+  {%- for role in swapped + ['target', 'stage'] -%}
     {%- call statement('vcmt_swap_' ~ role) -%}
       {%- if objs[role].identifier in found %}
       exchange tables {{ new[role] }} and {{ objs[role] }} {{ on_cluster_clause(objs[role]) }}
@@ -123,7 +139,7 @@
       {%- endcall -%}
     {%- else -%}
       {%- call statement('vcmt_drop_' ~ role) -%}drop table if exists {{ objs[role] }} {{ on_cluster_clause(objs[role]) }} sync{%- endcall -%}
-      {%- call statement('vcmt_create_' ~ role) -%}{{ vcmt.create_view_sql(objs[role], to, select_sql) }}{%- endcall -%}
+      {%- call statement('vcmt_create_' ~ role) -%}{{ vcmt._create_view_sql(objs[role], to, select_sql) }}{%- endcall -%}
     {%- endif -%}
   {%- endfor -%}
   {%- for role in ['cancels_writer'] if role not in wanted -%}
@@ -172,10 +188,7 @@
     {%- call statement('vcmt_schema_step') -%}{{ vcmt._plan_step_sql(step, objs[step.on]) }}{%- endcall -%}
   {%- endfor -%}
 
-  {%- for role, create_sql in [
-        ('tombstones', vcmt.create_tombstones_sql(cfg, objs.tombstones, columns)),
-        ('applied', vcmt.create_applied_sql(objs.applied)),
-        ('loads', vcmt.create_loads_sql(objs.loads))] -%}
+  {%- for role, create_sql in vcmt._helper_tables(cfg, objs, columns) -%}
     {%- if objs[role].identifier not in found -%}
       {%- call statement('vcmt_create_' ~ role) -%}{{ create_sql }}{%- endcall -%}
     {%- endif -%}
@@ -183,12 +196,12 @@
   {#- delete_mode: the new writer is attached before the old one goes, so no
       delete is ever left without a tombstone. -#}
   {%- for role, to, select_sql in vcmt._views(cfg, objs, columns) if role != 'transform' and objs[role].identifier not in found -%}
-    {%- call statement('vcmt_create_' ~ role) -%}{{ vcmt.create_view_sql(objs[role], to, select_sql) }}{%- endcall -%}
+    {%- call statement('vcmt_create_' ~ role) -%}{{ vcmt._create_view_sql(objs[role], to, select_sql) }}{%- endcall -%}
   {%- endfor -%}
 
   {%- if not has_transform -%}
     {%- call statement('vcmt_create_transform') -%}
-      {{ vcmt.create_view_sql(objs.transform, objs.target, transform) }}
+      {{ vcmt._create_view_sql(objs.transform, objs.target, transform) }}
     {%- endcall -%}
   {%- elif modify_transform -%}
     {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': transform changed, updating it in place (MODIFY QUERY)', info=true) }}
@@ -224,12 +237,3 @@
   {{ return(normalize.sub('', stored | lower) != normalize.sub('', wanted | lower)) }}
 {% endmacro %}
 
-
-{% macro _summary(stats) %}
-  {%- set n = stats -%}
-  {{ return(
-      n.events ~ ' events (' ~ n.upserts ~ ' upserts, ' ~ n.deletes ~ ' deletes); '
-      ~ n.superseded ~ ' superseded in batch; ' ~ n.fed ~ ' applied in ' ~ n.rounds ~ ' round(s): '
-      ~ n.inserted ~ ' inserted, ' ~ n.updated ~ ' updated, ' ~ n.deleted ~ ' deleted, '
-      ~ n.skipped ~ ' skipped as stale or duplicate; ' ~ n.rows_written ~ ' rows written') }}
-{% endmacro %}

@@ -41,7 +41,6 @@
     events, and every event is version-guarded), and rerunning the same input
     applies only what is missing. A `m__batch` left by such a load is replaced. -#}
 {% macro _load_events(cfg, objs, columns, select_columns, sql) %}
-  {%- do vcmt._check_event_values(cfg, columns, select_columns, sql, 'vcmt_upsert ' ~ objs.target.identifier) -%}
   {%- set events_sql = vcmt._normalized_events_sql(cfg, columns, select_columns, sql) -%}
   {%- set data = vcmt._loaded_data_columns(cfg, columns, select_columns) -%}
   {%- set stage_cols = vcmt._column_list(cfg.key_columns + data + [cfg.version, cfg.sign]) -%}
@@ -69,64 +68,35 @@
                'rounds': 1 if stats[0] | int > 0 else 0, 'watermark': stats[3]}) }}
   {%- endif -%}
 
-  {%- call statement('vcmt_batch_replace') -%}
-    drop table if exists {{ objs.batch }} {{ on_cluster_clause(objs.batch) }} sync
-  {%- endcall -%}
-  {%- call statement('vcmt_batch') -%}
-    create table {{ objs.batch }} engine = MergeTree order by _vcmt_round as
-    select *, row_number() over (partition by {{ keys }} order by {{ v }} asc, _vcmt_sign desc) as _vcmt_round
-    from ({{ events_sql }} limit 1 by {{ keys }}, {{ v }}, _vcmt_sign)
-    {{ vcmt._read_settings() }}
-  {%- endcall -%}
-  {#- Events, deletes and the watermark count every event read, redeliveries
-      included; fed and rounds what the batch table holds. -#}
-  {%- set read = run_query('select count(), countIf(_vcmt_sign < 0), ' ~ wm ~ ' from (' ~ events_sql ~ ') ' ~ vcmt._read_settings()).rows[0] -%}
-  {%- set batch = run_query('select count(), max(_vcmt_round) from ' ~ objs.batch ~ ' ' ~ vcmt._read_settings()).rows[0] -%}
-  {%- set rounds = batch[1] | int -%}
-  {%- for r in range(1, rounds + 1) -%}
-    {%- if r % 50 == 0 -%}
-      {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': round ' ~ r ~ ' of ' ~ rounds, info=true) }}
-    {%- endif -%}
-    {%- call statement('vcmt_load_round') -%}
-      insert into {{ objs.stage }} ({{ stage_cols }})
-      select {{ keys }}{% for c in data %}, {{ vcmt._quote(c) }}{% endfor %}, {{ v }}, _vcmt_sign
-      from {{ objs.batch }}
-      where _vcmt_round = {{ r }}
-      {{ vcmt._stage_insert_settings(cfg) }}
-    {%- endcall -%}
-  {%- endfor -%}
-  {%- call statement('vcmt_batch_drop') -%}
-    drop table if exists {{ objs.batch }} {{ on_cluster_clause(objs.batch) }} sync
-  {%- endcall -%}
-  {{ return({'events': read[0] | int, 'deletes': read[1] | int, 'fed': batch[0] | int,
-             'rounds': rounds, 'watermark': read[2]}) }}
+  {{ return(vcmt._load_in_rounds(cfg, objs, columns, data, stage_cols, events_sql)) }}
 {% endmacro %}
 
 
-{% macro _applied_totals(objs) %}
-  {%- set row = run_query('select sum(inserted), sum(updated), sum(deleted) from ' ~ objs.applied ~ ' ' ~ vcmt._read_settings()).rows[0] -%}
-  {{ return({'inserted': row[0] | int, 'updated': row[1] | int, 'deleted': row[2] | int}) }}
+{#- The totals of `m__applied`, and with `watermark_sql` that expression too
+    (one query after a load instead of two). -#}
+{% macro _applied_totals(objs, watermark_sql=none) %}
+  {%- set row = run_query('select sum(inserted), sum(updated), sum(deleted)' ~ (', ' ~ watermark_sql if watermark_sql else '')
+                          ~ ' from ' ~ objs.applied ~ ' ' ~ vcmt._read_settings()).rows[0] -%}
+  {{ return({'inserted': row[0] | int, 'updated': row[1] | int, 'deleted': row[2] | int,
+             'watermark': row[3] if watermark_sql else none}) }}
 {% endmacro %}
 
 
-{#- The watermark to record after loading a batch whose highest watermark
-    value is `batch_max`: the greater of it and the highest recorded so far,
-    compared as the column's type in the target (the type `batch_max` was
-    read as), so a backfill of older batches never lowers it. A recorded value
-    that no longer fits that type (the watermark moved to another column) is
-    ignored. none when the batch had no rows: an empty run records nothing. -#}
-{% macro _next_watermark(cfg, objs, columns, select_columns, batch_max) %}
+{#- SQL for the watermark to record after loading a batch whose highest
+    watermark value is `batch_max`: the greater of it and the highest recorded
+    so far, compared as the column's type in the target (the type `batch_max`
+    was read as), so a backfill of older batches never lowers it. A recorded
+    value that no longer fits that type (the watermark moved to another
+    column) is ignored. none when the batch had no rows: an empty run records
+    nothing. -#}
+{% macro _next_watermark_sql(cfg, objs, columns, select_columns, batch_max) %}
   {%- if batch_max is none -%}{{ return(none) }}{%- endif -%}
-  {%- set previous = vcmt._recorded_watermark(objs.loads) -%}
-  {%- if previous is none -%}{{ return(batch_max) }}{%- endif -%}
   {%- set typed = (columns + select_columns) | selectattr('name', 'equalto', cfg.watermark) | first -%}
-  {%- set scalar = vcmt._scalar_type(typed.data_type) or 'String' -%}
-  {%- set values = [] -%}
-  {%- for v in [batch_max, previous] -%}
-    {%- do values.append('accurateCastOrNull(' ~ vcmt._sql_string(v) ~ ', ' ~ vcmt._sql_string(scalar) ~ ')') -%}
-  {%- endfor -%}
-  {%- set highest = run_query('select toString(max(x)) from (select arrayJoin([' ~ values | join(', ') ~ ']) as x) ' ~ vcmt._read_settings()).rows[0][0] -%}
-  {{ return(highest if highest is not none else batch_max) }}
+  {%- set scalar = vcmt._sql_string(vcmt._scalar_type(typed.data_type) or 'String') -%}
+  {%- set batch = vcmt._sql_string(batch_max) -%}
+  {%- set previous = '(select watermark from ' ~ objs.loads ~ ' where watermark is not null order by loaded_at desc limit 1)' -%}
+  {{ return('ifNull((select toString(max(_vcmt_x)) from (select arrayJoin([accurateCastOrNull(' ~ batch ~ ', ' ~ scalar ~ '), accurateCastOrNull('
+            ~ previous ~ ', ' ~ scalar ~ ')]) as _vcmt_x)), ' ~ batch ~ ')') }}
 {% endmacro %}
 
 
@@ -142,9 +112,15 @@
     `<model>__loads`. Returns the run's stats. -#}
 {% macro _load(cfg, objs, columns, select_columns, sql) %}
   {%- set started = modules.datetime.datetime.now() -%}
+  {%- set sql = vcmt._unsent_as_defaults(cfg, objs, columns, select_columns, sql) -%}
+  {#- Every value is checked before the first write, truncates included. -#}
+  {%- do vcmt._check_event_values(cfg, columns, select_columns, vcmt._without_truncates(cfg, sql), 'vcmt_upsert ' ~ objs.target.identifier) -%}
   {%- set before = vcmt._applied_totals(objs) -%}
-  {%- set fed = vcmt._load_events(cfg, objs, columns, select_columns, sql) -%}
-  {%- set after = vcmt._applied_totals(objs) -%}
+  {%- set truncated = vcmt._apply_truncates(cfg, objs, columns, select_columns, sql) -%}
+  {%- set fed = vcmt._load_events(cfg, objs, columns, select_columns, truncated.sql) -%}
+  {#- With truncates, the watermark is the highest over every row read, ignored ones included. -#}
+  {%- set batch_watermark = truncated.watermark if cfg.truncate_when else fed.watermark -%}
+  {%- set after = vcmt._applied_totals(objs, vcmt._next_watermark_sql(cfg, objs, columns, select_columns, batch_watermark)) -%}
   {%- set stats = {
       'events': fed.events,
       'upserts': fed.events - fed.deletes,
@@ -155,14 +131,18 @@
       'inserted': after.inserted - before.inserted,
       'updated': after.updated - before.updated,
       'deleted': after.deleted - before.deleted,
-      'watermark': vcmt._next_watermark(cfg, objs, columns, select_columns, fed.watermark),
+      'watermark': after.watermark,
+      'truncates': truncated.truncates,
+      'truncated_to': truncated.truncated_to,
+      'truncated_rows': truncated.truncated_rows,
+      'ignored_below_truncate': truncated.ignored,
   } -%}
   {%- do stats.update({
-      'skipped': stats.fed - stats.inserted - stats.updated - stats.deleted,
+      'skipped': stats.fed - stats.inserted - stats.updated - (stats.deleted - stats.truncated_rows),
       'rows_written': stats.inserted + 2 * stats.updated + stats.deleted,
       'seconds': (modules.datetime.datetime.now() - started).total_seconds(),
   }) -%}
-  {%- if stats.events > 0 -%}
+  {%- if stats.events > 0 or stats.truncates > 0 or stats.ignored_below_truncate > 0 -%}
     {%- call statement('vcmt_log_load') -%}
       insert into {{ objs.loads }}
       select now64(3), {{ vcmt._sql_string(invocation_id) }}, {{ stats.events }}, {{ stats.upserts }}, {{ stats.deletes }},
@@ -173,4 +153,32 @@
     {%- endcall -%}
   {%- endif -%}
   {{ return(stats) }}
+{% endmacro %}
+
+
+{#- With `unavailable_column`, a column an event did not send carries no value
+    (Debezium's staging leaves it NULL), even in a non-Nullable column: it is
+    replaced by its type's default before the checks and the load, and the
+    transform keeps the stored value for it (docs/design.md#unsent-columns).
+    The list must be a column of the target: a model that adds it later needs
+    on_schema_change to add it (or --full-refresh). -#}
+{% macro _unsent_as_defaults(cfg, objs, columns, select_columns, sql) %}
+  {%- set u = cfg.unavailable_column -%}
+  {%- if not u -%}{{ return(sql) }}{%- endif -%}
+  {%- set stored = columns | map(attribute='name') | list -%}
+  {%- if u not in stored -%}
+    {{ exceptions.raise_compiler_error("vcmt_upsert " ~ objs.target.identifier ~ ": `unavailable_column` `" ~ u ~ "` is not a column of the target, so unsent columns cannot be recognised and would be overwritten; nothing was loaded. Add the column with on_schema_change='append_new_columns' (or run with --full-refresh).") }}
+  {%- endif -%}
+  {%- set input_types = {} -%}
+  {%- for c in select_columns -%}{%- do input_types.update({c.name: c.data_type}) -%}{%- endfor -%}
+  {%- set replaced = [] -%}
+  {%- for c in columns if c.name in input_types and c.name in vcmt._data_columns(cfg, columns) and c.name != u -%}
+    {%- set col = vcmt._quote(c.name) -%}
+    {#- The target type's default, as the input's (non-Nullable) type, so it converts back exactly. -#}
+    {%- set default = 'cast(defaultValueOfTypeName(' ~ vcmt._sql_string(vcmt._scalar_type(c.data_type) or c.data_type) ~ '), '
+                      ~ vcmt._sql_string(vcmt._scalar_type(input_types[c.name]) or input_types[c.name]) ~ ')' -%}
+    {%- do replaced.append('if(has(' ~ vcmt._quote(u) ~ ', ' ~ vcmt._sql_string(c.name) ~ '), ' ~ default ~ ', ' ~ col ~ ') as ' ~ col) -%}
+  {%- endfor -%}
+  {%- if not replaced -%}{{ return(sql) }}{%- endif -%}
+  {{ return('select * replace (' ~ replaced | join(', ') ~ ') from (' ~ vcmt._user_sql(sql) ~ ') as _vcmt_unsent') }}
 {% endmacro %}

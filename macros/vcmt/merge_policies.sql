@@ -35,3 +35,31 @@
   {%- endif -%}
   {{ return('if(' ~ has_old ~ ', ' ~ combined ~ ', ' ~ new ~ ')') }}
 {% endmacro %}
+
+
+{#- The aggregate that folds one column of a key's accepted upserts (all
+    newer than its state, no delete between them, versions strictly
+    increasing in `version`) into one upsert whose merge with the stored row
+    gives what applying them one by one gives. none when the policy is not
+    associative for this type: SQL policies; `sum` on anything but integers
+    (float rounding depends on the order, Decimal may overflow half-way);
+    `greatest`/`least` on floats (greatest() and max() disagree on NaN).
+    NULL handling matches merge_expression: max/min/sum skip NULLs and give
+    NULL only when every value is NULL. The tuple keeps argMax/argMin from
+    skipping NULLs. See docs/design.md#hot-keys. -#}
+{% macro _fold_aggregate(policy, column, data_type, version) %}
+  {%- set scalar = vcmt._scalar_type(data_type) or '' -%}
+  {%- set is_float = modules.re.match('^B?Float', scalar) is not none -%}
+  {%- if policy == 'replace' -%}
+    {{ return('argMax(tuple(' ~ column ~ '), ' ~ version ~ ').1') }}
+  {%- elif policy == 'keep' -%}
+    {{ return('argMin(tuple(' ~ column ~ '), ' ~ version ~ ').1') }}
+  {%- elif policy == 'coalesce' -%}
+    {{ return('argMaxIf(' ~ column ~ ', ' ~ version ~ ', isNotNull(' ~ column ~ '))') }}
+  {%- elif policy in ['greatest', 'least'] and scalar and not is_float -%}
+    {{ return(('max(' if policy == 'greatest' else 'min(') ~ column ~ ')') }}
+  {%- elif policy == 'sum' and modules.re.match('^U?Int[0-9]+$', scalar) -%}
+    {{ return('sum(' ~ column ~ ')') }}
+  {%- endif -%}
+  {{ return(none) }}
+{% endmacro %}

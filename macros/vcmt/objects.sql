@@ -14,6 +14,7 @@
       'applied': 'applied',
       'applied_writer': 'applied_writer',
       'loads': 'loads',
+      'truncates': 'truncates',
       'batch': 'batch',
   } -%}
   {%- set objs = {'target': target} -%}
@@ -31,9 +32,9 @@
 {#- Drop every object of the model (only those in `found` when given), views
     first so no writer ever sees a stage without its transform. -#}
 {% macro _drop_objects(objs, found=none) %}
-  {%- for role in ['transform', 'tombstones_writer', 'cancels_writer', 'applied_writer', 'stage',
-                   'target', 'tombstones', 'applied', 'loads', 'batch']
-      if found is none or objs[role].identifier in found -%}
+  {%- set order = ['transform', 'tombstones_writer', 'cancels_writer', 'applied_writer', 'stage'] -%}
+  {%- for role in objs.keys() if role not in order -%}{%- do order.append(role) -%}{%- endfor -%}
+  {%- for role in order if found is none or objs[role].identifier in found -%}
     {%- call statement('vcmt_drop_' ~ role) -%}
       drop table if exists {{ objs[role] }} {{ on_cluster_clause(objs[role]) }} sync
     {%- endcall -%}

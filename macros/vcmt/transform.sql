@@ -24,8 +24,14 @@ select
   {%- for k in cfg.key_columns %}
   _vcmt_k{{ loop.index0 }} as {{ q(k) }},
   {%- endfor %}
+  {%- set unsent = '_vcmt_n' ~ data.index(cfg.unavailable_column) if cfg.unavailable_column in data else none %}
   {%- for c in data %}
-  if(_vcmt_s = -1, _vcmt_o{{ loop.index0 }}, {{ vcmt.merge_expression(cfg.merge.get(c, 'replace'), '_vcmt_o' ~ loop.index0, '_vcmt_n' ~ loop.index0, '_vcmt_has_old') }}) as {{ q(c) }},
+  {%- set merged = vcmt.merge_expression(cfg.merge.get(c, 'replace'), '_vcmt_o' ~ loop.index0, '_vcmt_n' ~ loop.index0, '_vcmt_has_old') %}
+  {%- if unsent and c != cfg.unavailable_column %}
+    {#- A column the event did not send keeps the stored value. -#}
+    {%- set merged = 'if(has(' ~ unsent ~ ', ' ~ vcmt._sql_string(c) ~ '), _vcmt_o' ~ loop.index0 ~ ', ' ~ merged ~ ')' %}
+  {%- endif %}
+  if(_vcmt_s = -1, _vcmt_o{{ loop.index0 }}, {{ merged }}) as {{ q(c) }},
   {%- endfor %}
   if(_vcmt_s = -1, _vcmt_ov, _vcmt_nv) as {{ v }},
   _vcmt_s as {{ s }}

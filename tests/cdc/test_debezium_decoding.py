@@ -16,22 +16,10 @@ from typing import Any
 
 import pytest
 
-from vcmt_tools.dbt_project import spark_session_parameters
 from vcmt_tools.staging import debezium as dbz
 from vcmt_tools.staging.topic import decode_lines, stage_topic
 
 pytestmark = pytest.mark.spark
-
-
-@pytest.fixture(scope="module")
-def spark(lab_dir: Path):
-    from pyspark.sql import SparkSession
-
-    # The same session parameters as dbt's `method: session` targets, so later dbt tests in this process reuse it.
-    builder = SparkSession.builder.enableHiveSupport()
-    for key, value in spark_session_parameters(lab_dir).items():
-        builder = builder.config(key, value)
-    return builder.getOrCreate()
 
 
 # -- building lines ----------------------------------------------------------------------------
@@ -240,7 +228,11 @@ def test_every_kind_is_recognised(spark) -> None:
     ]
     # Raw text is kept for what needs a look (malformed, truncate), typed values only for changes.
     assert [r["_raw"] is not None for r in rows] == [False] * 10 + [True] * 4
-    assert all(r["id"] is None and r["sign"] is None for r in rows[1:])
+    assert all(r["id"] is None for r in rows[1:])
+    # Only a truncate keeps a position besides the change: the mart removes what is at or below it.
+    assert [(r["_kind"], r["sign"]) for r in rows if r["sign"] is not None] == [("change", 1), ("truncate", 1)]
+    truncate = rows[10]
+    assert truncate["_version"] is not None and truncate["_version"] == 2 * envelope(op="t", after=None)["source"]["lsn"] + 1
 
 
 def test_quarantine_reasons_in_order(spark) -> None:

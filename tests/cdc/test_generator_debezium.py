@@ -82,12 +82,12 @@ def test_every_kind_is_written_and_counted(lake: Path) -> None:
 
 
 def test_oracle_truncate_removes_older_rows_and_ignores_later_older_events() -> None:
-    """Rows below the truncate's version go; rows at or above stay; later events below it are ignored."""
+    """Rows at or below the truncate's version go; rows above stay; later events at or below it are ignored."""
     o = Oracle(["v"])
     o.apply_batch([Event((1,), 10, 1, {"v": "a"}), Event((2,), 30, 1, {"v": "b"})])
     o.apply_batch([Event((), 20, 1, truncate=True), Event((3,), 15, 1, {"v": "late"}),
                    Event((4,), 25, 1, {"v": "new"})])
-    o.apply_batch([Event((5,), 19, 1, {"v": "later but older"})])
+    o.apply_batch([Event((5,), 19, 1, {"v": "later but older"}), Event((6,), 20, 1, {"v": "same version"})])
     assert o.live_rows() == {(2,): (30, {"v": "b"}), (4,): (25, {"v": "new"})}
 
 

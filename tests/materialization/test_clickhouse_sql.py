@@ -20,17 +20,12 @@ RENDER = """
                      {'name': 'status', 'data_type': 'String'}, {'name': 'amount', 'data_type': 'Decimal(18, 2)'},
                      {'name': 'note', 'data_type': 'Nullable(String)'}, {'name': 'created_at', 'data_type': 'DateTime'},
                      {'name': '_version', 'data_type': 'UInt64'}, {'name': 'sign', 'data_type': 'Int8'}] -%}
-  {%- set statements = [
-      vcmt.create_target_sql(cfg, objs.target, columns),
-      vcmt.create_stage_sql(objs.stage, columns),
-      vcmt.create_tombstones_sql(cfg, objs.tombstones, columns),
-      vcmt.create_applied_sql(objs.applied),
-      vcmt.create_loads_sql(objs.loads),
-      vcmt.create_view_sql(objs.tombstones_writer, objs.tombstones, vcmt.tombstones_writer_sql(cfg, objs)),
-      vcmt.create_view_sql(objs.cancels_writer, objs.tombstones, vcmt.cancels_writer_sql(cfg, objs)),
-      vcmt.create_view_sql(objs.applied_writer, objs.applied, vcmt.applied_writer_sql(cfg, objs)),
-      vcmt.create_view_sql(objs.transform, objs.target, vcmt.transform_sql(cfg, objs, columns)),
-  ] -%}
+  {#- Every object of the model, from the registry the materialization builds from. -#}
+  {%- set statements = [vcmt.create_target_sql(cfg, objs.target, columns), vcmt._create_stage_sql(objs.stage, columns)] -%}
+  {%- for role, create_sql in vcmt._helper_tables(cfg, objs, columns) -%}{%- do statements.append(create_sql) -%}{%- endfor -%}
+  {%- for role, to, select_sql in vcmt._views(cfg, objs, columns) -%}
+    {%- do statements.append(vcmt._create_view_sql(objs[role], to, select_sql)) -%}
+  {%- endfor -%}
   {%- for s in statements -%}{{ print('<<vcmt>>' ~ s ~ '<</vcmt>>') }}{%- endfor -%}
 {% endmacro %}
 """
@@ -52,7 +47,8 @@ def _render(project, cluster: str | None) -> list[str]:
 def test_macros_render_parseable_sql_for_a_clickhouse_server(project):
     """Every DDL statement rendered for type: clickhouse parses in ClickHouse's own parser."""
     statements = _render(project, cluster=None)
-    assert len(statements) == 9
+    # target, stage, 4 helper tables, 4 views (unconditional deletes add the cancels writer)
+    assert len(statements) == 10
     for sql in statements:
         formatted = project.client.query("select formatQuery({q:String})", parameters={"q": sql}).result_rows[0][0]
         assert formatted.split()[0] == "CREATE", formatted

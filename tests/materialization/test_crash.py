@@ -19,7 +19,7 @@ from tests.conftest import PACKAGE_ROOT
 from vcmt_tools.dbt_project import DbtProject
 
 KEYS = 40
-VERSIONS = 6  # one round per version under a `sum` policy
+VERSIONS = 6  # one round per version under a SQL policy (built-in ones fold)
 KILL_AT_ROUND = 3
 TIMEOUT = 240
 
@@ -79,7 +79,7 @@ def test_kill_between_rounds_then_rerun_is_exact(tmp_path, lab_dir):
         rows += [f"{k},{k * 10 + v},{v}" for k in range(1, KEYS + 1)]
     project.seed("events", "\n".join(rows))
     project.model("m", """
-        {{ config(materialized='vcmt_upsert', unique_key='id', merge={'x': 'sum'}) }}
+        {{ config(materialized='vcmt_upsert', unique_key='id', merge={'x': '{old} + {new}'}) }}
         select id, x, _version from {{ ref('events') }}
     """)
     _dbt(project, "deps")
@@ -91,7 +91,7 @@ def test_kill_between_rounds_then_rerun_is_exact(tmp_path, lab_dir):
     assert _query(chdb_path, "crash", "select count() from (select id, sum(sign) s from m group by id having s not in (0, 1))") == [[0]]
 
     _dbt(project, "run")  # recovers: replaces the stale batch table, applies what is missing
-    _dbt(project, "run")  # replays the same input: applies nothing twice, `sum` included
+    _dbt(project, "run")  # replays the same input: applies nothing twice, the running sum included
     expected = [[k, sum(k * 10 + v for v in range(1, VERSIONS + 1)), VERSIONS] for k in range(1, KEYS + 1)]
     assert _query(chdb_path, "crash", "select id, x, _version from m final where sign = 1 order by id") == expected
     assert _query(chdb_path, "crash", "select count() from system.tables where database = 'crash' and name = 'm__batch'") == [[0]]

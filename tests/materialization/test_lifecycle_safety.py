@@ -112,7 +112,7 @@ def test_bad_merge_expression_on_first_run_leaves_no_object(project, expression,
     assert "CONSTRAINT" not in project.scalar("select create_table_query from system.tables "
                                               "where database = currentDatabase() and name = 'm__stage'")
     assert _objects(project).keys() == {"m", "m__stage", "m__transform", "m__tombstones", "m__tombstones_writer",
-                                        "m__applied", "m__applied_writer", "m__loads"}
+                                        "m__applied", "m__applied_writer", "m__loads", "m__truncates"}
     s.run_batch(_rows(3, 2))
     assert project.query("select id, amount from m final where sign = 1 order by id") == [(0, 3), (1, 23), (2, 43)]
 

@@ -125,7 +125,7 @@ class Engine:
             return {}
         self.command("system flush logs")
         rows = self.rows(
-            "select log_comment, any(memory_usage) from system.query_log where type = 'QueryFinish' "
+            "select log_comment, max(memory_usage) from system.query_log where type = 'QueryFinish' "
             f"and query_kind not in ('Set', 'System') and log_comment in {_sql_list(tags)} group by log_comment"
         )
         return {str(r[0]): int(r[1]) for r in rows}

@@ -57,6 +57,23 @@ def _upsert_vs_insert(steps: Steps, key: str, label: str, upsert: str, prefix: s
     ]  # fmt: skip
 
 
+def _break_even(steps: Steps, size: str, key: str, label: str) -> Ratio:
+    """Report queries per batch from which vcmt's write + reads cost less than the anchor's:
+    (vcmt write - anchor write) / (anchor report - vcmt's projection report). 0 when vcmt's write is
+    already cheaper; inf when the anchor's report is not slower. The report times are those after the
+    batch of B, also for the small batch."""
+    def k(cpu: bool) -> float:
+        get = (lambda s: s.cpu_ms) if cpu else (lambda s: s.wall_ms)
+        parts = [steps.get(n) for n in (f"{size}_vcmt", f"{size}_{key}", f"report_{key}", "report_projection")]
+        if any(p is None for p in parts):
+            return float("nan")
+        write, read = get(parts[0]) - get(parts[1]), get(parts[2]) - get(parts[3])
+        return 0.0 if write <= 0 else (write / read if read > 0 else float("inf"))
+
+    return Ratio(f"break_even_{size}_{key}", f"break-even vs {label}, {size} batch (report queries per batch)",
+                 k(False), k(True), ("≤", 1.0))
+
+
 def ratios(steps: Steps) -> list[Ratio]:
     found = _upsert_vs_insert(steps, "upsert_insert", "UPSERT at B (vcmt loader)", "big_vcmt", "big", 3.0)
     found.append(_r(steps, "dbt_insert", "whole `dbt run` / the article's plain INSERT at B", "big_dbt", "big_insert"))
@@ -69,6 +86,7 @@ def ratios(steps: Steps) -> list[Ratio]:
                                1.5)  # fmt: skip
     found += [_r(steps, f"small_vcmt_{a.key}", f"small batch vcmt / {a.label}, random keys", "small_vcmt",
                  f"small_{a.key}") for a in ANCHORS]  # fmt: skip
+    found += [_break_even(steps, size, a.key, a.label) for a in ANCHORS if a.report for size in ("big", "small")]
     return found + [
         _r(steps, "clustered_upsert_insert", "small batch UPSERT, consecutive keys / plain INSERT of its rows",
            "clustered_vcmt", "clustered_insert_rows"),

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from vcmt_tools.bench import sql
 from vcmt_tools.bench.anchors import ANCHORS
 from vcmt_tools.bench.checks import Checks, check_upsert_state, normalized
-from vcmt_tools.bench.engine import Engine, ViewStats, measured
+from vcmt_tools.bench.engine import Engine, Timing, ViewStats, measured
 from vcmt_tools.bench.steps import Steps
 from vcmt_tools.bench.tables import BASE, BIG_BATCH, EVENTS, MODEL, MODEL_SQL, PLAIN, Batch, Shape, Tables
 from vcmt_tools.dbt_project import DbtProject
@@ -107,8 +107,9 @@ class Scenario:
         self.loader_sql = inserts[0]
         self.out.sql["The loader's stage INSERT, as dbt ran it (the vcmt sample)"] = self.loader_sql
         for a in ANCHORS:
-            self.out.sql[f"Anchor: {a.label} (its objects, then the timed statement)"] = (
-                f"{anchor_ddl[a.key]};\n\n{a.insert(t)}"
+            parts = [anchor_ddl[a.key], ";\n".join(_statements(a.insert(t))), *([a.report(t)] if a.report else [])]
+            self.out.sql[f"Anchor: {a.label} (its objects, the timed statements, its report query)"] = ";\n\n".join(
+                parts
             )
         self.out.setup_ms = (time.perf_counter() - started) * 1000
 
@@ -134,15 +135,16 @@ class Scenario:
         shift = r % len(approaches)
         for key, label, table, statement in approaches[shift:] + approaches[:shift]:
             t.restore(table)
-            timing, _ = self.engine.timed(f"{key}#{r}", statement)
+            timing = self._timed_all(f"{key}#{r}", statement)
             self.out.steps.step(key, label, size).timings.append(timing)
             self.say(f"  {label}: {timing.wall_ms:,.0f} ms")
         if r == 0:
             events, base = t.q(batch.table), t.q(BASE)
             check_upsert_state(self.engine, self.out.checks, f"vcmt loader, {size} batch", t.target, base, events)
             for a in ANCHORS:
-                check_upsert_state(self.engine, self.out.checks, f"{a.key}, {size} batch", t.q(a.key), base, events,
-                                   guard=a.exact)  # fmt: skip
+                if a.report is None:  # the others are checked by their report query's answer
+                    check_upsert_state(self.engine, self.out.checks, f"{a.key}, {size} batch", t.q(a.key), base,
+                                       events, guard=a.exact)  # fmt: skip
         self.out.loader_views.setdefault(size, []).append(self.engine.view_stats(f"{size}_vcmt#{r}"))
 
     def _dbt_round(self, r: int) -> None:
@@ -183,6 +185,7 @@ class Scenario:
             self.engine, self.out.checks, "vcmt target", t.target, t.q(BASE), t.q(BIG_BATCH), whole_table=True
         )
         self._report_round("report", f"after one batch ({t.parts(MODEL)} parts)")
+        self._anchor_reports()
         self.say("OPTIMIZE FINAL on the target (one part per partition), then the report query again")
         self.engine.command(f"system start merges {t.target}")
         self.engine.command(f"optimize table {t.target} final")
@@ -209,8 +212,33 @@ class Scenario:
         detail = "identical" if same else "; ".join(f"{k}: {v}" for k, v in results.items())
         self.out.checks.add(f"report query {state}: FINAL == GROUP BY == projection", same, detail)
 
+    def _anchor_reports(self) -> None:
+        """Each anchor's own report query after it applied the batch of B; its answer must equal vcmt's."""
+        t, expected = self.tables, self.out.report_results["report_projection"]
+        for a in (a for a in ANCHORS if a.report):
+            t.restore(a.key)
+            for statement in _statements(a.insert(t)):
+                self.engine.command(statement)
+            step = self.out.steps.step(f"report_{a.key}", f"{a.label}: its report query after one batch", "report")
+            for r in range(self.out.repeat):
+                timing, rows = self.engine.timed(f"report_{a.key}#{r}", a.report(t), want_rows=True)
+                step.timings.append(timing)
+            self.say(f"  {step.label}: {step.wall_ms:,.0f} ms")
+            got = normalized(rows)
+            self.out.checks.add(f"{a.key}: report query after one batch == vcmt's", got == expected,
+                                "identical" if got == expected else f"{a.key}: {got}; vcmt: {expected}")
+
+    def _timed_all(self, tag: str, statements: str | list[str]) -> Timing:
+        """Run the statements one after the other under one tag; their times add up."""
+        timings = [self.engine.timed(tag, statement)[0] for statement in _statements(statements)]
+        return Timing(tag, sum(x.wall_ms for x in timings), sum(x.cpu_ms for x in timings))
+
     def finish(self) -> None:
         self.out.steps.attach_memory(self.engine.engine_memory(self.out.steps.tags()))
+
+
+def _statements(statements: str | list[str]) -> list[str]:
+    return [statements] if isinstance(statements, str) else statements
 
 
 def median_views(runs: list[list[ViewStats]]) -> list[tuple[str, float, int]]:

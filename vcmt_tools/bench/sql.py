@@ -71,6 +71,14 @@ def report_final(table: str) -> str:
     )
 
 
+def report_live(table: str) -> str:
+    """The report query on a table that keeps one row per key, `sign` as its soft-delete column."""
+    return (
+        f"select Department, count(), sum(metric1) from {table} where sign = 1 "
+        "group by Department order by Department"
+    )
+
+
 def report_group_by(table: str) -> str:
     return (
         f"select Department, sum(sign), sum(sign * metric1) from {table} "

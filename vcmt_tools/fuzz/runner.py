@@ -68,8 +68,15 @@ def setup_models(project: DbtProject, specs: tuple[ModelSpec, ...] = MODEL_SPECS
 
 def _reset(project: DbtProject, spec: ModelSpec) -> None:
     project.command(f"system start merges `{spec.name}`")
-    for suffix in ("", "__tombstones", "__applied", "__loads", "_src", "_steps"):
-        project.command(f"truncate table `{spec.name}{suffix}`")
+    # Every table that stores something: the model's own (whatever vcmt.objects names them) and the fuzz inputs.
+    tables = project.client.query(
+        "select name from system.tables where database = currentDatabase()"
+        " and engine not in ('MaterializedView', 'Null')"
+        " and (name in ({m:String}, {src:String}, {steps:String}) or startsWith(name, {helpers:String}))",
+        parameters={"m": spec.name, "src": f"{spec.name}_src", "steps": f"{spec.name}_steps",
+                    "helpers": f"{spec.name}__"}).result_rows
+    for (name,) in tables:
+        project.command(f"truncate table `{name}`")
 
 
 def _apply_batch(project: DbtProject, spec: ModelSpec, rows: list[dict[str, Any]]) -> None:

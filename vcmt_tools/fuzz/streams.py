@@ -41,6 +41,14 @@ MODEL_SPECS: tuple[ModelSpec, ...] = (
          "k": "Nullable(Int64)", "e": "Nullable(Int64)"},
         {"g": "greatest", "l": "least", "s": "sum", "c": "coalesce", "k": "keep", "e": "{old} * 2 + {new}"},
     ),
+    # Only built-in policies: a key's events fold to at most two (docs/design.md#hot-keys).
+    ModelSpec(
+        "fz_folded",
+        ("id",),
+        {"g": "Nullable(Int64)", "l": "Nullable(Int32)", "s": "Nullable(Int64)", "c": "Nullable(String)",
+         "k": "Nullable(Int64)", "r": "Nullable(Int64)"},
+        {"g": "greatest", "l": "least", "s": "sum", "c": "coalesce", "k": "keep"},
+    ),
     # Tiny insert blocks: every round spans many blocks, and the rule must hold across them.
     ModelSpec("fz_composite", ("tenant", "id"), {"a": "Nullable(Int64)", "b": "String"}, {"a": "sum"},
               insert_settings={"max_block_size": 7, "min_insert_block_size_rows": 7, "max_insert_block_size": 7}),

@@ -285,7 +285,7 @@ def decimal_from_base64(text: Column, scale: Column) -> Column:
     return scaled_text(unscaled_from_bytes(F.unbase64(text)), scale)
 
 
-def _numeric_text(p: Parts, sem: Column, stype: Column, sscale: Column, d: Declared, mode: str,
+def _numeric_text(p: Parts, sem: Column, stype: Column, sscale: Column, d: Declared, mode: Column,
                   has_schema: Column) -> Column:
     """A number's exact text, whatever the encoding; cast to the declared type by the caller."""
     declared_scale = F.lit(d.scale if d.scale is not None else 0)
@@ -294,7 +294,7 @@ def _numeric_text(p: Parts, sem: Column, stype: Column, sscale: Column, d: Decla
         has_schema,
         # With a schema: a Decimal logical type is bytes; type string is decimal.handling.mode=string.
         (sem == _DECIMAL_LOGICAL) | (stype == "bytes"),
-    ).otherwise(F.lit(mode == "precise"))
+    ).otherwise(mode == F.lit("precise"))
     # The bytes and scale are chosen first, so the byte decoding appears once in the plan.
     octets = (
         F.when(p.is_object, F.unbase64(_get(x, "$.value", "string")))  # io.debezium.data.VariableScaleDecimal
@@ -319,7 +319,17 @@ def _micros_from(n: Column, unit: Column) -> Column:
     )
 
 
-def decode_value(x: Column, field: Column, d: Declared, decimal_handling: str = "precise",
+def decimal_handling_column(mode: str | Column) -> Column:
+    """The connector's `decimal.handling.mode` as a Column: a name checked here, or a Column
+    giving it per line (lines of several connectors staged in one job)."""
+    if isinstance(mode, Column):
+        return mode
+    if mode not in DECIMAL_HANDLING:
+        raise ValueError(f"decimal_handling must be one of {DECIMAL_HANDLING}, got {mode!r}")
+    return F.lit(mode)
+
+
+def decode_value(x: Column, field: Column, d: Declared, decimal_handling: str | Column = "precise",
                  has_schema: Column | None = None, parts: Parts | None = None) -> Column:
     """One image field (VARIANT) as the declared type; NULL when absent, JSON null or not decodable.
 
@@ -328,8 +338,7 @@ def decode_value(x: Column, field: Column, d: Declared, decimal_handling: str = 
     The placeholder for an unavailable value is handled by the caller.
     `parts`: `x`'s shape, text and number, when the caller computed them.
     """
-    if decimal_handling not in DECIMAL_HANDLING:
-        raise ValueError(f"decimal_handling must be one of {DECIMAL_HANDLING}, got {decimal_handling!r}")
+    decimal_handling = decimal_handling_column(decimal_handling)
     sem, stype = field["name"], field["type"]
     sscale = field["parameters"]["scale"]
     if has_schema is None:

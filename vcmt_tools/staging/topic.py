@@ -65,7 +65,7 @@ _RECORDED: dict[tuple, tuple[object, tuple]] = {}
 
 
 def decode_lines(lines: DataFrame, flavour: str, key: Sequence[str], columns: Mapping[str, str],
-                 decimal_handling: str = "precise") -> DataFrame:
+                 decimal_handling: str | Column = "precise") -> DataFrame:
     """Every line of `lines` (columns raw, _source_file, _batch_id) decoded; see `stage_topic`."""
     shape = (flavour, tuple(key), tuple(columns.items()), decimal_handling)
     session = lines.sparkSession
@@ -179,11 +179,13 @@ def _decode_steps(lines: _Steps, flavour: str, key: Sequence[str], columns: Mapp
     unavailable = F.filter(
         F.array(*[F.when(F.col(f"{n}__unavailable"), F.lit(n)) for n in declared]), lambda c: c.isNotNull()
     )
+    # A truncate keeps its position: the mart removes every row at or below it (`truncate_when`).
+    positioned = valid | (out_kind == "truncate")
     return judged.select(
         *[F.when(valid & ~F.col(f"{n}__unavailable"), F.col(f"{n}__value")).alias(n) for n in declared],
         F.when(valid, unavailable).alias("_unavailable"),
-        F.when(valid, F.col("_version")).alias("_version"),
-        F.when(valid, F.when(F.col("_op") == "d", F.lit(-1)).otherwise(F.lit(1))).cast("tinyint").alias("sign"),
+        F.when(positioned, F.col("_version")).alias("_version"),
+        F.when(positioned, F.when(F.col("_op") == "d", F.lit(-1)).otherwise(F.lit(1))).cast("tinyint").alias("sign"),
         F.col("_op"),
         F.col("_source_ts"),
         out_kind.alias("_kind"),
@@ -198,7 +200,7 @@ def _decode_steps(lines: _Steps, flavour: str, key: Sequence[str], columns: Mapp
 
 def stage_topic(session, topic_path: str, flavour: str, key: Sequence[str], columns: Mapping[str, str], *,
                 exclude_batches: Iterable[int] = (), only_batches: Iterable[int] | None = None,
-                decimal_handling: str = "precise") -> DataFrame:
+                decimal_handling: str | Column = "precise") -> DataFrame:
     """Every line of a topic's new batches, typed from declared columns, ready for a `vcmt_upsert` mart.
 
     `topic_path`: the folder holding `_batch_id=<N>/` folders of JSON lines.
@@ -206,14 +208,17 @@ def stage_topic(session, topic_path: str, flavour: str, key: Sequence[str], colu
     `key`: the key columns. `columns`: name -> declared type (Declared.parse).
     `exclude_batches`: batches already staged (see `staged_batches`); they
     are not read. `decimal_handling`: the connector's
-    `decimal.handling.mode`, used for lines without a schema.
+    `decimal.handling.mode`, used for lines without a schema (a Column
+    for a mode per line, computed from `_batch_id` or `_source_file`).
 
     Output, one row per line: the declared columns, `_unavailable` (names of
     columns whose value Debezium did not have, e.g. unchanged TOAST; the
     column is NULL), `_version`, `sign` (-1 delete, +1 otherwise), `_op`,
     `_source_ts`, `_kind` (dbz.KINDS), `_reason` (dbz.REASONS, for
-    malformed lines), `_raw`, `_source_file`, `_batch_id`. Typed columns,
-    `_version` and `sign` are NULL unless `_kind = 'change'`.
+    malformed lines), `_raw`, `_source_file`, `_batch_id`. Typed columns
+    are NULL unless `_kind = 'change'`; `_version` and `sign` are set on
+    changes and on truncates (a `vcmt_upsert` mart with `truncate_when`
+    removes every row at or below a truncate's `_version`).
     """
     lines = read_lines(session, topic_path, exclude_batches, only_batches)
     return decode_lines(lines, flavour, key, columns, decimal_handling)

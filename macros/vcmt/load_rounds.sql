@@ -1,0 +1,137 @@
+{#- The round loader (docs/design.md#fold-or-rounds): the batch's events go into
+    `m__batch`, numbered per key in apply order, and round r is one INSERT of
+    every key's r-th event. The source is read once, by the CREATE of
+    `m__batch`, whose rows carry the counts the run report needs.
+
+    `m__batch` columns besides the events': `_vcmt_n` (events read, exact
+    duplicates included, 0 on folded rows), `_vcmt_wm` (their highest
+    watermark), `_vcmt_folded` (events a folded row stands for, minus one) and
+    `_vcmt_round` (0: read but not inserted).
+
+    When every policy folds (_fold_aggregates) and deletes are versioned, a
+    key's events are folded first (docs/design.md#hot-keys): at most two
+    rounds, whatever the number of events per key. -#}
+{% macro _load_in_rounds(cfg, objs, columns, data, stage_cols, events_sql) %}
+  {%- set keys = vcmt._column_list(cfg.key_columns) -%}
+  {%- set v = vcmt._quote(cfg.version) -%}
+  {%- set folds = vcmt._fold_aggregates(cfg, columns, data) -%}
+  {%- set wm = 'max(' ~ vcmt._quote(cfg.watermark) ~ ')' if cfg.watermark else 'toUInt8(0)' -%}
+  {%- set row = 'tuple(' ~ (vcmt._column_list(data) if data else '0') ~ ')' -%}
+  {%- set ranked = '0' if folds is not none else 'row_number() over (partition by ' ~ keys ~ ' order by ' ~ v ~ ' asc, _vcmt_sign desc)' -%}
+
+  {%- call statement('vcmt_batch_replace') -%}
+    drop table if exists {{ objs.batch }} {{ on_cluster_clause(objs.batch) }} sync
+  {%- endcall -%}
+  {#- Exact duplicates (same key, version and sign) are one event: one of them is kept. -#}
+  {%- call statement('vcmt_batch') -%}
+    create table {{ objs.batch }} engine = MergeTree order by _vcmt_round as
+    select {{ keys }}{% for c in data %}, _vcmt_row.{{ loop.index }} as {{ vcmt._quote(c) }}{% endfor %}, {{ v }}, _vcmt_sign,
+      _vcmt_n, _vcmt_wm, toUInt64(0) as _vcmt_folded, toUInt64({{ ranked }}) as _vcmt_round
+    from (
+      select {{ keys }}, {{ v }}, _vcmt_sign, any({{ row }}) as _vcmt_row, count() as _vcmt_n, {{ wm }} as _vcmt_wm
+      from ({{ events_sql }})
+      group by {{ keys }}, {{ v }}, _vcmt_sign
+    )
+    {{ vcmt._read_settings() }}
+  {%- endcall -%}
+  {%- if folds is not none -%}
+    {%- do vcmt._fold_batch(cfg, objs, data, folds) -%}
+  {%- endif -%}
+
+  {#- Events, deletes and the watermark count every event read, redeliveries
+      included; fed what reaches the stage or is skipped there as stale. -#}
+  {%- set wm_read = 'if(countIf(_vcmt_n > 0) = 0, null, toString(maxIf(_vcmt_wm, _vcmt_n > 0)))' if cfg.watermark else 'cast(null as Nullable(String))' -%}
+  {%- set stats = run_query('select sum(_vcmt_n), sumIf(_vcmt_n, _vcmt_sign < 0), countIf(_vcmt_n > 0) - sum(_vcmt_folded), max(_vcmt_round), '
+                            ~ wm_read ~ ' from '
+                            ~ objs.batch ~ ' ' ~ vcmt._read_settings()).rows[0] -%}
+  {%- set rounds = stats[3] | int -%}
+  {%- for r in range(1, rounds + 1) -%}
+    {%- if r % 50 == 0 -%}
+      {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': round ' ~ r ~ ' of ' ~ rounds, info=true) }}
+    {%- endif -%}
+    {%- call statement('vcmt_load_round') -%}
+      insert into {{ objs.stage }} ({{ stage_cols }})
+      select {{ keys }}{% for c in data %}, {{ vcmt._quote(c) }}{% endfor %}, {{ v }}, _vcmt_sign
+      from {{ objs.batch }}
+      where _vcmt_round = {{ r }}
+      {{ vcmt._stage_insert_settings(cfg) }}
+    {%- endcall -%}
+  {%- endfor -%}
+  {%- call statement('vcmt_batch_drop') -%}
+    drop table if exists {{ objs.batch }} {{ on_cluster_clause(objs.batch) }} sync
+  {%- endcall -%}
+  {{ return({'events': stats[0] | int, 'deletes': stats[1] | int, 'fed': stats[2] | int,
+             'rounds': rounds, 'watermark': stats[4]}) }}
+{% endmacro %}
+
+
+{#- column -> fold aggregate for every loaded data column, or none when the
+    batch must go event by event: unconditional deletes (a delete of any
+    version removes the row, so the order of deletes and upserts below the
+    stored version matters) or a policy that does not fold. -#}
+{% macro _fold_aggregates(cfg, columns, data) %}
+  {#- Unsent columns: a key's last event is not its whole state (each event keeps what it did not send). -#}
+  {%- if cfg.delete_mode != 'versioned' or cfg.unavailable_column -%}{{ return(none) }}{%- endif -%}
+  {%- set folds = {} -%}
+  {%- for c in columns if c.name in data -%}
+    {%- set agg = vcmt._fold_aggregate(cfg.merge.get(c.name, 'replace'), vcmt._quote(c.name), c.data_type, vcmt._quote(cfg.version)) -%}
+    {%- if agg is none -%}{{ return(none) }}{%- endif -%}
+    {%- do folds.update({c.name: agg}) -%}
+  {%- endfor -%}
+  {{ return(folds) }}
+{% endmacro %}
+
+
+{#- Add to `m__batch` (whose events sit in round 0) at most two rows per key:
+    its last delete (round 1), then its upserts newer than that delete folded
+    into one (round 1 without a delete, else 2). Under versioned deletes that
+    is exact: a delete removes whatever the earlier events of the batch left
+    (it is not older than any of them) and records its version, so those
+    events change nothing that lasts. Events the transform would skip are
+    dropped first: upserts not newer than the key's state (its live row's
+    version, or its tombstone's), deletes older than it; the state is looked
+    up once, for the batch's keys only. The upserts left after the last delete
+    are then each accepted in turn, which is what makes their fold exact. -#}
+{% macro _fold_batch(cfg, objs, data, folds) %}
+  {%- set q = vcmt._quote -%}
+  {%- set keys = vcmt._column_list(cfg.key_columns) -%}
+  {%- set key_tuple = vcmt._key_tuple(cfg.key_columns) -%}
+  {%- set v = q(cfg.version) -%}
+  {%- set batch_keys = 'select ' ~ keys ~ ' from ' ~ objs.batch ~ ' where _vcmt_round = 0' -%}
+  {%- call statement('vcmt_batch_fold') -%}
+    insert into {{ objs.batch }} ({{ keys }}{% for c in data %}, {{ q(c) }}{% endfor %}, {{ v }}, _vcmt_sign, _vcmt_folded, _vcmt_round)
+    select {{ keys }}{% for c in data %}, _vcmt_f{{ loop.index0 }}{% endfor %}, _vcmt_fv, if(_vcmt_after, toInt8(1), toInt8(-1)), _vcmt_folded,
+      row_number() over (partition by {{ keys }} order by _vcmt_after asc)
+    from (
+      {#- Internal aliases: an alias named like a column would be read in its place. #}
+      select {{ keys }}, _vcmt_after,
+        {%- for c in data %}
+        {{ folds[c] }} as _vcmt_f{{ loop.index0 }},
+        {%- endfor %}
+        max({{ v }}) as _vcmt_fv, count() - 1 as _vcmt_folded
+      from (
+        select {{ keys }}{% for c in data %}, {{ q(c) }}{% endfor %}, {{ v }},
+          countIf(_vcmt_sign < 0) over (partition by {{ keys }}) = 0
+            or {{ v }} > maxIf({{ v }}, _vcmt_sign < 0) over (partition by {{ keys }}) as _vcmt_after
+        from {{ objs.batch }} as _vcmt_e
+        left join (
+          select {{ keys }}, {{ v }} as _vcmt_lv, toUInt8(1) as _vcmt_found
+          from {{ objs.target }} final
+          prewhere {{ key_tuple }} in ({{ batch_keys }})
+          where {{ q(cfg.sign) }} = 1
+        ) as _vcmt_old using ({{ keys }})
+        left join (
+          select {{ keys }}, max({{ v }}) as _vcmt_tv, toUInt8(1) as _vcmt_found
+          from {{ objs.tombstones }}
+          where {{ key_tuple }} in ({{ batch_keys }})
+          group by {{ keys }}
+        ) as _vcmt_tomb using ({{ keys }})
+        where _vcmt_e._vcmt_round = 0
+          and (_vcmt_old._vcmt_found = 0 or {{ v }} > _vcmt_old._vcmt_lv or (_vcmt_sign < 0 and {{ v }} = _vcmt_old._vcmt_lv))
+          and (_vcmt_tomb._vcmt_found = 0 or {{ v }} > _vcmt_tomb._vcmt_tv or (_vcmt_sign < 0 and {{ v }} = _vcmt_tomb._vcmt_tv))
+      )
+      group by {{ keys }}, _vcmt_after
+    )
+    {{ vcmt._read_settings() }}
+  {%- endcall -%}
+{% endmacro %}

@@ -1,0 +1,98 @@
+{#- Truncates (`truncate_when`, docs/design.md#truncates).
+
+    A truncate event carries no key, only a position: the model's `version`.
+    A truncate at version T removes every row of the model whose version is
+    at or below T, and every event at or below T, whenever it arrives, is
+    ignored; rows and events above T are untouched. The highest T recorded is
+    the model's floor, kept (typed as the version) in `<model>__truncates`.
+
+    Before a batch is loaded:
+    - a batch whose highest truncate is above the floor records it, as
+      pending (rows_deleted NULL);
+    - a pending floor, this batch's or one a killed run left, is applied:
+      every live row at or below it is deleted by one INSERT of deletes at
+      the floor's version through the stage (tombstones, counters and
+      projections follow as for any delete), then the floor is marked done;
+    - the events loaded are the batch's non-truncate events above the floor
+      (with unconditional deletes, deletes too: their version means nothing).
+    Events below a truncate of the same batch are thus dropped rather than
+    applied and deleted: the result is the same. -#}
+
+
+{% macro _truncate_condition(cfg) %}
+  {{ return('ifNull((' ~ vcmt._user_sql(cfg.truncate_when) ~ '), 0)') }}
+{% endmacro %}
+
+
+{#- The model's SELECT without its truncate rows: what the loader's checks read. -#}
+{% macro _without_truncates(cfg, sql) %}
+  {%- if not cfg.truncate_when -%}{{ return(sql) }}{%- endif -%}
+  {{ return('select * from (' ~ vcmt._user_sql(sql) ~ ') as _vcmt_src where not ' ~ vcmt._truncate_condition(cfg)) }}
+{% endmacro %}
+
+
+{#- Returns {sql, truncates, truncated_to, truncated_rows, ignored, watermark}:
+    the SQL to load (the model's SELECT without truncates and without events
+    at or below the floor), what was done, and the batch's highest watermark
+    over all its rows (a batch of only truncates or ignored events is read). -#}
+{% macro _apply_truncates(cfg, objs, columns, select_columns, sql) %}
+  {%- if not cfg.truncate_when -%}
+    {{ return({'sql': sql, 'truncates': 0, 'truncated_to': none, 'truncated_rows': 0, 'ignored': 0, 'watermark': none}) }}
+  {%- endif -%}
+  {%- set vtype = vcmt._sql_string((columns | selectattr('name', 'equalto', cfg.version) | first).data_type) -%}
+  {%- set v = vcmt._quote(cfg.version) -%}
+  {%- set floor = '(select maxOrNull(version) from ' ~ objs.truncates ~ ')' -%}
+  {%- set returned = select_columns | map(attribute='name') | list -%}
+  {#- An unconditional delete applies whatever its version. -#}
+  {%- set any_version = 'ifNull(' ~ vcmt._quote(cfg.sign) ~ ' < 0, 0)' if cfg.delete_mode == 'unconditional' and cfg.sign in returned else '0' -%}
+  {%- set rows = 'select ' ~ vcmt._truncate_condition(cfg) ~ ' as _vcmt_t, accurateCastOrNull(' ~ v ~ ', ' ~ vtype ~ ') as _vcmt_v, '
+                 ~ any_version ~ ' as _vcmt_any, ' ~ (vcmt._quote(cfg.watermark) if cfg.watermark else 'null') ~ ' as _vcmt_w from (' ~ vcmt._user_sql(sql) ~ ') as _vcmt_src' -%}
+  {%- set below = 'not _vcmt_t and not _vcmt_any and _vcmt_v <= _vcmt_floor' -%}
+  {%- set seen = run_query('with ' ~ floor ~ ' as _vcmt_floor select countIf(_vcmt_t), countIf(_vcmt_t and _vcmt_v is null), '
+        ~ 'countIf(_vcmt_t and _vcmt_v is not null and (_vcmt_floor is null or _vcmt_v > _vcmt_floor)), countIf(' ~ below ~ '), '
+        ~ 'if(count() = 0, null, toString(max(_vcmt_w))) from (' ~ rows ~ ') ' ~ vcmt._read_settings()).rows[0] -%}
+  {%- if seen[1] | int > 0 -%}
+    {{ exceptions.raise_compiler_error("vcmt_upsert " ~ objs.target.identifier ~ ": " ~ seen[1] ~ " truncate event(s) (rows where `truncate_when`: " ~ cfg.truncate_when ~ ") have a `" ~ cfg.version ~ "` that is NULL or does not fit " ~ vtype ~ "; a truncate's version says which rows it removes. Nothing was loaded. Give truncate rows their source position.") }}
+  {%- endif -%}
+  {%- set result = {'truncates': seen[0] | int, 'truncated_to': none, 'truncated_rows': 0, 'ignored': seen[3] | int,
+                    'watermark': seen[4]} -%}
+
+  {%- if seen[2] | int > 0 -%}
+    {%- call statement('vcmt_truncate_record') -%}
+      insert into {{ objs.truncates }} (version, applied_at, invocation_id, rows_deleted)
+      select maxIf(_vcmt_v, _vcmt_t), now64(3), {{ vcmt._sql_string(invocation_id) }}, null from ({{ rows }})
+      {{ vcmt._read_settings() }}
+    {%- endcall -%}
+  {%- endif -%}
+  {%- set pending = run_query('select maxOrNull(version) as f, f is not null and (maxIfOrNull(version, rows_deleted is not null) is null '
+                              ~ 'or f > maxIfOrNull(version, rows_deleted is not null)), toString(f) from ' ~ objs.truncates
+                              ~ ' ' ~ vcmt._read_settings()).rows[0] -%}
+  {%- if pending[1] | int == 1 -%}
+    {%- set before = vcmt._applied_totals(objs) -%}
+    {%- set cols = [] -%}
+    {%- for c in columns if c.name not in [cfg.version, cfg.sign] -%}{%- do cols.append(c.name) -%}{%- endfor -%}
+    {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': truncate at ' ~ cfg.version ~ ' ' ~ pending[2] ~ ': deleting every row at or below it', info=true) }}
+    {%- call statement('vcmt_truncate') -%}
+      insert into {{ objs.stage }} ({{ vcmt._column_list(cols + [cfg.version, cfg.sign]) }})
+      select {{ vcmt._column_list(cols) }}, assumeNotNull({{ floor }}), toInt8(-1)
+      from {{ objs.target }} final
+      where {{ vcmt._quote(cfg.sign) }} = 1 and {{ v }} <= {{ floor }}
+      {{ vcmt._stage_insert_settings(cfg) }}
+    {%- endcall -%}
+    {%- set deleted = vcmt._applied_totals(objs).deleted - before.deleted -%}
+    {%- call statement('vcmt_truncate_done') -%}
+      insert into {{ objs.truncates }} (version, applied_at, invocation_id, rows_deleted)
+      select max(version), now64(3), {{ vcmt._sql_string(invocation_id) }}, {{ deleted }} from {{ objs.truncates }}
+    {%- endcall -%}
+    {%- do result.update({'truncated_to': pending[2], 'truncated_rows': deleted}) -%}
+    {%- if seen[2] | int > 0 -%}
+      {%- set ignored = run_query('with ' ~ floor ~ ' as _vcmt_floor select countIf(' ~ below ~ ') from (' ~ rows ~ ') ' ~ vcmt._read_settings()).rows[0][0] -%}
+      {%- do result.update({'ignored': ignored | int}) -%}
+    {%- endif -%}
+  {%- endif -%}
+
+  {#- A version that does not fit is not filtered here: the loader's checks report it. -#}
+  {%- set keep = 'not ' ~ vcmt._truncate_condition(cfg) ~ ' and (' ~ any_version ~ ' or ifNull(accurateCastOrNull(' ~ v ~ ', ' ~ vtype ~ ') > ' ~ floor ~ ', 1))' -%}
+  {%- do result.update({'sql': 'select * from (' ~ vcmt._user_sql(sql) ~ ') as _vcmt_src where ' ~ keep}) -%}
+  {{ return(result) }}
+{% endmacro %}
