@@ -23,7 +23,7 @@ def test_demo_pipeline_matches_oracle_end_to_end(tmp_path):
     out = proc.stdout
     assert proc.returncode == 0, out[-4000:] + proc.stderr[-4000:]
     assert "| | staged kinds = generated kinds | | | yes |" in out
-    for kind in ("truncate", "tombstone", "heartbeat", "transaction", "of which TOAST placeholders",
+    for kind in ("truncate", "tombstone", "heartbeat", "transaction", "  of which TOAST placeholders",
                  "malformed: version_out_of_range", "primary-key changes"):
         assert f"| pg.public.orders | {kind}" in out
     assert "| fct_orders |" in out and "| dim_customers |" in out
