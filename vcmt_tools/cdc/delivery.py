@@ -22,8 +22,14 @@ import random
 from dataclasses import dataclass
 
 from vcmt_tools.cdc.domain import Domain
-from vcmt_tools.cdc.envelope import (debezium_envelope, envelope_of, heartbeat_line, line_of, tombstone_line,
-                                     transaction_line)
+from vcmt_tools.cdc.envelope import (
+    debezium_envelope,
+    envelope_of,
+    heartbeat_line,
+    line_of,
+    tombstone_line,
+    transaction_line,
+)
 from vcmt_tools.cdc.malformed import malformed_line, reasons_of
 from vcmt_tools.cdc.source import Change
 

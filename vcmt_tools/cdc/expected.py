@@ -58,8 +58,10 @@ def _display(row: dict[str, Any], micros: bool = False) -> dict[str, Any]:
     if out.get("created_at") is not None:
         # Integer arithmetic: ms / 1000 as a float can land a hair below the millisecond.
         seconds, fraction = divmod(out["created_at"], 1_000_000 if micros else 1000)
-        stamp = datetime.fromtimestamp(seconds, tz=UTC) + timedelta(microseconds=fraction if micros else fraction * 1000)
-        out["created_at"] = stamp.isoformat(timespec="microseconds" if micros else "milliseconds").replace("+00:00", "Z")
+        stamp = datetime.fromtimestamp(seconds, tz=UTC) + timedelta(
+            microseconds=fraction if micros else fraction * 1000)
+        timespec = "microseconds" if micros else "milliseconds"
+        out["created_at"] = stamp.isoformat(timespec=timespec).replace("+00:00", "Z")
     if out.get("birth_date") is not None:
         out["birth_date"] = (date(1970, 1, 1) + timedelta(days=out["birth_date"])).isoformat()
     return out

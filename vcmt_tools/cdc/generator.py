@@ -54,7 +54,8 @@ def generate(
     if truncates < 0 or not 0 <= meta_share <= 1:
         raise ValueError(f"generate: `truncates` must be 0 or more and `meta_share` within [0, 1]; "
                          f"got {truncates} and {meta_share}.")
-    _check(events, batches, late_window, topics, ENCODINGS[encoding], malformed_share, wrap_share, late_share, duplicate_share)
+    _check(events, batches, late_window, topics, ENCODINGS[encoding],
+           malformed_share, wrap_share, late_share, duplicate_share)
     if not 0 < snapshot_share < 1:
         raise ValueError(f"generate: `snapshot_share` must be within (0, 1); got {snapshot_share}.")
     lake = Path(lake)

@@ -140,7 +140,8 @@ def changes(
             deleted.add(key)
             row = rows.pop(key)
             flag = "false" if real else None
-            out.append(Change("d", key, domain.delete_image(row), None, *at, snapshot=flag, pk_change=moved is not None))
+            out.append(Change("d", key, domain.delete_image(row), None, *at, snapshot=flag,
+                              pk_change=moved is not None))
             if moved is not None:
                 # The same row under its new key, at the same position (one UPDATE of the key at the source).
                 create("c", moved, at=at, row={**row, **dict(zip(domain.key, moved, strict=True))})
