@@ -67,19 +67,24 @@ _RECORDED: dict[tuple, tuple[object, tuple]] = {}
 def decode_lines(lines: DataFrame, flavour: str, key: Sequence[str], columns: Mapping[str, str],
                  decimal_handling: str | Column = "precise") -> DataFrame:
     """Every line of `lines` (columns raw, _source_file, _batch_id) decoded; see `stage_topic`."""
-    shape = (flavour, tuple(key), tuple(columns.items()), decimal_handling)
     session = lines.sparkSession
-    recorded = _RECORDED.get(shape)
-    if recorded is None or recorded[0] is not session:
-        recorded = (session, _decode_steps(_Steps(), flavour, key, columns, decimal_handling).steps)
-        _RECORDED[shape] = recorded
-    for cols in recorded[1]:
+    if not isinstance(decimal_handling, str):
+        # A Column decimal mode is an expression of the caller's: built afresh, not recorded.
+        steps = _decode_steps(_Steps(), flavour, key, columns, decimal_handling).steps
+    else:
+        shape = (flavour, tuple(key), tuple(columns.items()), decimal_handling)
+        recorded = _RECORDED.get(shape)
+        if recorded is None or recorded[0] is not session:
+            recorded = (session, _decode_steps(_Steps(), flavour, key, columns, decimal_handling).steps)
+            _RECORDED[shape] = recorded
+        steps = recorded[1]
+    for cols in steps:
         lines = lines.select(*cols)
     return lines
 
 
 def _decode_steps(lines: _Steps, flavour: str, key: Sequence[str], columns: Mapping[str, str],
-                  decimal_handling: str = "precise") -> _Steps:
+                  decimal_handling: str | Column = "precise") -> _Steps:
     """The decoding's projections, recorded on `lines`."""
     if flavour not in dbz.FLAVOURS:
         raise ValueError(f"flavour must be one of {dbz.FLAVOURS}, got {flavour!r}")
