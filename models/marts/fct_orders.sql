@@ -1,14 +1,15 @@
 {#- Staged by the Python model stg_pg__orders (var vcmt_staging = 'python', the default: real
     Debezium encodings, truncates applied, TOASTed values kept) or by the SQL model
-    stg_orders_changes (vcmt_staging = 'sql': the simple encoding). docs/staging.md -#}
+    stg_orders_changes (vcmt_staging = 'sql': the simple encoding, no truncates, every value sent).
+    docs/staging.md -#}
 {%- set python_staging = var('vcmt_staging', 'python') == 'python' -%}
 {{ config(
     materialized='vcmt_upsert',
     unique_key=['tenant_id', 'order_id'],
     watermark='_batch_id',
     partition_by='toYYYYMM(created_at)',
-    truncate_when=("_kind = 'truncate'" if python_staging else none),
-    unavailable_column=('_unavailable' if python_staging else none),
+    truncate_when="_kind = 'truncate'",
+    unavailable_column='_unavailable',
     projections=[{
         'name': 'by_tenant_status',
         'query': 'select tenant_id, status, sum(sign), sum(amount * sign) group by tenant_id, status',
@@ -28,18 +29,12 @@ select
     toDateTime64(assumeNotNull(created_at), {{ 6 if python_staging else 3 }}, 'UTC') as created_at,
     toUInt64(assumeNotNull(_version)) as _version,
     toInt8(assumeNotNull(sign)) as sign,
-    {%- if python_staging %}
-    _kind,
-    _unavailable,
-    {%- endif %}
+    {{ "_kind" if python_staging else "'change'" }} as _kind,
+    {{ "_unavailable" if python_staging else "cast([], 'Array(String)')" }} as _unavailable,
     toUInt32(_batch_id) as _batch_id
-{%- if python_staging %}
-from {{ vcmt.lake_source('stg_pg__orders') }}
-where _kind in ('change', 'truncate')
-{%- else %}
-from {{ vcmt.lake_source('stg_orders_changes') }}
-where true
-{%- endif %}
-{%- if vcmt.is_incremental() %}
-    and _batch_id > {{ vcmt.watermark(default=-1) }}
-{%- endif %}
+from {{ vcmt.lake_source('stg_pg__orders' if python_staging else 'stg_orders_changes') }}
+where
+    {{ "_kind in ('change', 'truncate')" if python_staging else "true" }}
+    {% if vcmt.is_incremental() %}
+        and _batch_id > {{ vcmt.watermark(default=-1) }}
+    {% endif %}
