@@ -10,7 +10,7 @@ export DO_NOT_TRACK := 1
 export DBT_SEND_ANONYMOUS_USAGE_STATS := false
 export DBT_VERSION_CHECK := false
 
-.PHONY: demo test fuzz bench lint venv java clean capture-fixtures
+.PHONY: demo test fuzz bench bench-staging lint venv java clean capture-fixtures
 
 $(STAMP): pyproject.toml constraints.txt
 	@echo "==> setting up $(VENV) (first run downloads about 600 MB of wheels)"
@@ -37,6 +37,10 @@ fuzz: venv
 
 bench: venv
 	@$(BIN)/python -m vcmt_tools.bench $(ARGS)
+
+# Spark staging throughput next to the ClickHouse apply (issue 15); ARGS="--sizes 5000,50000 --batches 2".
+bench-staging: venv java
+	@$(BIN)/python -m vcmt_tools.bench.staging $(ARGS)
 
 # Re-capture the real Debezium fixtures under integration_tests/fixtures/debezium
 # (PostgreSQL + MariaDB on loopback, Debezium embedded engine). Not part of make test.

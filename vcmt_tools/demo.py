@@ -1,11 +1,17 @@
 """make demo: the CDC pipeline end to end, proving its own result.
 
-    python -m vcmt_tools.demo [--events 20000] [--batches 6] [--seed 42] [--spark session|connect|thrift]
+    python -m vcmt_tools.demo [--events 20000] [--batches 6] [--seed 42] [--staging python|sql]
+                              [--spark session|connect|thrift]
 
-1. generate seeded Debezium-style events (with duplicates, late events,
-   deletes, snapshots and malformed lines) and their oracle into a landing area;
-2. for each batch: land it in the lake, stage it on Spark (dbt-spark), apply it
-   to the ClickHouse marts (chDB, vcmt_upsert);
+1. generate seeded Debezium events (with duplicates, late events, deletes,
+   snapshots and malformed lines; with `--staging python`, the default, in the
+   encodings real PostgreSQL and MySQL connectors send, with tombstones,
+   truncates, primary-key changes, TOAST placeholders, heartbeats and
+   transaction markers) and their oracle into a landing area;
+2. for each batch: land it in the lake, stage it on Spark (the Python models
+   `models/staging/debezium` on the vcmt_spark target, or with `--staging sql`
+   the SQL models on dbt-spark), apply it to the ClickHouse marts (chDB,
+   vcmt_upsert);
 3. run `dbt test` on both sides;
 4. report counts, invariants, the marts against the oracle, the downstream
    aggregate against the oracle, and time per stage. Exit 1 on any difference.
@@ -21,14 +27,35 @@ import sys
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-MARTS = {"orders": "fct_orders", "customers": "dim_customers"}
-KEYS = {"orders": ("tenant_id", "order_id"), "customers": ("customer_id",)}
+
+
+@dataclass(frozen=True)
+class Staging:
+    """One way to stage the lake: the generator's encoding, the Spark target and models, the marts they feed."""
+
+    encoding: str
+    target: str
+    select: tuple[str, ...]
+    models: dict[str, str]  # topic -> staging model
+    marts: dict[str, str]  # topic -> mart
+
+
+STAGINGS = {
+    # Python models on stage_topic (docs/staging.md): one model per topic, every line in one table.
+    "python": Staging("debezium", "vcmt_spark", ("staging.debezium",),
+                      {"pg.public.orders": "stg_pg__orders", "mysql.shop.customers": "stg_mysql__customers"},
+                      {"pg.public.orders": "fct_orders", "mysql.shop.customers": "dim_customers"}),
+    # SQL models (docs/design.md#cdc-staging-contract): also run on a Spark Thrift server.
+    "sql": Staging("simple", "spark", ("staging",),
+                   {"orders": "stg_orders_changes", "customers": "stg_customers_changes"},
+                   {"orders": "fct_orders", "customers": "dim_customers"}),
+}
 
 
 @dataclass
@@ -58,12 +85,12 @@ def _configure_env(work: Path) -> None:
 class Pipeline:
     """Runs the repository's own dbt project (reference models enabled) in this process."""
 
-    def __init__(self, work: Path) -> None:
+    def __init__(self, work: Path, staging: str = "python") -> None:
         from vcmt_tools.dbt_project import invoke
 
         self._invoke = invoke
         self.work = work
-        self.vars = json.dumps({"vcmt_lake_root": str(work / "lake")})
+        self.vars = json.dumps({"vcmt_lake_root": str(work / "lake"), "vcmt_staging": staging})
 
     def dbt(self, *args: str, target: str, expect_pass: bool = True) -> Any:
         cli = [*args, "--target", target, "--vars", self.vars, "--project-dir", str(REPO_ROOT),
@@ -100,14 +127,16 @@ def _test_results(run: Any) -> tuple[int, list[str]]:
     return passed, failed
 
 
-def _normalize(value: Any) -> Any:
-    """ClickHouse values in the oracle's JSON form (floats, ISO-8601 UTC timestamps with a Z)."""
+def _normalize(value: Any, timespec: str = "milliseconds") -> Any:
+    """ClickHouse values in the oracle's JSON form (floats, ISO-8601 UTC timestamps with a Z, ISO dates)."""
     if isinstance(value, Decimal):
         return float(value)
     if isinstance(value, datetime):
         if value.tzinfo is None:
             value = value.replace(tzinfo=UTC)
-        return value.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        return value.isoformat(timespec=timespec).replace("+00:00", "Z")
+    if isinstance(value, date):
+        return value.isoformat()
     return value
 
 
@@ -134,15 +163,20 @@ def _compare(expected: list[dict[str, Any]], actual: list[dict[str, Any]], keys:
     }
 
 
-def _query(client: Any, sql: str) -> list[dict[str, Any]]:
+def _query(client: Any, sql: str, timespec: str = "milliseconds") -> list[dict[str, Any]]:
     result = client.query(sql)
-    return [{c: _normalize(v) for c, v in zip(result.column_names, row, strict=True)} for row in result.result_rows]
+    return [{c: _normalize(v, timespec) for c, v in zip(result.column_names, row, strict=True)}
+            for row in result.result_rows]
 
 
 def run(args: argparse.Namespace) -> int:
     from vcmt_tools import demo_spark
     from vcmt_tools.cdc import generate
 
+    staging = STAGINGS[args.staging]
+    if args.spark == "thrift" and args.staging == "python":
+        raise SystemExit("demo: a Spark Thrift server runs SQL models only, not the Python staging models; "
+                         "use --staging sql with --spark thrift (or --spark connect for the Python models)")
     work = args.work.resolve()
     shutil.rmtree(work, ignore_errors=True)
     landing, lake = work / "landing", work / "lake"
@@ -151,21 +185,22 @@ def run(args: argparse.Namespace) -> int:
     timer = Timer()
     started = time.time()
 
-    _say(f"==> [1/4] generating {args.events:,} events in {args.batches} batches (seed {args.seed})")
+    _say(f"==> [1/4] generating {args.events:,} events in {args.batches} batches (seed {args.seed}, "
+         f"{staging.encoding} encoding)")
     t = time.time()
     manifest = generate(landing, events=args.events, batches=args.batches, seed=args.seed,
-                        malformed_share=args.malformed_share)
+                        malformed_share=args.malformed_share, encoding=staging.encoding)
     timer.add("generate", t)
     malformed = manifest.malformed
     _say(f"    {manifest.events:,} lines: {manifest.valid_events:,} valid, {sum(malformed.values()):,} malformed "
          f"({', '.join(f'{k} {v}' for k, v in sorted(malformed.items()))})")
 
-    pipeline = Pipeline(work)
-    _say(f"==> [2/4] running {args.batches} batches: Spark staging, then ClickHouse marts")
+    pipeline = Pipeline(work, args.staging)
+    _say(f"==> [2/4] running {args.batches} batches: Spark staging ({args.staging} models), then ClickHouse marts")
     for batch in range(args.batches):
         landed = _land_batch(landing, lake, batch)
         t = time.time()
-        pipeline.dbt("run", "--select", "staging", target=spark.target)
+        pipeline.dbt("run", "--select", *staging.select, target=spark.target_for(staging.target))
         spark_s = timer.add("spark staging", t)
         t = time.time()
         pipeline.dbt("run", "--select", "marts", target="chdb")
@@ -175,14 +210,15 @@ def run(args: argparse.Namespace) -> int:
 
     _say("==> [3/4] dbt test (staging on Spark, marts on ClickHouse)")
     t = time.time()
-    spark_tests = pipeline.dbt("test", "--select", "staging", target=spark.target, expect_pass=False)
+    spark_tests = pipeline.dbt("test", "--select", *staging.select, target=spark.target_for(staging.target),
+                               expect_pass=False)
     ch_tests = pipeline.dbt("test", "--select", "marts", target="chdb", expect_pass=False)
     timer.add("dbt test", t)
     passed_s, failed_s = _test_results(spark_tests)
     passed_c, failed_c = _test_results(ch_tests)
 
     _say("==> [4/4] comparing with the oracle")
-    report, ok = _report(work, lake, landing, manifest, timer, passed_s + passed_c, failed_s + failed_c)
+    report, ok = _report(work, lake, landing, manifest, timer, passed_s + passed_c, failed_s + failed_c, staging)
     _say(report)
     _say(spark.describe())
     total = time.time() - started
@@ -194,7 +230,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _report(work: Path, lake: Path, landing: Path, manifest: Any, timer: Timer, tests_passed: int,
-            tests_failed: list[str]) -> tuple[str, bool]:
+            tests_failed: list[str], staging: Staging) -> tuple[str, bool]:
     import clickhouse_connect
 
     client = clickhouse_connect.get_client(interface="chdb", path=str(work / "chdb"), database="vcmt")
@@ -205,26 +241,13 @@ def _report(work: Path, lake: Path, landing: Path, manifest: Any, timer: Timer, 
     def parquet(dataset: str) -> str:
         return f"file('{staged_root / dataset}/**/*.parquet', 'Parquet')"
 
-    staged = {t: client.query(f"select count() from {parquet(f'stg_{t}_changes')}").result_rows[0][0]
-              for t in MARTS}
-    quarantine = dict(client.query(
-        f"select reason, count() from {parquet('stg_cdc_quarantine')} group by reason order by reason"
-    ).result_rows)
-    generated_bad = manifest.malformed
-    lines.append("| | count |")
-    lines.append("|---|---:|")
-    lines.append(f"| events generated | {manifest.events:,} |")
-    for topic in MARTS:
-        lines.append(f"| staged `{topic}` | {staged[topic]:,} |")
-    lines.append(f"| quarantined | {sum(quarantine.values()):,} |")
-    for reason in sorted(set(quarantine) | set(generated_bad)):
-        generated = generated_bad.get(reason, 0)
-        lines.append(f"| quarantined: {reason} (generated {generated}) | {quarantine.get(reason, 0):,} |")
-    balance = manifest.events == sum(staged.values()) + sum(quarantine.values())
-    quarantine_ok = quarantine == {k: v for k, v in generated_bad.items() if v}
-    ok = ok and balance and quarantine_ok
-    lines.append(f"| count in = staged + quarantined | {'yes' if balance else 'NO'} |")
-    lines.append(f"| quarantine = malformed generated | {'yes' if quarantine_ok else 'NO'} |")
+    counts, ok_counts = (_kinds_report if staging.encoding == "debezium" else _quarantine_report)(
+        client, parquet, manifest, staging)
+    lines += counts
+    ok = ok and ok_counts
+    MARTS = staging.marts  # noqa: N806
+    KEYS = {topic: tuple(manifest.topics[topic].key) for topic in MARTS}  # noqa: N806
+    timespec = "microseconds" if staging.encoding == "debezium" else "milliseconds"
 
     lines += ["", "| mart | events | upserts | deletes | inserted | updated | deleted | skipped | rows | live keys |",
               "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
@@ -246,7 +269,7 @@ def _report(work: Path, lake: Path, landing: Path, manifest: Any, timer: Timer, 
         expected = [json.loads(x) for x in (landing / "oracle" / f"{topic}.jsonl").read_text().splitlines()]
         oracle_rows[topic] = expected
         columns = list(expected[0].keys()) if expected else list(KEYS[topic])
-        actual = _query(client, f"select {', '.join(columns)} from {mart} final where sign = 1")
+        actual = _query(client, f"select {', '.join(columns)} from {mart} final where sign = 1", timespec)
         diff = _compare(expected, actual, KEYS[topic])
         ok = ok and not any(diff.values())
         lines.append(f"| {mart} | {len(expected):,} | {len(actual):,} | {len(diff['missing'])} | "
@@ -256,11 +279,12 @@ def _report(work: Path, lake: Path, landing: Path, manifest: Any, timer: Timer, 
                 lines.append(f"  - {kind}: {item}")
 
     expected_agg: dict[tuple, list[float]] = defaultdict(lambda: [0, 0.0])
-    for row in oracle_rows["orders"]:
+    orders_topic = next(t for t, m in MARTS.items() if m == "fct_orders")
+    for row in oracle_rows[orders_topic]:
         cell = expected_agg[(row["tenant_id"], row["status"])]
         cell[0] += 1
         cell[1] += row["amount"]
-    actual_agg = {(t, s): [n, float(a)] for t, s, n, a in client.query(
+    actual_agg = {(t, s): [n, float("nan") if a is None else float(a)] for t, s, n, a in client.query(
         "select tenant_id, status, sum(orders), sum(amount) from agg_orders_by_tenant_status "
         "group by tenant_id, status having sum(orders) != 0 or sum(amount) != 0"
     ).result_rows}
@@ -278,6 +302,56 @@ def _report(work: Path, lake: Path, landing: Path, manifest: Any, timer: Timer, 
     return "\n".join(lines), ok
 
 
+def _quarantine_report(client: Any, parquet: Any, manifest: Any, staging: Staging) -> tuple[list[str], bool]:
+    """SQL staging: rows per changes model, the quarantine by reason, against what was generated."""
+    staged = {t: client.query(f"select count() from {parquet(model)}").result_rows[0][0]
+              for t, model in staging.models.items()}
+    quarantine = dict(client.query(
+        f"select reason, count() from {parquet('stg_cdc_quarantine')} group by reason order by reason"
+    ).result_rows)
+    generated_bad = manifest.malformed
+    lines = ["| | count |", "|---|---:|", f"| events generated | {manifest.events:,} |"]
+    for topic in staging.models:
+        lines.append(f"| staged `{topic}` | {staged[topic]:,} |")
+    lines.append(f"| quarantined | {sum(quarantine.values()):,} |")
+    for reason in sorted(set(quarantine) | set(generated_bad)):
+        generated = generated_bad.get(reason, 0)
+        lines.append(f"| quarantined: {reason} (generated {generated}) | {quarantine.get(reason, 0):,} |")
+    balance = manifest.events == sum(staged.values()) + sum(quarantine.values())
+    quarantine_ok = quarantine == {k: v for k, v in generated_bad.items() if v}
+    lines.append(f"| count in = staged + quarantined | {'yes' if balance else 'NO'} |")
+    lines.append(f"| quarantine = malformed generated | {'yes' if quarantine_ok else 'NO'} |")
+    return lines, balance and quarantine_ok
+
+
+def _kinds_report(client: Any, parquet: Any, manifest: Any, staging: Staging) -> tuple[list[str], bool]:
+    """Python staging: every landed line is one staged row; each kind staged = each kind generated."""
+    lines = ["| topic | what | generated | staged | |", "|---|---|---:|---:|:-:|"]
+    ok = True
+    for topic, model in staging.models.items():
+        t = manifest.topics[topic]
+        got = {(k, r or ""): n for k, r, n in client.query(
+            f"select _kind, _reason, count() from {parquet(model)} group by _kind, _reason").result_rows}
+        deletes, toast = client.query(
+            f"select countIf(_kind = 'change' and sign = -1), countIf(notEmpty(_unavailable)) "
+            f"from {parquet(model)}").result_rows[0]
+        rows = [("lines", t.events, sum(got.values()))]
+        rows += [(kind, n, got.get((kind, ""), 0)) for kind, n in t.kinds.items() if kind != "malformed"]
+        rows += [("  of which deletes", t.deletes, deletes), ("  of which TOAST placeholders", t.toast, toast)]
+        rows += [(f"malformed: {r}", n, got.get(("malformed", r), 0)) for r, n in t.malformed.items()]
+        other = sum(n for (k, _), n in got.items() if k not in t.kinds)
+        rows.append(("other kinds (message, schema_change)", 0, other))
+        for what, generated, staged in rows:
+            same = generated == staged
+            ok = ok and same
+            lines.append(f"| {topic} | {what} | {generated:,} | {staged:,} | {'✔' if same else 'DIFFERENT'} |")
+        if t.pk_changes:
+            lines.append(f"| {topic} | primary-key changes (delete + tombstone + create) | {t.pk_changes:,} | "
+                         f"| |")
+    lines.append(f"| | staged kinds = generated kinds | | | {'yes' if ok else 'NO'} |")
+    return lines, ok
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="vcmt-demo", description=__doc__.split("\n\n")[0])
     parser.add_argument("--events", type=int, default=20_000)
@@ -288,6 +362,9 @@ def main(argv: list[str] | None = None) -> int:
     from vcmt_tools import demo_spark
 
     demo_spark.add_arguments(parser)
+    parser.add_argument("--staging", choices=sorted(STAGINGS), default="python",
+                        help="python (default): real Debezium encodings, Python staging models on the vcmt_spark "
+                        "target; sql: the simple encoding through the SQL staging models (dbt-spark)")
     return run(parser.parse_args(argv))
 
 

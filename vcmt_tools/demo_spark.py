@@ -42,6 +42,11 @@ class SparkSide:
     server: SparkServer | None = None
     address: str = ""
 
+    def target_for(self, local_target: str) -> str:
+        """The dbt target that stages: on the local session the staging's own (`spark` for SQL models,
+        `vcmt_spark` for Python ones); on a server, the server's target."""
+        return local_target if self.kind == "session" else self.target
+
     def describe(self) -> str:
         where = {"session": "local session in this process"}.get(self.kind, f"{self.kind} server {self.address}")
         if self.server is not None:

@@ -13,7 +13,13 @@ against. It states docs/design.md#per-key-semantics as code:
   key's tombstone keeps the greater of the delete's version and the removed
   row's version (a delete for a key with no row records its own version);
 * an accepted upsert combines the live row (`old`, absent after a delete) with
-  the event (`new`) column by column through the merge policies.
+  the event (`new`) column by column through the merge policies; a column the
+  event lists as unavailable (`unavailable_column`) keeps `old` (NULL without
+  one);
+* a truncate (`truncate_when`) at version T removes every row, live or
+  deleted, whose version is at or below T, and every later event at or
+  below T is ignored; within a batch the truncate comes first, so events of
+  the same batch at or below T are ignored too.
 
 NULL handling of the built-in policies: `greatest`, `least` and `sum` ignore a
 NULL side (NULL only when both sides are NULL); `coalesce` keeps `old` when
@@ -36,6 +42,8 @@ class Event:
     version: Any
     sign: int
     values: Mapping[str, Any] = field(default_factory=dict)
+    unavailable: frozenset[str] = frozenset()  # columns whose value was not sent: they keep the stored one
+    truncate: bool = False  # a truncate at `version`; key and values are ignored
 
 
 @dataclass
@@ -102,10 +110,20 @@ class Oracle:
         self._combine = {c: combiner(merge.get(c, "replace")) for c in self.columns}
         self.delete_mode = delete_mode
         self.state: dict[tuple, KeyState] = {}
+        self.floor: Any = None  # the newest truncate's version: events at or below it are ignored
 
     def apply_batch(self, events: Iterable[Event]) -> BatchStats:
         stats = BatchStats()
-        for event in apply_order(events):
+        events = list(events)
+        truncates = [e.version for e in events if e.truncate]
+        if truncates:
+            floor = max(truncates) if self.floor is None else max(self.floor, *truncates)
+            self.floor = floor
+            self.state = {k: s for k, s in self.state.items() if s.version > floor}
+        for event in apply_order(e for e in events if not e.truncate):
+            if self.floor is not None and event.version <= self.floor:
+                stats.skipped += 1
+                continue
             if event.sign >= 0:
                 applied = self._upsert(event)
                 stats.upserts_applied += applied
@@ -122,6 +140,9 @@ class Oracle:
         old = state.row if state is not None and state.live else None
         row = {}
         for column in self.columns:
+            if column in event.unavailable:
+                row[column] = None if old is None else old[column]
+                continue
             new_value = event.values.get(column)
             row[column] = new_value if old is None else self._combine[column](old[column], new_value)
         self.state[event.key] = KeyState(live=True, version=event.version, row=row)

@@ -1,5 +1,10 @@
-{#- Customer updates are partial: a NULL means "not changed", so coalesce keeps
-    the stored value; lifetime value only grows. -#}
+{#- Customer updates may be partial (simple encoding): a NULL means "not
+    changed", so coalesce keeps the stored value; lifetime value only grows.
+    Staged by stg_mysql__customers (var vcmt_staging = 'python', the default:
+    Decimal lifetime value, birth_date) or stg_customers_changes
+    (vcmt_staging = 'sql': Float64 lifetime value, no birth_date).
+    docs/staging.md -#}
+{%- set python_staging = var('vcmt_staging', 'python') == 'python' -%}
 {{ config(
     materialized='vcmt_upsert',
     unique_key='customer_id',
@@ -12,11 +17,14 @@ select
     name,
     email,
     tier,
-    lifetime_value,
+    {{ "toDecimal64(toString(lifetime_value), 2)" if python_staging else "lifetime_value" }} as lifetime_value,
+    {{ "birth_date" if python_staging else "cast(null, 'Nullable(Date32)')" }} as birth_date,
     toUInt64(assumeNotNull(_version)) as _version,
     toInt8(assumeNotNull(sign)) as sign,
     toUInt32(_batch_id) as _batch_id
-from {{ vcmt.lake_source('stg_customers_changes') }}
-{% if vcmt.is_incremental() %}
-    where _batch_id > {{ vcmt.watermark(default=-1) }}
-{% endif %}
+from {{ vcmt.lake_source('stg_mysql__customers' if python_staging else 'stg_customers_changes') }}
+where
+    {{ "_kind = 'change'" if python_staging else "true" }}
+    {% if vcmt.is_incremental() %}
+        and _batch_id > {{ vcmt.watermark(default=-1) }}
+    {% endif %}

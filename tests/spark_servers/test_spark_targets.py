@@ -33,7 +33,7 @@ PIPELINE_TIMEOUT_S = 900
 
 
 def _demo(work: Path, target: str, servers: dict[str, SparkServer]) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "vcmt_tools.demo", "--events", "300", "--batches", "2", "--seed", "5",
+    cmd = [sys.executable, "-m", "vcmt_tools.demo", "--events", "300", "--batches", "2", "--seed", "5", "--staging", "sql",
            "--work", str(work), "--spark", target]
     if target != "session":
         cmd += ["--spark-server", f"127.0.0.1:{servers[target].port}"]

@@ -8,7 +8,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from vcmt_tools.cdc.generator import DEFAULT_TOPICS, generate
+from vcmt_tools.cdc.generator import ENCODINGS, generate
 from vcmt_tools.cdc.lake import manifest_path
 
 
@@ -34,10 +34,21 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--late-share", type=_share, default=0.05, help="share of changes delivered late")
     p.add_argument("--duplicate-share", type=_share, default=0.02, help="share of redelivered lines")
     p.add_argument(
-        "--topics",
-        default=",".join(DEFAULT_TOPICS),
-        help=f"comma-separated subset of {','.join(DEFAULT_TOPICS)}",
+        "--encoding",
+        choices=sorted(ENCODINGS),
+        default="simple",
+        help="simple: JSON doubles, epoch ms, source.lsn (the SQL staging models); debezium: what real "
+        "PostgreSQL and MySQL connectors send (the Python staging models)",
     )
+    p.add_argument(
+        "--topics",
+        default=None,
+        help="comma-separated subset of the encoding's topics: "
+        + "; ".join(f"{e}: {','.join(t)}" for e, t in ENCODINGS.items()),
+    )
+    p.add_argument("--meta-share", type=_share, default=0.01,
+                   help="debezium: share of heartbeat and transaction-metadata lines")
+    p.add_argument("--truncates", type=int, default=1, help="debezium: truncates per PostgreSQL topic")
     return p
 
 
@@ -55,7 +66,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             late_window=args.late_window,
             late_share=args.late_share,
             duplicate_share=args.duplicate_share,
-            topics=[t.strip() for t in args.topics.split(",") if t.strip()],
+            topics=[t.strip() for t in args.topics.split(",") if t.strip()] if args.topics else None,
+            encoding=args.encoding,
+            meta_share=args.meta_share,
+            truncates=args.truncates,
         )
     except ValueError as exc:
         print(f"vcmt-cdc: {exc}", file=sys.stderr)

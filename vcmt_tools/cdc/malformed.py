@@ -14,6 +14,16 @@ from vcmt_tools.cdc.domain import Domain
 from vcmt_tools.cdc.envelope import Envelope, line_of
 
 REASONS: tuple[str, ...] = ("bad_json", "unknown_op", "null_key", "null_version", "wrong_type")
+# The Python staging (vcmt_tools.staging.debezium.REASONS) also tells a position beyond what its
+# version can pack (docs/staging.md#versions).
+DEBEZIUM_REASONS: tuple[str, ...] = (
+    "bad_json", "unknown_op", "null_key", "null_version", "version_out_of_range", "wrong_type"
+)
+
+
+def reasons_of(domain: Domain) -> tuple[str, ...]:
+    """The reason codes lines of this domain's encoding are quarantined under."""
+    return REASONS if domain.flavour == "simple" else DEBEZIUM_REASONS
 
 # Debezium also emits `t` (truncate); it has no key, so staging treats it as unknown too.
 _UNKNOWN_OPS = ("x", "upsert", "", None)
@@ -44,17 +54,24 @@ def malformed_line(
         else:
             image[rng.choice(domain.key)] = None
     elif reason == "null_version":
+        # The version is made of `lsn` (PostgreSQL, simple) or the binlog `file` and `pos` (MySQL).
+        field = "pos" if domain.flavour == "mysql" else "lsn"
         if rng.random() < 0.5:
-            broken["source"]["lsn"] = None
+            broken["source"][field] = None
         else:
-            del broken["source"]["lsn"]
+            del broken["source"][field]
+    elif reason == "version_out_of_range":
+        if domain.flavour == "mysql":
+            broken["source"]["row"] = 4096  # 12 bits of row index
+        else:
+            broken["source"]["lsn"] = 2**62 + rng.randint(0, 1000)
     elif reason == "wrong_type":
-        if rng.random() < 0.2:
+        if domain.flavour == "simple" and rng.random() < 0.2:
             broken["source"]["lsn"] = "0/16B3748"  # PostgreSQL's text form of an LSN
         else:
             column = rng.choice(sorted(domain.typed_fields))
             image[column] = rng.choice(domain.typed_fields[column])
     else:
-        raise ValueError(f"unknown malformed reason {reason!r}; expected one of {REASONS}")
+        raise ValueError(f"unknown malformed reason {reason!r}; expected one of {reasons_of(domain)}")
     return line_of(broken, schema_json)
 

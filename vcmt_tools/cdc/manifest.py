@@ -8,9 +8,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vcmt_tools.cdc.delivery import Line
-from vcmt_tools.cdc.domain import Domain
-from vcmt_tools.cdc.malformed import REASONS
+from vcmt_tools.cdc.delivery import KINDS, Line
+from vcmt_tools.cdc.domain import UNAVAILABLE, Domain
+from vcmt_tools.cdc.malformed import reasons_of
 
 
 @dataclass
@@ -35,13 +35,22 @@ class TopicManifest:
     wrapped: int
     live_rows: int
     files: list[str] = field(default_factory=list)  # relative to the lake root
+    flavour: str = "simple"
+    # Lines by what staging must make of them (delivery.KINDS), and, among change lines: deletes,
+    # lines carrying the unavailable-value placeholder (TOAST); and the primary-key changes made.
+    kinds: dict[str, int] = field(default_factory=dict)
+    deletes: int = 0
+    pk_changes: int = 0
+    toast: int = 0
 
     @classmethod
     def of(cls, domain: Domain, batches: list[list[Line]], live_rows: int, files: list[str]) -> TopicManifest:
         lines = [line for batch in batches for line in batch]
-        valid = [line for line in lines if line.change is not None]
+        valid = [line for line in lines if line.kind == "change"]
         reasons = Counter(line.reason for line in lines if line.reason is not None)
         ops = Counter(line.change.op for line in valid if line.change is not None)
+        kinds = Counter(line.kind for line in lines)
+        changes = [line.change for line in valid if line.change is not None]
         return cls(
             topic=domain.name,
             key=list(domain.key),
@@ -50,9 +59,9 @@ class TopicManifest:
             events=len(lines),
             events_per_batch=[len(batch) for batch in batches],
             valid_events=len(valid),
-            valid_per_batch=[sum(line.change is not None for line in batch) for batch in batches],
+            valid_per_batch=[sum(line.kind == "change" for line in batch) for batch in batches],
             expected_staged=len(valid),
-            malformed={reason: reasons.get(reason, 0) for reason in REASONS},
+            malformed={reason: reasons.get(reason, 0) for reason in reasons_of(domain)},
             malformed_per_batch=[sum(line.reason is not None for line in batch) for batch in batches],
             valid_by_op={op: ops.get(op, 0) for op in ("r", "c", "u", "d")},
             changes=sum(not line.duplicate for line in valid),
@@ -62,6 +71,12 @@ class TopicManifest:
             wrapped=sum(line.wrapped for line in lines),
             live_rows=live_rows,
             files=files,
+            flavour=domain.flavour,
+            kinds={k: kinds.get(k, 0) for k in KINDS},
+            deletes=sum(c.op == "d" for c in changes),
+            pk_changes=sum(line.change.pk_change and line.change.op == "d" and not line.duplicate
+                           for line in valid if line.change is not None),
+            toast=sum(UNAVAILABLE in (c.after or {}).values() for c in changes),
         )
 
 
@@ -76,10 +91,12 @@ class Manifest:
     late_share: float
     duplicate_share: float
     topics: dict[str, TopicManifest]
+    encoding: str = "simple"
 
     @property
     def malformed(self) -> dict[str, int]:
-        return {r: sum(t.malformed[r] for t in self.topics.values()) for r in REASONS}
+        reasons = dict.fromkeys(r for t in self.topics.values() for r in t.malformed)
+        return {r: sum(t.malformed.get(r, 0) for t in self.topics.values()) for r in reasons}
 
     @property
     def valid_events(self) -> int:

@@ -24,6 +24,10 @@ class Change:
     ts_ms: int
     tx_id: int
     reinsert: bool = False
+    # Debezium's `source.snapshot`: first/true/last on snapshot reads, false when streaming
+    # (None in the simple encoding).
+    snapshot: str | None = None
+    pk_change: bool = False  # one half of a primary-key change (delete of the old key, create of the new)
 
 
 class SourceClock:
@@ -73,28 +77,49 @@ class KeyPool:
 
 # Share of streaming changes by kind; a re-insert falls back to an insert while nothing is deleted.
 INSERT, REINSERT, UPDATE = 0.25, 0.33, 0.85  # cumulative; the rest are deletes
+# Debezium encodings only: share of deletes that are the first half of a primary-key change.
+PK_CHANGE = 0.2
 
 
 def changes(
-    domain: Domain, rng: random.Random, clock: SourceClock, snapshot: int, stream: int
+    domain: Domain, rng: random.Random, clock: SourceClock, snapshot: int, stream: int, truncates: int = 0
 ) -> list[Change]:
-    """`snapshot` snapshot reads followed by `stream` streaming changes, in commit order."""
+    """`snapshot` snapshot reads followed by `stream` streaming changes, in commit order.
+
+    Debezium encodings (`domain.flavour` not `simple`): snapshot reads share the position of the
+    snapshot's consistent point and say `snapshot` first/true/last; some deletes are primary-key
+    changes (the row moves to a new key at the same position); `truncates` truncates (op `t`,
+    counted among the `stream` changes) are spread evenly over the streaming part.
+    """
+    real = domain.flavour != "simple"
     rows: dict[tuple, Row] = {}
     live, deleted = KeyPool(), KeyPool()
     out: list[Change] = []
+    truncate_at = {stream * (i + 1) // (truncates + 1) for i in range(truncates)} if real else set()
+    snapshot_at = clock.tick() if real and snapshot else None
 
-    def create(op: str, key: tuple, reinsert: bool = False) -> None:
-        lsn, ts, tx = clock.tick()
-        rows[key] = domain.new_row(rng, key, ts)
+    def create(op: str, key: tuple, reinsert: bool = False, at: tuple | None = None, flag: str | None = None,
+               row: Row | None = None) -> None:
+        lsn, ts, tx = at or clock.tick()
+        rows[key] = row if row is not None else domain.new_row(rng, key, ts)
         live.add(key)
-        out.append(Change(op, key, None, dict(rows[key]), lsn, ts, tx, reinsert))
+        out.append(Change(op, key, None, dict(rows[key]), lsn, ts, tx, reinsert,
+                          snapshot=flag or ("false" if real else None), pk_change=row is not None))
 
-    for _ in range(snapshot):
-        create("r", domain.new_key(rng))
+    for i in range(snapshot):
+        flag = "first" if i == 0 else "last" if i == snapshot - 1 else "true"
+        create("r", domain.new_key(rng), at=snapshot_at, flag=flag if real else None)
 
-    for _ in range(stream):
+    for step in range(stream):
         roll = rng.random()
-        if not live or roll < INSERT or (roll < REINSERT and not deleted):
+        if step in truncate_at:
+            lsn, ts, tx = clock.tick()
+            for key in list(rows):
+                live.remove(key)
+                deleted.add(key)
+            rows.clear()
+            out.append(Change("t", (), None, None, lsn, ts, tx, snapshot="false"))
+        elif not live or roll < INSERT or (roll < REINSERT and not deleted):
             create("c", domain.new_key(rng))
         elif roll < REINSERT:
             key = deleted.choice(rng)
@@ -106,11 +131,18 @@ def changes(
             new = domain.changed(rng, rows[key])
             before, after = domain.update_images(rows[key], new)
             rows[key] = new
-            out.append(Change("u", key, before, after, lsn, ts, tx))
+            out.append(Change("u", key, before, after, lsn, ts, tx, snapshot="false" if real else None))
         else:
             key = live.choice(rng)
-            lsn, ts, tx = clock.tick()
+            at = clock.tick()
+            moved = domain.new_key_for(rng, key) if real and rng.random() < PK_CHANGE else None
             live.remove(key)
             deleted.add(key)
-            out.append(Change("d", key, domain.delete_image(rows.pop(key)), None, lsn, ts, tx))
+            row = rows.pop(key)
+            flag = "false" if real else None
+            out.append(Change("d", key, domain.delete_image(row), None, *at, snapshot=flag,
+                              pk_change=moved is not None))
+            if moved is not None:
+                # The same row under its new key, at the same position (one UPDATE of the key at the source).
+                create("c", moved, at=at, row={**row, **dict(zip(domain.key, moved, strict=True))})
     return out

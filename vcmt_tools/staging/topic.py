@@ -45,9 +45,47 @@ def read_lines(session, topic_path: str, exclude_batches: Iterable[int] = (),
     return lines
 
 
+class _Steps:
+    """Stands for the lines while the decoding is built: records each projection's columns.
+
+    The decoding only ever projects (`select`), and its Column expressions refer to columns by name,
+    so the same expressions apply to any batch's lines. Building them costs thousands of calls
+    into the JVM (seconds per model); recorded once per session and topic shape, each later batch
+    only replays the projections (docs/staging.md, "One read and one parse per batch").
+    """
+
+    def __init__(self, steps: tuple = ()) -> None:
+        self.steps = steps
+
+    def select(self, *cols) -> _Steps:
+        return _Steps((*self.steps, cols))
+
+
+_RECORDED: dict[tuple, tuple[object, tuple]] = {}
+
+
 def decode_lines(lines: DataFrame, flavour: str, key: Sequence[str], columns: Mapping[str, str],
                  decimal_handling: str | Column = "precise") -> DataFrame:
     """Every line of `lines` (columns raw, _source_file, _batch_id) decoded; see `stage_topic`."""
+    session = lines.sparkSession
+    if not isinstance(decimal_handling, str):
+        # A Column decimal mode is an expression of the caller's: built afresh, not recorded.
+        steps = _decode_steps(_Steps(), flavour, key, columns, decimal_handling).steps
+    else:
+        shape = (flavour, tuple(key), tuple(columns.items()), decimal_handling)
+        recorded = _RECORDED.get(shape)
+        if recorded is None or recorded[0] is not session:
+            recorded = (session, _decode_steps(_Steps(), flavour, key, columns, decimal_handling).steps)
+            _RECORDED[shape] = recorded
+        steps = recorded[1]
+    for cols in steps:
+        lines = lines.select(*cols)
+    return lines
+
+
+def _decode_steps(lines: _Steps, flavour: str, key: Sequence[str], columns: Mapping[str, str],
+                  decimal_handling: str | Column = "precise") -> _Steps:
+    """The decoding's projections, recorded on `lines`."""
     if flavour not in dbz.FLAVOURS:
         raise ValueError(f"flavour must be one of {dbz.FLAVOURS}, got {flavour!r}")
     if not key:

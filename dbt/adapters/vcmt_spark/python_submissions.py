@@ -104,12 +104,17 @@ def save_model_result(
     file_format: str,
     partition_by: list[str] | None = None,
     location: str | None = None,
+    mode: str = "create",
 ) -> None:
     """Save a model's result as `table`, replacing it, as dbt-spark's SQL `create table ... as` would.
 
     `partition_by` and `location` apply to the model's own table only; the
     incremental materialization's `__dbt_tmp` table is a plain managed table
     (it would otherwise land in the model's own folder).
+
+    `mode`: `create` replaces the table; `overwrite_partitions` replaces the
+    partitions the result holds in the existing `table` (the others stay),
+    `append` appends to it. Columns go by position, partition columns last.
     """
     from pyspark.sql import DataFrame
 
@@ -122,6 +127,19 @@ def save_model_result(
             df = session.createDataFrame(df)
     if not isinstance(df, DataFrame):
         raise DbtRuntimeError(f"{table}: a Python model must return a Spark or pandas DataFrame, not {type(df)}")
+    if mode in ("overwrite_partitions", "append"):
+        # Spark's dynamic partition overwrite: only the partitions present in `df` are replaced. insertInto
+        # ignores the writer option, so the session setting is set (as dbt-spark's SQL path sets it) and restored.
+        key = "spark.sql.sources.partitionOverwriteMode"
+        previous = session.conf.get(key)
+        session.conf.set(key, "dynamic")
+        try:
+            df.write.insertInto(table, overwrite=mode != "append")
+        finally:
+            session.conf.set(key, previous)
+        return
+    if mode != "create":
+        raise DbtRuntimeError(f"{table}: unknown write mode {mode!r}; expected create, overwrite_partitions or append")
     writer = df.write.mode("overwrite").format(file_format)
     if partition_by:
         # As a SQL model's `partitioned by`. Spark stores partition columns last, and dbt-spark's insert

@@ -6,6 +6,12 @@
     location_root/<alias>. The incremental materialization's `__dbt_tmp`
     relation is written as a plain managed table. -#}
 {% macro py_write_table(compiled_code, target_relation) %}
+{{ vcmt_spark_py_write(compiled_code, target_relation, 'create') }}
+{%- endmacro -%}
+
+{#- `mode`: create (replace the table), overwrite_partitions (replace the
+    partitions the result holds, the rest stay), append. -#}
+{% macro vcmt_spark_py_write(compiled_code, target_relation, mode) %}
 {{ compiled_code }}
 # --- vcmt_spark: run the model on the session and save its result --- #
 from dbt.adapters.vcmt_spark.python_submissions import save_model_result
@@ -23,5 +29,6 @@ save_model_result(
     file_format={{ (config.get('file_format') or 'parquet') | tojson }},
     partition_by={{ (partition_by or []) | tojson if is_model_table else '[]' }},
     location={{ (location_root ~ '/' ~ model['alias']) | tojson if (is_model_table and location_root) else 'None' }},
+    mode={{ mode | tojson }},
 )
 {%- endmacro -%}
