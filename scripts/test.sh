@@ -13,7 +13,7 @@ phase() { printf '\n==> [%s] %s\n' "$1" "$2"; }
 
 phase 1/4 "pytest (chDB + Spark, real engines)"
 pytest_log=$(mktemp)
-python -m pytest -q -p no:cacheprovider ${PYTEST_ARGS:-} 2>&1 | tee "$pytest_log"
+python -m pytest -q -p no:cacheprovider --durations=15 ${PYTEST_ARGS:-} 2>&1 | tee "$pytest_log"
 rc=${PIPESTATUS[0]}
 pytest_line=$(grep -E '^(=+ )?[0-9]+ (passed|failed)' "$pytest_log" | tail -n1 | tr -d '=' | xargs)
 if [ "$rc" -eq 5 ]; then

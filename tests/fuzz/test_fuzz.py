@@ -7,7 +7,8 @@ import os
 from tests.conftest import make_project
 from vcmt_tools.fuzz.runner import HOSTILE_PROFILE_SETTINGS, run_campaign
 
-STREAMS = int(os.environ.get("VCMT_FUZZ_STREAMS", "10"))
+# One stream per model shape (stream seeds pick the shape round-robin).
+STREAMS = int(os.environ.get("VCMT_FUZZ_STREAMS", "7"))
 EVENTS = int(os.environ.get("VCMT_FUZZ_EVENTS", "300"))
 SEED = int(os.environ.get("VCMT_FUZZ_SEED", "1000"))
 
