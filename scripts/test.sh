@@ -12,14 +12,26 @@ results=()
 phase() { printf '\n==> [%s] %s\n' "$1" "$2"; }
 
 phase 1/4 "pytest (chDB + Spark, real engines)"
+# The Spark server tests (a Spark Connect and a Thrift server, each with two executor JVMs) run
+# beside the rest in their own pytest process: they mostly wait on those JVMs. Their output
+# follows the main run's.
 pytest_log=$(mktemp)
-python -m pytest -q -p no:cacheprovider --durations=15 ${PYTEST_ARGS:-} 2>&1 | tee "$pytest_log"
+servers_log=$(mktemp)
+servers_tmp=$(mktemp -d)
+python -m pytest -q -p no:cacheprovider --durations=5 --basetemp="$servers_tmp" ${PYTEST_ARGS:-} tests/spark_servers \
+  > "$servers_log" 2>&1 &
+servers_pid=$!
+python -m pytest -q -p no:cacheprovider --durations=15 --ignore=tests/spark_servers ${PYTEST_ARGS:-} 2>&1 | tee "$pytest_log"
 rc=${PIPESTATUS[0]}
-pytest_line=$(grep -E '^(=+ )?[0-9]+ (passed|failed)' "$pytest_log" | tail -n1 | tr -d '=' | xargs)
-if [ "$rc" -eq 5 ]; then
+wait "$servers_pid"; servers_rc=$?
+echo "--- Spark server tests (ran beside the above):"
+cat "$servers_log"
+summary_of() { grep -E '^(=+ )?[0-9]+ (passed|failed)' "$1" | tail -n1 | tr -d '=' | xargs; }
+pytest_line="$(summary_of "$pytest_log"); servers: $(summary_of "$servers_log")"
+if [ "$rc" -eq 5 ] || [ "$servers_rc" -eq 5 ]; then
   failed+=("pytest collected no tests"); results+=("pytest: no tests")
-elif [ "$rc" -ne 0 ]; then
-  failed+=("pytest"); results+=("pytest: ${pytest_line:-exit $rc}")
+elif [ "$rc" -ne 0 ] || [ "$servers_rc" -ne 0 ]; then
+  failed+=("pytest"); results+=("pytest: ${pytest_line}")
 else
   results+=("pytest: ${pytest_line}")
 fi
