@@ -22,8 +22,9 @@ import psutil
 import pyarrow.parquet as pq
 import pytest
 
+from tests.cdc.reference import parse_lake
 from tests.cdc.test_python_staging_model import STAGED_BY_BATCH, python_staging_project, run_two_batches
-from tests.cdc.test_staging_spark import _partition_values, _read_staged, _staged_multiset
+from tests.cdc.test_staging_spark import CHANGES, _partition_values, _read_staged, _staged_multiset
 from vcmt_tools.spark_servers import SparkServer
 
 pytestmark = pytest.mark.spark
@@ -83,6 +84,12 @@ def test_server_targets_stage_identical_parquet(pipelines) -> None:
         assert staged[target].schemas == reference.schemas, target
         for model, rows in reference.rows.items():
             assert _staged_multiset(staged[target].rows[model]) == _staged_multiset(rows), (target, model)
+    # And what they staged is the staging contract (tests/cdc/reference.py), which the local session's staging
+    # meets in tests/cdc/test_staging_spark.py: the three targets stage the same rows.
+    lake = pipelines["connect"][0] / "lake"
+    for topic, model in CHANGES.items():
+        expected = [p.row for p in parse_lake(lake, topic) if p.row is not None]
+        assert expected and _staged_multiset(reference.rows[model]) == _staged_multiset(expected), model
 
 
 def test_spark_log_stays_off_the_console(pipelines) -> None:
