@@ -23,7 +23,7 @@ from vcmt_tools.staging import debezium as dbz
 pytestmark = pytest.mark.spark
 
 MODEL = '''
-from vcmt_tools.staging import stage_topic, staged_batches
+from vcmt_tools.staging import stage_new_batches
 
 
 def model(dbt, session):
@@ -33,15 +33,13 @@ def model(dbt, session):
         file_format="parquet",
         partition_by=["_batch_id"],
     )
-    # Batches this table holds already are not read again (partition pruning on the raw folders).
-    done = staged_batches(session, str(dbt.this)) if dbt.is_incremental else []
-    return stage_topic(
-        session,
+    # The topic's new batches only: those this table holds already are not read again.
+    return stage_new_batches(
+        dbt, session,
         topic_path=dbt.config.meta_get("topic_path"),
         flavour="postgres",
         key=["id"],
         columns={"id": "bigint", "amount": "decimal(12,2)", "note": "string", "created_at": "timestamp_millis"},
-        exclude_batches=done,
     )
 '''
 

@@ -2,9 +2,10 @@
 
 `debezium` holds the decoding, as PySpark Column expressions only (no UDFs, no
 SparkContext, so it runs on classic Spark and on Spark Connect); `topic` holds
-`stage_topic`, the declared-columns API a Python staging model calls.
+`stage_topic`, the declared-columns API, and `stage_new_batches`, the body of
+a Python staging model.
 """
 
-from vcmt_tools.staging.topic import stage_topic, staged_batches
+from vcmt_tools.staging.topic import stage_new_batches, stage_topic, staged_batches
 
-__all__ = ["stage_topic", "staged_batches"]
+__all__ = ["stage_new_batches", "stage_topic", "staged_batches"]

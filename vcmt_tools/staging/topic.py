@@ -244,3 +244,20 @@ def staged_batches(session, table: str) -> list[int]:
             if name == "_batch_id":
                 batches.append(int(value))
     return sorted(set(batches))
+
+
+def stage_new_batches(dbt, session, topic_path: str, flavour: str, key: Sequence[str], columns: Mapping[str, str],
+                      *, decimal_handling: str | Column = "precise") -> DataFrame:
+    """The body of a Python staging model: the topic at `topic_path` through `stage_topic`, without the
+    batches the model's table holds already (`staged_batches`).
+
+    Pass `topic_path=dbt.config.meta_get("topic_path")` from the model itself: dbt gives a Python model
+    only the config keys its own file reads, and `dbt.config(...)` must be in that file as well.
+    """
+    if not topic_path:
+        raise ValueError(f"{dbt.this}: `topic_path` is empty; set `meta: {{topic_path: ...}}` in the model's yml "
+                         "config to the topic's folder of `_batch_id=<N>/` batches, e.g. "
+                         "\"{{ var('vcmt_lake_root') }}/raw/<topic>\", and pass dbt.config.meta_get(\"topic_path\")")
+    done = staged_batches(session, str(dbt.this)) if dbt.is_incremental else []
+    return stage_topic(session, topic_path, flavour, key, columns, exclude_batches=done,
+                       decimal_handling=decimal_handling)

@@ -4,19 +4,18 @@ No schema in the lines: the declared types decide (`lifetime_value` is Decimal b
 `birth_date` days since 1970-01-01). docs/staging.md
 """
 
-from vcmt_tools.staging import stage_topic, staged_batches
+from vcmt_tools.staging import stage_new_batches
 
 
 def model(dbt, session):
     dbt.config(materialized="incremental", incremental_strategy="insert_overwrite", file_format="parquet",
                partition_by=["_batch_id"])
-    done = staged_batches(session, str(dbt.this)) if dbt.is_incremental else []
-    return stage_topic(
-        session,
+    # The topic's new batches only: those this table holds already are not read again.
+    return stage_new_batches(
+        dbt, session,
         topic_path=dbt.config.meta_get("topic_path"),
         flavour="mysql",
         key=["customer_id"],
         columns={"customer_id": "bigint", "name": "string", "email": "string", "tier": "string",
                  "lifetime_value": "decimal(12,2)", "birth_date": "date"},
-        exclude_batches=done,
     )
