@@ -46,8 +46,7 @@
   {%- set stage_cols = vcmt._column_list(cfg.key_columns + data + [cfg.version, cfg.sign]) -%}
   {%- set keys = vcmt._column_list(cfg.key_columns) -%}
   {%- set v = vcmt._quote(cfg.version) -%}
-  {#- count() = 0: max() over nothing is the type's default, not "no value". -#}
-  {%- set wm = 'if(count() = 0, null, toString(max(' ~ vcmt._quote(cfg.watermark) ~ ')))' if cfg.watermark else 'cast(null as Nullable(String))' -%}
+  {%- set wm = vcmt._highest_as_text(vcmt._quote(cfg.watermark)) if cfg.watermark else 'cast(null as Nullable(String))' -%}
 
   {%- if cfg.foldable -%}
     {%- set stats = run_query('select count(), countIf(_vcmt_sign < 0), uniqExact(' ~ keys ~ '), ' ~ wm ~ ' from (' ~ events_sql ~ ') ' ~ vcmt._read_settings()).rows[0] -%}
@@ -94,7 +93,7 @@
   {%- set typed = (columns + select_columns) | selectattr('name', 'equalto', cfg.watermark) | first -%}
   {%- set scalar = vcmt._sql_string(vcmt._scalar_type(typed.data_type) or 'String') -%}
   {%- set batch = vcmt._sql_string(batch_max) -%}
-  {%- set previous = '(select watermark from ' ~ objs.loads ~ ' where watermark is not null order by loaded_at desc limit 1)' -%}
+  {%- set previous = '(' ~ vcmt._recorded_watermark_sql(objs.loads) ~ ')' -%}
   {{ return('ifNull((select toString(max(_vcmt_x)) from (select arrayJoin([accurateCastOrNull(' ~ batch ~ ', ' ~ scalar ~ '), accurateCastOrNull('
             ~ previous ~ ', ' ~ scalar ~ ')]) as _vcmt_x)), ' ~ batch ~ ')') }}
 {% endmacro %}
@@ -103,8 +102,19 @@
 {#- The highest watermark recorded in `<model>__loads`, as text, or none.
     Every recorded value is the running maximum, so the latest one is it. -#}
 {% macro _recorded_watermark(loads) %}
-  {%- set rows = run_query('select watermark from ' ~ loads ~ ' where watermark is not null order by loaded_at desc limit 1 ' ~ vcmt._read_settings()).rows -%}
+  {%- set rows = run_query(vcmt._recorded_watermark_sql(loads) ~ ' ' ~ vcmt._read_settings()).rows -%}
   {{ return(rows[0][0] if rows | length > 0 else none) }}
+{% endmacro %}
+
+{% macro _recorded_watermark_sql(loads) %}
+  {{ return('select watermark from ' ~ loads ~ ' where watermark is not null order by loaded_at desc limit 1') }}
+{% endmacro %}
+
+
+{#- An aggregate: the highest value of `expr` as text, NULL over no rows
+    (max() over nothing is the type's default, not "no value"). -#}
+{% macro _highest_as_text(expr) %}
+  {{ return('if(count() = 0, null, toString(max(' ~ expr ~ ')))') }}
 {% endmacro %}
 
 

@@ -50,7 +50,7 @@
   {%- set below = 'not _vcmt_t and not _vcmt_any and _vcmt_v <= _vcmt_floor' -%}
   {%- set seen = run_query('with ' ~ floor ~ ' as _vcmt_floor select countIf(_vcmt_t), countIf(_vcmt_t and _vcmt_v is null), '
         ~ 'countIf(_vcmt_t and _vcmt_v is not null and (_vcmt_floor is null or _vcmt_v > _vcmt_floor)), countIf(' ~ below ~ '), '
-        ~ 'if(count() = 0, null, toString(max(_vcmt_w))) from (' ~ rows ~ ') ' ~ vcmt._read_settings()).rows[0] -%}
+        ~ vcmt._highest_as_text('_vcmt_w') ~ ' from (' ~ rows ~ ') ' ~ vcmt._read_settings()).rows[0] -%}
   {%- if seen[1] | int > 0 -%}
     {{ exceptions.raise_compiler_error("vcmt_upsert " ~ objs.target.identifier ~ ": " ~ seen[1] ~ " truncate event(s) (rows where `truncate_when`: " ~ cfg.truncate_when ~ ") have a `" ~ cfg.version ~ "` that is NULL or does not fit " ~ vtype ~ "; a truncate's version says which rows it removes. Nothing was loaded. Give truncate rows their source position.") }}
   {%- endif -%}
