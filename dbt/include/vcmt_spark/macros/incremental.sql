@@ -36,7 +36,7 @@
       {{ vcmt_spark_py_write(compiled_code, this, 'overwrite_partitions' if strategy == 'insert_overwrite' else 'append') }}
     {%- endcall -%}
   {%- endif -%}
-  {% do apply_grants(this, config.get('grants'), should_revoke(existing_relation, full_refresh_mode)) %}
+  {% do apply_grants(this, config.get('grants'), should_revoke(existing_relation, full_refresh_mode=should_full_refresh())) %}
   {% do persist_docs(this, model) %}
   {{ run_hooks(post_hooks) }}
   {{ return({'relations': [this]}) }}
