@@ -1,13 +1,11 @@
-"""Anchors: other ways to apply the same batch, measured next to vcmt_upsert.
+"""Anchors: what a ClickHouse user would pick instead of vcmt_upsert (issue 12).
 
-An anchor gets a table with base's columns and parts (its own engine where
-it needs one) and the statements that apply the batch waiting in the events
-table. Each is sampled alongside the plain INSERTs and the vcmt loader. The
-reference keeps vcmt's table layout and is checked like vcmt's target
-(`exact` says whether a wrong result fails the run); the others are what a
-ClickHouse user would pick instead (issue 12) and come with their own report
-query, whose answer after the batch must equal vcmt's or the run fails.
-To add one, write its objects and statements and append it to ANCHORS.
+An anchor gets a table with base's columns and parts (its own engine where it
+needs one), the statements that apply the batch waiting in the model's input
+table, and its report query as its own docs recommend reading it. Each is
+sampled alongside the plain INSERT and vcmt's loader, and its report answer
+after the batch must equal vcmt's (the `replace` model's, or for (D) the
+`coalesce` model's) or the run fails. To add one, append it to ANCHORS.
 """
 
 from __future__ import annotations
@@ -16,97 +14,50 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from vcmt_tools.bench import sql
-from vcmt_tools.bench.tables import BASE, EVENTS, Tables
+from vcmt_tools.bench.tables import MODEL, PARTIAL, Model, Tables
 
 
 @dataclass(frozen=True)
 class Anchor:
     key: str
+    # Its name in ratios, e.g. "(A)".
+    short: str
     label: str
-    # Builds the anchor's objects on a copy of base; returns their DDL, for the report.
+    # Builds the anchor's table on a copy of its model's base; returns the DDL, for the report.
     create: Callable[[Tables], str]
-    # The statement(s) that apply the batch in the events table, timed together.
+    # The statement(s) that apply the batch in the model's input table, timed together.
     insert: Callable[[Tables], str | list[str]]
-    exact: bool = False
-    # Goal for vcmt's time / this anchor's on the batch of B, if any.
-    goal: float | None = None
-    # The report query on this anchor's table, as its docs recommend reading it.
-    report: Callable[[Tables], str] | None = None
+    # The report query on this anchor's table.
+    report: Callable[[Tables], str]
+    # The vcmt model it stands next to.
+    model: Model = MODEL
 
 
-REFERENCE = "reference"
-
-
-def _reference_transform(stage: str, target: str) -> str:
-    """The reference article's transform (its "Speed Test" view), only the table names changed."""
-    return f"""
-with __new as ( SELECT * FROM {stage} order by _version desc, sign desc limit 1 by id ),
-     __old AS ( SELECT *, arrayJoin([-1,1]) AS _sign from
-         ( select * FROM {target} final
-             PREWHERE id IN (SELECT id FROM __new)
-           where sign = 1
-         )
-     )
-select id,
-       if(__old._sign = -1, __old.Department, __new.Department) AS Department,
-       if(__old._sign = -1, __old.metric1, __new.metric1)       AS metric1,
-       if(__old._sign = -1, __old.metric2, __new.metric2)       AS metric2,
-       if(__old._sign = -1, __old._version, __new._version)     AS _version,
-       if(__old._sign = -1, -1, 1)                              AS sign
-from __new left join __old using id
-where if(__new.sign = -1,
-         __old._sign = -1,
-         __new._version > __old._version)
-"""
-
-
-def _create_reference(t: Tables) -> str:
-    """The article's objects on their own copy of base: a Null stage and its transform view."""
-    t.clone(REFERENCE)
-    stage = t.q(REFERENCE + "__stage")
-    ddl = [
-        f"create table {stage} ({sql.COLUMNS}) engine = Null",
-        f"create materialized view {t.q(REFERENCE + '__transform')} to {t.q(REFERENCE)} as "
-        + _reference_transform(stage, t.q(REFERENCE)),
-    ]
-    for statement in ddl:
-        t.engine.command(statement)
-    return ";\n".join(ddl)
-
-
-def _reference_insert(t: Tables) -> str:
-    # One insert thread, so the batch reaches the view as one block, as in the
-    # article: its dedupe only sees one block at a time.
-    return (
-        f"insert into {t.q(REFERENCE + '__stage')} select * from {t.events} settings insert_deduplicate = 0, "
-        "do_not_merge_across_partitions_select_final = 1, max_insert_threads = 1"
-    )
-
-
-def _create_like_base(t: Tables, name: str, engine: str, settings: str = "", merges: bool = False) -> str:
+def _create_like_base(t: Tables, name: str, engine: str, settings: str = "", model: Model = MODEL,
+                      merges: bool = False) -> str:  # fmt: skip
     """`name` with base's columns and projection, partition and sort key, on another engine,
     so base's parts attach to it (Tables.restore). Merges stay stopped unless `merges`."""
-    ddl = (f"create table {t.q(name)} as {t.q(BASE)} engine = {engine} partition by id % 20 order by id "
-           f"settings index_granularity = 4096, deduplicate_merge_projection_mode = 'rebuild'{settings}")
+    ddl = (f"create table {t.q(name)} as {t.q(model.base)} engine = {engine} partition by id % 20 order by id "
+           f"settings index_granularity = 4096, deduplicate_merge_projection_mode = 'rebuild'{settings}")  # fmt: skip
     t.engine.command(ddl)
     if not merges:
         t.stop_merges(name)
     return ddl
 
 
-RMT = "rmt"
-LW_UPDATE = "lw_update"
+RMT, LW_UPDATE, COALESCING = "rmt", "lw_update", "coalescing"
+_PATCH_PARTS = ", enable_block_number_column = 1, enable_block_offset_column = 1"
 
 
 def _lw_update(t: Tables) -> list[str]:
     """Each key's newest event into a Join table, then one lightweight UPDATE guarded by version
     (the bench's batches only update existing keys and carry no deletes; `sign` is the soft-delete column)."""
     batch, name = t.q(LW_UPDATE + "_batch"), f"{t.db}.{LW_UPDATE}_batch"
-    sets = ", ".join(f"{c} = joinGet('{name}', '{c}', id)" for c in ("Department", "metric1", "metric2", "_version"))
+    sets = ", ".join(f"{c} = joinGet('{name}', '{c}', id)" for c in (*sql.DATA_COLUMNS, "_version"))
     return [
         f"drop table if exists {batch}",
-        f"create table {batch} engine = Join(ANY, LEFT, id) as select id, Department, metric1, metric2, _version "
-        f"from {t.events} order by _version desc limit 1 by id",
+        f"create table {batch} engine = Join(ANY, LEFT, id) as select id, {', '.join(sql.DATA_COLUMNS)}, _version "
+        f"from {t.q(MODEL.events)} order by _version desc limit 1 by id",
         f"update {t.q(LW_UPDATE)} set {sets} where id in (select id from {batch}) "
         f"and _version < joinGet('{name}', '_version', id)",
     ]
@@ -118,10 +69,9 @@ def _lw_update(t: Tables) -> list[str]:
 # from the query log (Scenario.setup) and times those, as it does vcmt's loader.
 DELETE_INSERT = "dbt_delete_insert"
 DELETE_INSERT_LWU = "dbt_delete_insert_lwu"
-_LW_UPDATE_TABLE = ", enable_block_number_column = 1, enable_block_offset_column = 1"
 DBT_MODELS = {
     DELETE_INSERT: ("", {}),
-    DELETE_INSERT_LWU: (_LW_UPDATE_TABLE, {"lightweight_delete_mode": "lightweight_update"}),
+    DELETE_INSERT_LWU: (_PATCH_PARTS, {"lightweight_delete_mode": "lightweight_update"}),
 }
 
 
@@ -130,32 +80,34 @@ def dbt_model_sql(name: str) -> str:
     return (
         "{{ config(materialized='incremental', incremental_strategy='delete+insert', unique_key='id', "
         f"order_by='id', partition_by='id % 20', query_settings={query_settings!r}) }}}}\n"
-        f"select id, Department, metric1, metric2, _version, sign from {{{{ source('bench', '{EVENTS}') }}}}\n"
+        f"select id, Department, metric1, metric2, _version, sign from {{{{ source('bench', '{MODEL.events}') }}}}\n"
         "order by _version desc limit 1 by id"
     )
 
 
-def _create_dbt_table(t: Tables, name: str) -> str:
+def _dbt_anchor(name: str, short: str, label: str) -> Anchor:
     # A DELETE on a table with a projection needs lightweight_mutation_projection_mode, and that
     # mutation needs the background executor: merges stay on.
     settings = DBT_MODELS[name][0] + ", lightweight_mutation_projection_mode = 'rebuild'"
-    return _create_like_base(t, name, "MergeTree", settings, merges=True)
+    return Anchor(name, short, label, lambda t: _create_like_base(t, name, "MergeTree", settings, merges=True),
+                  lambda t: t.captured[name], lambda t: sql.report_live(t.q(name)))  # fmt: skip
 
 
 ANCHORS: tuple[Anchor, ...] = (
-    Anchor(REFERENCE, "reference article's transform", _create_reference, _reference_insert, goal=0.5),
-    Anchor(RMT, "(A) ReplacingMergeTree(_version), read with FINAL",
+    Anchor(RMT, "(A)", "(A) ReplacingMergeTree(_version), read with FINAL",
            lambda t: _create_like_base(t, RMT, "ReplacingMergeTree(_version)"),
-           lambda t: f"insert into {t.q(RMT)} select * from {t.events}",
-           report=lambda t: sql.report_final(t.q(RMT))),
-    Anchor(LW_UPDATE, "(B) lightweight UPDATE with a version guard",
-           lambda t: _create_like_base(t, LW_UPDATE, "MergeTree",
-                                       ", enable_block_number_column = 1, enable_block_offset_column = 1"),
-           _lw_update, report=lambda t: sql.report_live(t.q(LW_UPDATE))),
-    Anchor(DELETE_INSERT, "(C) dbt-clickhouse delete+insert, lightweight DELETE",
-           lambda t: _create_dbt_table(t, DELETE_INSERT), lambda t: t.captured[DELETE_INSERT],
-           report=lambda t: sql.report_live(t.q(DELETE_INSERT))),
-    Anchor(DELETE_INSERT_LWU, "(C) dbt-clickhouse delete+insert, lightweight_delete_mode = 'lightweight_update'",
-           lambda t: _create_dbt_table(t, DELETE_INSERT_LWU), lambda t: t.captured[DELETE_INSERT_LWU],
-           report=lambda t: sql.report_live(t.q(DELETE_INSERT_LWU))),
+           lambda t: f"insert into {t.q(RMT)} select * from {t.q(MODEL.events)}",
+           lambda t: sql.report_final(t.q(RMT))),
+    Anchor(LW_UPDATE, "(B)", "(B) lightweight UPDATE with a version guard",
+           lambda t: _create_like_base(t, LW_UPDATE, "MergeTree", _PATCH_PARTS),
+           _lw_update, lambda t: sql.report_live(t.q(LW_UPDATE))),
+    _dbt_anchor(DELETE_INSERT, "(C)", "(C) dbt-clickhouse delete+insert, lightweight DELETE"),
+    _dbt_anchor(DELETE_INSERT_LWU, "(C) lightweight_update",
+                "(C) dbt-clickhouse delete+insert, lightweight_delete_mode = 'lightweight_update'"),
+    # (D): the engine keeps each column's last non-NULL value per key, in insert order, so the
+    # events go in by version; its docs recommend reading it with FINAL.
+    Anchor(COALESCING, "(D)", "(D) CoalescingMergeTree, read with FINAL (the `coalesce` policy)",
+           lambda t: _create_like_base(t, COALESCING, "CoalescingMergeTree", model=PARTIAL),
+           lambda t: f"insert into {t.q(COALESCING)} select * from {t.q(PARTIAL.events)} order by _version",
+           lambda t: sql.report_live(t.q(COALESCING), final=True), PARTIAL),
 )  # fmt: skip

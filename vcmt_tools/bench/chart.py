@@ -17,10 +17,8 @@ from vcmt_tools.bench.steps import Steps  # noqa: E402
 
 _GROUPS = (
     ("big", "#4C72B0", "batch of B"),
-    ("small", "#55A868", "small batch, random keys"),
-    ("clustered", "#64B5CD", "small batch, consecutive keys"),
-    ("report", "#C44E52", "report query after one batch"),
-    ("optimized", "#8172B2", "report query after OPTIMIZE FINAL"),
+    ("small", "#55A868", "small batch"),
+    ("report", "#C44E52", "report query after the batch of B"),
 )
 
 

@@ -1,4 +1,4 @@
-"""The markdown report (bench/results/latest.md), its JSON twin and the summary line."""
+"""The markdown report (bench/results/<name>.md), its JSON twin, the printed table and summary line."""
 
 from __future__ import annotations
 
@@ -8,17 +8,11 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
+from vcmt_tools.bench.anchors import ANCHORS
 from vcmt_tools.bench.goals import Ratio
 from vcmt_tools.bench.machine import Machine
-from vcmt_tools.bench.scenario import Outcome, median_views
-
-GROUPS = (
-    ("big", "batch of B"),
-    ("small", "small batch, random keys"),
-    ("clustered", "small batch, consecutive keys"),
-    ("report", "report query"),
-    ("optimized", "report query, optimized"),
-)
+from vcmt_tools.bench.scenario import Outcome
+from vcmt_tools.bench.tables import MODEL, PARTIAL
 
 
 @dataclass(frozen=True)
@@ -49,22 +43,54 @@ def _count(n: int) -> str:
     return f"{n:,}"
 
 
+def _table(head: str, rows: list[str]) -> list[str]:
+    return [f"| {head} |", "|---|" + "--:|" * head.count("|"), *rows]
+
+
 def summary_line(out: Outcome, ratios: list[Ratio]) -> str:
     s = out.shape
     parts = [f"N={_count(s.rows)} B={_count(s.batch)} R={out.repeat}"]
     parts += [f"{r.key} {_ratio(r.wall)} ({r.goal_text}) {r.verdict}" for r in ratios if r.goal is not None]
-    failed = out.checks.failed
-    parts.append("checks PASS" if not failed else f"checks FAIL ({len(failed)})")
+    parts.append("checks PASS" if not out.failed else f"checks FAIL ({len(out.failed)})")
     return "bench: " + " | ".join(parts)
+
+
+def main_table(out: Outcome, ratios: list[Ratio]) -> list[str]:
+    """One row per approach: write per batch, its report query after the batch of B, engine memory
+    of the write at B, and the break-even against vcmt (goal 1), medians in wall ms."""
+    s, steps, be = out.shape, out.steps, {r.key: r for r in ratios}
+
+    def wall(key: str) -> str:
+        st = steps.get(key)
+        return _ms(st.wall_ms) if st else "–"
+
+    def row(name: str, key: str, report: str, anchor: str | None = None) -> str:
+        st = steps.get(f"big_{key}")
+        even = [be.get(f"break_even_{size}_{anchor}") for size in ("big", "small")] if anchor else [None, None]
+        return (f"| {name} | {wall(f'big_{key}')} | {wall(f'small_{key}')} | {report} | "
+                f"{_mib(st.engine_memory if st else None)} | "
+                + " | ".join(_ratio(r.wall) if r else "–" for r in even) + " |")  # fmt: skip
+
+    rows = [
+        row("plain INSERT of the same events", "insert", "–"),
+        row("**vcmt_upsert** (replace): the loader as dbt ran it", MODEL.key,
+            f"projection {wall(f'report_{MODEL.key}')} (FINAL {wall('report_final')}, GROUP BY "
+            f"{wall('report_group_by')})"),
+        row("**vcmt_upsert** (replace): the whole `dbt run`", "dbt", "–"),
+        *[row(a.label, a.key, wall(f"report_{a.key}"), a.key) for a in ANCHORS if a.model is MODEL],
+        row("**vcmt_upsert** (`coalesce` on the data columns; partial updates)", PARTIAL.key,
+            f"projection {wall(f'report_{PARTIAL.key}')}"),
+        *[row(a.label, a.key, wall(f"report_{a.key}"), a.key) for a in ANCHORS if a.model is PARTIAL],
+    ]  # fmt: skip
+    head = (f"approach | write {_count(s.batch)} events (ms) | write {_count(s.small_batch)} events (ms) | "
+            f"report query after the {_count(s.batch)} batch (ms) | engine peak memory, write {_count(s.batch)} | "
+            f"break-even at {_count(s.batch)} | break-even at {_count(s.small_batch)}")  # fmt: skip
+    return _table(head, rows)
 
 
 def goals_table(ratios: list[Ratio]) -> list[str]:
     rows = [f"| {r.label} | {_ratio(r.wall)} | {_ratio(r.cpu)} | {r.goal_text} | {r.verdict} |" for r in ratios]
-    return ["| ratio | wall | CPU | goal | result |", "|---|--:|--:|--:|:-:|", *rows]
-
-
-def _table(head: str, rows: list[str]) -> list[str]:
-    return ["", f"| {head} |", "|---|" + "--:|" * head.count("|"), *rows]
+    return _table("ratio (issue 12 goal number) | wall | CPU | goal | result", rows)
 
 
 def render(out: Outcome, ratios: list[Ratio], ctx: Context) -> str:
@@ -74,18 +100,19 @@ def render(out: Outcome, ratios: list[Ratio], ctx: Context) -> str:
         "",
         f"`{summary_line(out, ratios)}`",
         "",
-        "How it is measured: [bench/README.md](../README.md). Ratios of medians; CPU is this process's CPU "
-        "time (chDB runs in-process), comparable when other jobs compete for the cores. Goals are judged on "
-        "wall time.",
+        "How it is measured: [bench/README.md](../README.md). Medians of R samples, wall ms. Break-even: report "
+        "queries per batch from which vcmt's write + reads cost less than the anchor's (0: vcmt's write is "
+        "already cheaper).",
+        "",
+        *main_table(out, ratios),
         "",
         "## Goals",
         "",
+        "CPU is this process's CPU time (chDB runs in-process), comparable when other jobs compete for the "
+        "cores; goals are judged on wall time.",
+        "",
         *goals_table(ratios),
-        *(
-            []
-            if (s.rows, s.batch) == (10_000_000, 1_000_000)
-            else ["", f"The goals are set for N = 10M, B = 1M; this run used N = {s.rows:,}, B = {s.batch:,}."]
-        ),
+        *_where_time_goes(out),
         "",
         "## Machine and shape",
         "",
@@ -95,34 +122,17 @@ def render(out: Outcome, ratios: list[Ratio], ctx: Context) -> str:
         f"{ctx.load[2]:.0%} of all cores during the run",
         f"- N = {s.rows:,} base rows, B = {s.batch:,}, small batch = {s.small_batch:,}, R = {out.repeat}; "
         f"total {ctx.total_s:,.0f} s (setup {out.setup_ms / 1000:,.0f} s)",
-        *[
-            f"- {size} batch: {f.events:,} events on {f.distinct_keys:,} distinct keys ({f.keys}) "
-            f"in {f.partitions} partitions"
-            for size, f in out.batches.items()
-        ],
+        *[f"- {size} batch: {e:,} events on {k:,} distinct keys (random keys) in {p} partitions"
+          for size, (e, k, p) in out.batches.items()],  # fmt: skip
         "",
-        "## Times",
+        "## Correctness",
+        "",
+        *_table("check | result | detail", [f"| {c.name} | {'PASS' if c.ok else 'FAIL'} | {c.detail} |"
+                                            for c in out.checks]),  # fmt: skip
     ]
-    rows = []
-    for group, title in GROUPS:
-        steps = out.steps.in_group(group)
-        rows += [f"| **{title}** | | | | |"] if steps else []
-        for st in steps:
-            low, high = st.spread
-            rows.append(
-                f"| {st.label} | {_ms(st.wall_ms)} | {_ms(low)}–{_ms(high)} | {_ms(st.cpu_ms)} | "
-                f"{_mib(st.engine_memory)} |"
-            )
-    lines += _table("step | median ms | min–max ms | CPU ms | engine peak memory", rows)
-    lines += _where_time_goes(out)
-    lines += ["", "## Correctness"]
-    lines += _table("check | result | detail", [
-        f"| {c.name} | {'PASS' if c.ok else 'FAIL' if c.guard else 'no'} | {c.detail} |" for c in out.checks.items
-    ])  # fmt: skip
-    if out.report_results:
-        first = next(iter(out.report_results.values()))
-        lines += ["", "Report query (Department, live rows, sum(metric1)): "
-                  + ", ".join(f"{d} {n:,} {t:,}" for d, n, t in first)]  # fmt: skip
+    if out.answers:
+        lines += ["", "Report query (Department, live rows, sum(metric1)), `replace`: "
+                  + ", ".join(f"{d} {n:,} {t:,}" for d, n, t in out.answers[f"report_{MODEL.key}"])]  # fmt: skip
     lines += ["", "## SQL", ""]
     for title, text in out.sql.items():
         lines += ["<details>", f"<summary>{title}</summary>", "", "```sql", text.strip(), "```", "", "</details>", ""]
@@ -130,27 +140,33 @@ def render(out: Outcome, ratios: list[Ratio], ctx: Context) -> str:
 
 
 def _where_time_goes(out: Outcome) -> list[str]:
-    """The whole `dbt run` split by the engine's query_log, and the loader INSERT by view."""
-    lines = ["", "## Where the UPSERT's time goes"]
+    """Goals 2 and 6: the whole `dbt run` split by the engine's query_log; the loader INSERT by view
+    and by processor."""
+    lines = ["", "## Where the time goes at B (goals 2 and 6)"]
     if out.dbt_runs:
         runs = out.dbt_runs
 
         def med(part: str) -> str:
             return _ms(statistics.median(getattr(r, part) for r in runs))
 
-        lines += _table("whole `dbt run` at B (medians) | ms", [
+        overhead = statistics.median(r.wall_ms - r.loader_ms - r.other_sql_ms for r in runs)
+        lines += ["", *_table("whole `dbt run` at B (medians) | ms", [
             f"| whole `dbt run` (in-process) | {med('wall_ms')} |",
-            f"| the loader's stage INSERT (engine time) | {med('loader_insert_ms')} |",
-            f"| {runs[0].statements - 1} other statements: batch stats, applied totals, object checks, run log "
-            f"| {med('other_sql_ms')} |",
-            f"| dbt itself: start-up, parse, compile, Python between statements | {med('overhead_ms')} |",
-        ])  # fmt: skip
-    for size, title in GROUPS[:2]:
-        views = median_views(out.loader_views.get(size, []))
-        if views:
-            lines += ["", f"Inside the loader's INSERT, {title} (query_views_log, medians; a view's time includes "
-                      "the views on its own target):"]  # fmt: skip
-            lines += _table("view | ms | peak memory", [f"| `{n}` | {_ms(ms)} | {_mib(mem)} |" for n, ms, mem in views])
+            f"| the loader's stage INSERT (engine time) | {med('loader_ms')} |",
+            f"| — of it, the applied-totals view | {med('applied_view_ms')} |",
+            f"| {runs[0].statements - 1} other statements: batch stats, applied totals, watermark, object checks, "
+            f"run log | {med('other_sql_ms')} |",
+            f"| dbt itself: start-up, parse, compile, Python between statements | {_ms(overhead)} |",
+        ])]  # fmt: skip
+    if out.views:
+        lines += ["", "Inside the loader's INSERT (query_views_log; a view's time includes the views on its own "
+                  "target):", "", *_table("view | ms | peak memory",
+                                          [f"| `{n}` | {_ms(ms)} | {_mib(mem)} |" for n, ms, mem in out.views])]
+    if out.processors:
+        lines += ["", "Its busiest processors (processors_profile_log, one run; work summed over threads, so "
+                  "it can exceed the wall time):", "",
+                  *_table("processor | ms | rows out", [f"| {n} | {_ms(ms)} | {rows:,} |"
+                                                         for n, ms, rows in out.processors])]  # fmt: skip
     return lines
 
 
@@ -158,7 +174,7 @@ def as_json(out: Outcome, ratios: list[Ratio], ctx: Context) -> dict[str, Any]:
     steps = {
         s.key: {"label": s.label, "group": s.group, "wall_ms": s.wall_ms, "cpu_ms": s.cpu_ms,
                 "samples_ms": [t.wall_ms for t in s.timings], "engine_memory": s.engine_memory}
-        for s in out.steps.items.values()
+        for s in out.steps.values()
     }  # fmt: skip
     return {
         "started": ctx.started.isoformat(timespec="seconds"),
@@ -169,6 +185,6 @@ def as_json(out: Outcome, ratios: list[Ratio], ctx: Context) -> dict[str, Any]:
         "clickhouse": ctx.clickhouse,
         "steps": steps,
         "ratios": {r.key: {"wall": r.wall, "cpu": r.cpu, "goal": r.goal_text, "verdict": r.verdict} for r in ratios},
-        "checks": [asdict(c) for c in out.checks.items],
-        "report_results": out.report_results,
+        "checks": [asdict(c) for c in out.checks],
+        "report_results": out.answers,
     }

@@ -1,48 +1,55 @@
-"""The bench run: build with dbt, clone, sample every approach R times, check results."""
+"""The bench run: build with dbt, capture what it ran, sample every approach R times, check results."""
 
 from __future__ import annotations
 
+import json
 import re
-import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from vcmt_tools import invariants
 from vcmt_tools.bench import sql
 from vcmt_tools.bench.anchors import ANCHORS, DBT_MODELS, dbt_model_sql
-from vcmt_tools.bench.checks import Checks, check_upsert_state, normalized
-from vcmt_tools.bench.engine import Engine, Timing, ViewStats, measured
+from vcmt_tools.bench.engine import Engine, Timing, measured
 from vcmt_tools.bench.steps import Steps
-from vcmt_tools.bench.tables import BASE, BIG_BATCH, EVENTS, MODEL, MODEL_SQL, PLAIN, Batch, Shape, Tables
+from vcmt_tools.bench.tables import MODEL, MODELS, PARTIAL, PLAIN, Batch, Shape, Tables
 from vcmt_tools.dbt_project import DbtProject
 
 Say = Callable[[str], None]
+Answer = list[tuple[str, int, int]]
+
+# Asks vcmt's registry (macros/vcmt/objects.sql) for a model's object names: role -> name.
+_OBJECTS_MACRO = """
+{% macro bench_objects(model) %}
+  {%- set names = {} -%}
+  {%- set rel = api.Relation.create(database=target.schema, schema=target.schema, identifier=model) -%}
+  {%- for role, r in vcmt.objects(rel).items() -%}{%- do names.update({role: r.identifier}) -%}{%- endfor -%}
+  {{ log('bench_objects ' ~ tojson(names), info=true) }}
+{% endmacro %}
+"""
 
 
 class BenchFailure(Exception):
-    """Setup failed (dbt could not build the model, the loader SQL was not found...)."""
-
-
-@dataclass(frozen=True)
-class BatchFacts:
-    events: int
-    distinct_keys: int
-    partitions: int
-    keys: str
+    """Setup failed (dbt could not build a model, the loader SQL was not found...)."""
 
 
 @dataclass
 class DbtBreakdown:
-    """Where one `dbt run` spent its time, from the engine's query_log."""
+    """Where one `dbt run` at B spent its time: the engine's query_log, and the loader's views."""
 
     wall_ms: float
-    loader_insert_ms: float
+    loader_ms: float
     other_sql_ms: float
     statements: int
+    applied_view_ms: float
 
     @property
-    def overhead_ms(self) -> float:
-        return self.wall_ms - self.loader_insert_ms - self.other_sql_ms
+    def bookkeeping(self) -> float:
+        """Share of the engine's work for the load that is bookkeeping: statements besides the
+        loader INSERT (stats, applied totals, watermark, object checks, run log) and the
+        applied-totals view inside it (docs/design.md#benchmark-goals, goal 6)."""
+        return (self.other_sql_ms + self.applied_view_ms) / (self.loader_ms + self.other_sql_ms)
 
 
 @dataclass
@@ -50,14 +57,23 @@ class Outcome:
     shape: Shape
     repeat: int
     steps: Steps = field(default_factory=Steps)
-    checks: Checks = field(default_factory=Checks)
-    # SQL as the materialization generated it and dbt ran it, and each anchor's statement.
+    checks: list[invariants.Finding] = field(default_factory=list)
+    # SQL as the materialization generated it and dbt ran it, and each anchor's statements.
     sql: dict[str, str] = field(default_factory=dict)
-    batches: dict[str, BatchFacts] = field(default_factory=dict)
+    batches: dict[str, tuple[int, int, int]] = field(default_factory=dict)
     dbt_runs: list[DbtBreakdown] = field(default_factory=list)
-    loader_views: dict[str, list[list[ViewStats]]] = field(default_factory=dict)
-    report_results: dict[str, list[tuple[str, int, int]]] = field(default_factory=dict)
+    # Inside the loader INSERT at B: per view (query_views_log) and per processor (processors_profile_log).
+    views: list[tuple[str, float, int]] = field(default_factory=list)
+    processors: list[tuple[str, float, int]] = field(default_factory=list)
+    answers: dict[str, Answer] = field(default_factory=dict)
     setup_ms: float = 0.0
+
+    def check(self, name: str, ok: bool, detail: str) -> None:
+        self.checks.append(invariants.Finding(name, ok, detail))
+
+    @property
+    def failed(self) -> list[invariants.Finding]:
+        return [c for c in self.checks if not c.ok]
 
 
 class Scenario:
@@ -66,7 +82,6 @@ class Scenario:
         self.project = project
         self.tables = Tables(engine)
         self.out = Outcome(shape=shape, repeat=repeat)
-        self.loader_sql = ""
         self.say = say
 
     # -- setup -------------------------------------------------------------------
@@ -74,182 +89,194 @@ class Scenario:
         started = time.perf_counter()
         t, shape = self.tables, self.out.shape
         t.create_database()
+        tables = ", ".join(f"{{name: {m.events}}}" for m in MODELS)
         self.project.write("models/sources.yml", f"""
             version: 2
-            sources: [{{name: bench, schema: {t.db}, tables: [{{name: {EVENTS}}}]}}]
+            sources: [{{name: bench, schema: {t.db}, tables: [{tables}]}}]
         """)  # fmt: skip
-        self.project.model(MODEL, MODEL_SQL)
+        self.project.write("macros/bench_objects.sql", _OBJECTS_MACRO)
+        for m in MODELS:
+            self.project.model(m.name, m.sql())
         for name in DBT_MODELS:
             self.project.model(name, dbt_model_sql(name))
-        self.say("dbt deps + first dbt run (empty input): the materialization creates the model's objects")
-        self._dbt_run("dbt run (create objects)")
-        self.out.sql["Target DDL, as the materialization created it"] = t.stored(MODEL, "create_table_query")
-        self.out.sql["The transform view, as the materialization created it"] = t.stored(f"{MODEL}__transform")
-        t.stop_merges(MODEL)
-        self.say(f"bulk-loading {shape.rows:,} base rows (version 0, sign 1: a valid state) into `base`")
+        self.say("dbt deps + first dbt run (empty input): the materialization creates the models' objects")
+        self._dbt("run", "--select", *(m.name for m in MODELS))
+        for m in MODELS:
+            log = self._dbt("run-operation", "bench_objects", "--args", json.dumps({"model": m.name})).log
+            found = re.search(r"bench_objects (\{.*\})", log)
+            if not found:
+                raise BenchFailure(f"vcmt.objects gave no names for {m.name}: {log[-2000:]}")
+            t.objects[m.name] = json.loads(found.group(1))
+            t.stop_merges(m.name)
+        self.out.sql["Target DDL, as the materialization created it"] = t.stored(MODEL.name, "create_table_query")
+        self.out.sql["The transform view, as the materialization created it"] = t.stored(
+            t.objects[MODEL.name]["transform"]
+        )
+        self.say(f"bulk-loading {shape.rows:,} base rows (version 0, sign 1: a valid state) into the bases")
         t.build_base(shape)
         t.build_batches(shape)
         t.clone(PLAIN)
         anchor_ddl = {a.key: a.create(t) for a in ANCHORS}
         for batch in shape.batches():
-            events, keys, parts = self.engine.rows(
-                f"select count(), uniqExact(id), uniqExact(id % 20) from {t.q(batch.table)}"
-            )[0]
-            self.out.batches[batch.size] = BatchFacts(int(events), int(keys), int(parts), batch.keys)
-            self.say(f"{batch.size} batch: {events:,} events on {keys:,} distinct keys in {parts} partitions")
-        self.say("warm-up dbt run on the batch, to capture the loader's stage INSERT as dbt ran it")
-        t.restore(MODEL)
-        t.load_events(BIG_BATCH)
-        since = time.time()
-        self._dbt_run("dbt run (warm-up)")
-        stage = f"insert into `{t.db}`.`{MODEL}__stage`"
-        inserts = [q for q, _ in self.engine.dbt_queries(since) if stage in q]
-        if len(inserts) != 1:
-            raise BenchFailure(f"expected one INSERT into the stage in the dbt run, found {len(inserts)}")
-        self.loader_sql = inserts[0]
-        self._capture_dbt_anchors()
-        self.out.sql["The loader's stage INSERT, as dbt ran it (the vcmt sample)"] = self.loader_sql
-        for a in ANCHORS:
-            parts = [anchor_ddl[a.key], ";\n".join(_statements(a.insert(t))), *([a.report(t)] if a.report else [])]
-            self.out.sql[f"Anchor: {a.label} (its objects, the timed statements, its report query)"] = ";\n\n".join(
-                parts
+            facts = self.engine.rows(f"select count(), uniqExact(id), uniqExact(id % 20) from {t.q(batch.table)}")[0]
+            self.out.batches[batch.size] = tuple(int(x) for x in facts)  # type: ignore[assignment]
+            self.say(f"{batch.size} batch: {facts[0]:,} events on {facts[1]:,} distinct keys in {facts[2]} partitions")
+        self.say("warm-up dbt runs on the batch of B: capture what each model ran")
+        big = shape.batches()[0]
+        t.load_events(big)
+        for m, roles in ((MODEL, ("stage",)), (PARTIAL, ("stage", "batch"))):
+            t.restore(m.name, m.base)
+            mine = [t.obj(m, role) for role in roles]
+            ran = self._capture(m.name, mine, only="insert" if m is MODEL else "create|insert|drop")
+            t.captured[m.name] = ran
+            self.out.sql[f"vcmt `{m.name}` (merge {m.merge or 'replace'}): what its `dbt run` ran to load"] = (
+                ";\n".join(ran)
             )
-        self.out.setup_ms = (time.perf_counter() - started) * 1000
-
-    def _capture_dbt_anchors(self) -> None:
-        """Run each dbt-clickhouse anchor model on the batch of B and keep the statements it ran on its
-        own tables (new-data table, DELETE, INSERT, drop), to replay them as that anchor's sample."""
-        t = self.tables
         for name in DBT_MODELS:
             t.restore(name)
-            since = time.time()
-            try:
-                self.project.dbt("run", "--select", name)
-            except AssertionError as exc:
-                raise BenchFailure(f"dbt run of anchor {name} failed: {str(exc)[-4000:]}") from exc
-            mine = f"`{t.db}`.`{name}"
-            ran = [q for q, _ in self.engine.dbt_queries(since)
-                   if mine in q and re.match(r"^(/\*.*?\*/\s*)?(create|delete|insert|drop)\b", q, re.S | re.I)]
+            ran = self._capture(name, [f"`{t.db}`.`{name}"], only="create|delete|insert|drop")
             if not any(re.search(r"\bdelete\s+from\b", q, re.I) for q in ran):
                 raise BenchFailure(f"anchor {name}: no DELETE found in the statements dbt ran: {ran}")
             t.captured[name] = [f"drop table if exists {t.q(name + '__dbt_new_data_replay')}"] + [
                 re.sub(r"__dbt_new_data_\w+", "__dbt_new_data_replay", q) for q in ran
             ]
+        for a in ANCHORS:
+            parts = [anchor_ddl[a.key], ";\n".join(_statements(a.insert(t))), a.report(t)]
+            self.out.sql[f"Anchor: {a.label} (its table, the timed statements, its report query)"] = ";\n\n".join(parts)
+        self.out.setup_ms = (time.perf_counter() - started) * 1000
 
-    def _dbt_run(self, what: str) -> None:
+    def _capture(self, model: str, mentions: list[str], only: str) -> list[str]:
+        """Run one model with dbt on the loaded batch; the statements of the kinds `only` it ran
+        that name one of `mentions`, in order."""
+        since = time.time()
+        self._dbt("run", "--select", model)
+        ran = [q for q, *_ in self.engine.dbt_queries(since) if _is(only, q) and any(m in q for m in mentions)]
+        if not ran:
+            raise BenchFailure(f"no statement of {model} naming {mentions} in its dbt run")
+        return ran
+
+    def _dbt(self, *args: str):
         try:
-            self.project.dbt("run", "--select", MODEL)
+            return self.project.dbt(*args)
         except AssertionError as exc:
-            raise BenchFailure(f"{what} failed: {str(exc)[-4000:]}") from exc
+            raise BenchFailure(f"dbt {' '.join(args)} failed: {str(exc)[-4000:]}") from exc
 
     # -- samples -----------------------------------------------------------------
     def _round(self, r: int, batch: Batch) -> None:
-        """Both plain INSERTs, the vcmt loader and every anchor, each on a freshly restored table,
+        """The plain INSERT, both vcmt loaders and every anchor, each on a freshly restored table,
         in an order that rotates per repeat."""
         t, n, size = self.tables, batch.events, batch.size
         approaches = [
-            (f"{size}_insert", f"plain INSERT of {n:,} new keys in key order (the article's INSERT)", PLAIN,
-             f"insert into {t.q(PLAIN)} select * from {t.q(batch.fresh)}"),
-            (f"{size}_insert_rows", f"plain INSERT of the batch's {n:,} rows ({batch.keys})", PLAIN,
-             f"insert into {t.q(PLAIN)} select * from {t.events}"),
-            (f"{size}_vcmt", f"UPSERT {n:,} events: vcmt loader stage INSERT", MODEL, self.loader_sql),
-            *[(f"{size}_{a.key}", f"UPSERT {n:,} events: {a.label}", a.key, a.insert(t)) for a in ANCHORS],
+            (f"{size}_insert", f"plain INSERT of the batch's {n:,} rows into the same table", PLAIN, MODEL.base,
+             f"insert into {t.q(PLAIN)} select * from {t.q(MODEL.events)}"),
+            *[(f"{size}_{m.key}", f"vcmt_upsert ({m.merge and 'coalesce' or 'replace'}): {n:,} events, the loader "
+               "as dbt ran it", m.name, m.base, t.captured[m.name]) for m in MODELS],
+            *[(f"{size}_{a.key}", f"{a.label}: {n:,} events", a.key, a.model.base, a.insert(t)) for a in ANCHORS],
         ]  # fmt: skip
         shift = r % len(approaches)
-        for key, label, table, statement in approaches[shift:] + approaches[:shift]:
-            t.restore(table)
-            timing = self._timed_all(f"{key}#{r}", statement)
+        for key, label, table, base, statements in approaches[shift:] + approaches[:shift]:
+            t.restore(table, base)
+            timing = self._timed_all(f"{key}#{r}", statements)
             self.out.steps.step(key, label, size).timings.append(timing)
             self.say(f"  {label}: {timing.wall_ms:,.0f} ms")
         if r == 0:
-            events, base = t.q(batch.table), t.q(BASE)
-            check_upsert_state(self.engine, self.out.checks, f"vcmt loader, {size} batch", t.target, base, events)
-            for a in ANCHORS:
-                if a.report is None:  # the others are checked by their report query's answer
-                    check_upsert_state(self.engine, self.out.checks, f"{a.key}, {size} batch", t.q(a.key), base,
-                                       events, guard=a.exact)  # fmt: skip
-        self.out.loader_views.setdefault(size, []).append(self.engine.view_stats(f"{size}_vcmt#{r}"))
+            self._check_state(f"vcmt loader, {size} batch", batch)
+
+    def _check_state(self, name: str, batch: Batch, whole_table: bool = False) -> None:
+        """The invariants, and the target equals base with each batch key replaced by its newest event
+        (only the batch's keys, plus the count of live rows, unless `whole_table`)."""
+        t, events = self.tables, self.tables.q(batch.table)
+        where = None if whole_table else f"id in (select id from {events})"
+        target = invariants.Target(t.q(MODEL.name), ["id"], where=where)
+        scope = "all keys" if whole_table else "batch keys"
+        for f in invariants.check(self.engine.rows, target, sql.DATA_COLUMNS):
+            self.out.check(f"{name}: {f.name} ({scope})", f.ok, f.detail)
+        got = invariants.live_rows_final(self.engine.rows, target, sql.DATA_COLUMNS)
+        row_hash = invariants.row_hash(target, sql.DATA_COLUMNS)
+        expected_sql = sql.expected_checksum(t.q(MODEL.base), events, row_hash, not whole_table)
+        expected = tuple(int(v) for v in self.engine.rows(expected_sql)[0])
+        self.out.check(f"{name}: rows == base with each batch key replaced by its newest event ({scope})",
+                       got == expected, f"got {got[0]:,} rows, checksum {got[1]}; expected {expected[0]:,} rows, "
+                       f"checksum {expected[1]}")  # fmt: skip
 
     def _dbt_round(self, r: int) -> None:
-        """The whole `dbt run` of the model reading the batch, target restored first."""
+        """The whole `dbt run` of the model reading the batch of B, target restored first."""
         t = self.tables
-        t.restore(MODEL)
+        t.restore(MODEL.name)
         since = time.time()
         with measured(f"big_dbt#{r}") as out:
-            self._dbt_run("dbt run")
-        wall = out[0].wall_ms
-        self.out.steps.step("big_dbt", f"UPSERT {self.out.shape.batch:,} events: whole `dbt run`", "big").timings += out
+            self._dbt("run", "--select", MODEL.name)
+        self.out.steps.step("big_dbt", f"vcmt_upsert (replace): {self.out.shape.batch:,} events, whole `dbt run`",
+                            "big").timings += out  # fmt: skip
         queries = self.engine.dbt_queries(since)
-        stage = f"insert into `{t.db}`.`{MODEL}__stage`"
-        loader = sum(ms for q, ms in queries if stage in q)
-        self.out.dbt_runs.append(DbtBreakdown(wall, loader, sum(ms for _, ms in queries) - loader, len(queries)))
-        self.say(f"  whole dbt run: {wall:,.0f} ms (stage INSERT {loader:,.0f} ms)")
+        stage = t.obj(MODEL, "stage")
+        loader = [(q, ms, qid) for q, ms, qid in queries if _is("insert", q) and stage in q]
+        views = self.engine.view_stats(loader[0][2]) if loader else []
+        applied = sum(ms for name, ms, _ in views if name.endswith(t.objects[MODEL.name]["applied_writer"]))
+        loader_ms = sum(ms for _, ms, _ in loader)
+        self.out.dbt_runs.append(DbtBreakdown(out[0].wall_ms, loader_ms, sum(ms for _, ms, _ in queries) - loader_ms,
+                                              len(queries), applied))  # fmt: skip
+        self.say(f"  whole dbt run: {out[0].wall_ms:,.0f} ms (loader INSERT {loader_ms:,.0f} ms)")
         if r == 0:
-            check_upsert_state(self.engine, self.out.checks, "dbt run, big batch", t.target, t.q(BASE), t.q(BIG_BATCH))
+            self.out.views = views
 
     def measure(self) -> None:
         for r in range(self.out.repeat):
             for batch in self.out.shape.batches():
-                self.say(f"repeat {r + 1}/{self.out.repeat}: {batch.size} batch of {batch.events:,} ({batch.keys})")
-                self.tables.load_events(batch.table)
+                self.say(f"repeat {r + 1}/{self.out.repeat}: {batch.size} batch of {batch.events:,}")
+                self.tables.load_events(batch)
                 self._round(r, batch)
                 if batch.size == "big":
                     self._dbt_round(r)
+        big = self.out.shape.batches()[0]
+        self.tables.load_events(big)
+        self.say("profile: the loader INSERT at B once more, with processors_profile_log")
+        self.tables.restore(MODEL.name)
+        self.out.processors = self.engine.profiled("profile_big", self.tables.captured[MODEL.name][0])
+        self._check_state("dbt run, big batch", big)
 
-    # -- report query -----------------------------------------------------------------
+    # -- report queries ---------------------------------------------------------------
     def report_queries(self) -> None:
-        """The report query three ways on the target after one batch, then after OPTIMIZE FINAL."""
-        t = self.tables
-        t.restore(MODEL)
-        t.load_events(BIG_BATCH)
-        self.engine.command(self.loader_sql)
+        """After the batch of B: vcmt's report query three ways, and each anchor's own; all answers equal."""
+        t, big = self.tables, self.out.shape.batches()[0]
+        t.load_events(big)
+        for m in MODELS:
+            t.restore(m.name, m.base)
+            self._run_all(t.captured[m.name])
         self.say("correctness guard on the whole target after one batch (every key)")
-        check_upsert_state(
-            self.engine, self.out.checks, "vcmt target", t.target, t.q(BASE), t.q(BIG_BATCH), whole_table=True
-        )
-        self._report_round("report", f"after one batch ({t.parts(MODEL)} parts)")
-        self._anchor_reports()
-        self.say("OPTIMIZE FINAL on the target (one part per partition), then the report query again")
-        self.engine.command(f"system start merges {t.target}")
-        self.engine.command(f"optimize table {t.target} final")
-        self.engine.command(f"system stop merges {t.target}")
-        self._report_round("optimized", "after OPTIMIZE FINAL")
-
-    def _report_round(self, group: str, state: str) -> None:
-        t = self.tables
+        self._check_state("vcmt target", big, whole_table=True)
+        coalesce = invariants.Target(t.q(PARTIAL.name), ["id"], where=f"id in (select id from {t.q(big.table)})")
+        for f in invariants.check(self.engine.rows, coalesce, sql.DATA_COLUMNS):
+            self.out.check(f"vcmt `coalesce` target: {f.name} (batch keys)", f.ok, f.detail)
+        target, partial = t.q(MODEL.name), t.q(PARTIAL.name)
         queries = [
-            (f"{group}_final", f"FINAL where sign = 1, {state}", sql.report_final(t.target)),
-            (f"{group}_group_by", f"GROUP BY sign arithmetic, {state}", sql.report_group_by(t.target)),
-            (f"{group}_projection", f"aggregating projection, {state}", sql.report_projection(t.target)),
+            ("report_final", "vcmt (replace): FINAL where sign = 1", sql.report_final(target)),
+            ("report_group_by", "vcmt (replace): GROUP BY sign arithmetic", sql.report_group_by(target)),
+            (f"report_{MODEL.key}", "vcmt (replace): aggregating projection", sql.report_projection(target)),
+            (f"report_{PARTIAL.key}", "vcmt (coalesce): aggregating projection", sql.report_projection(partial)),
         ]
-        results: dict[str, list[tuple[str, int, int]]] = {}
+        for a in ANCHORS:
+            t.restore(a.key, a.model.base)
+            self._run_all(a.insert(t))
+            queries.append((f"report_{a.key}", f"{a.label}: its report query", a.report(t)))
+        # Every answer must equal its vcmt model's, read through the projection.
+        refs = {key: f"report_{MODEL.key}" for key in ("report_final", "report_group_by")}
+        refs.update({f"report_{a.key}": f"report_{a.model.key}" for a in ANCHORS})
         for r in range(self.out.repeat):
             for key, label, statement in queries:
                 timing, rows = self.engine.timed(f"{key}#{r}", statement, want_rows=True)
-                self.out.steps.step(key, label, group).timings.append(timing)
-                results[key] = normalized(rows)
+                self.out.steps.step(key, label, "report").timings.append(timing)
+                self.out.answers[key] = [(str(d), int(n), int(s)) for d, n, s in rows]
         for key, label, _ in queries:
             self.say(f"  {label}: {self.out.steps[key].wall_ms:,.0f} ms")
-        self.out.report_results.update(results)
-        same = all(v == results[queries[0][0]] for v in results.values())
-        detail = "identical" if same else "; ".join(f"{k}: {v}" for k, v in results.items())
-        self.out.checks.add(f"report query {state}: FINAL == GROUP BY == projection", same, detail)
+        a = self.out.answers
+        for key, ref in refs.items():
+            self.out.check(f"report query: {key} == {ref}", a[key] == a[ref],
+                           "identical" if a[key] == a[ref] else f"{a[key]} != {a[ref]}")  # fmt: skip
 
-    def _anchor_reports(self) -> None:
-        """Each anchor's own report query after it applied the batch of B; its answer must equal vcmt's."""
-        t, expected = self.tables, self.out.report_results["report_projection"]
-        for a in (a for a in ANCHORS if a.report):
-            t.restore(a.key)
-            for statement in _statements(a.insert(t)):
-                self.engine.command(statement)
-            step = self.out.steps.step(f"report_{a.key}", f"{a.label}: its report query after one batch", "report")
-            for r in range(self.out.repeat):
-                timing, rows = self.engine.timed(f"report_{a.key}#{r}", a.report(t), want_rows=True)
-                step.timings.append(timing)
-            self.say(f"  {step.label}: {step.wall_ms:,.0f} ms")
-            got = normalized(rows)
-            self.out.checks.add(f"{a.key}: report query after one batch == vcmt's", got == expected,
-                                "identical" if got == expected else f"{a.key}: {got}; vcmt: {expected}")
+    def _run_all(self, statements: str | list[str]) -> None:
+        for statement in _statements(statements):
+            self.engine.command(statement)
 
     def _timed_all(self, tag: str, statements: str | list[str]) -> Timing:
         """Run the statements one after the other under one tag; their times add up."""
@@ -257,18 +284,14 @@ class Scenario:
         return Timing(tag, sum(x.wall_ms for x in timings), sum(x.cpu_ms for x in timings))
 
     def finish(self) -> None:
-        self.out.steps.attach_memory(self.engine.engine_memory(self.out.steps.tags()))
+        steps = self.out.steps
+        steps.attach_memory(self.engine.engine_memory([t.tag for s in steps.values() for t in s.timings]))
+
+
+def _is(kinds: str, statement: str) -> bool:
+    """Whether the statement (after dbt's leading comment) starts with one of `kinds` (`a|b`)."""
+    return re.match(rf"^(/\*.*?\*/\s*)?({kinds})\b", statement, re.S | re.I) is not None
 
 
 def _statements(statements: str | list[str]) -> list[str]:
     return [statements] if isinstance(statements, str) else statements
-
-
-def median_views(runs: list[list[ViewStats]]) -> list[tuple[str, float, int]]:
-    """Per view over the samples: (view, median duration ms, max peak memory)."""
-    names: dict[str, list[ViewStats]] = {}
-    for v in (v for run in runs for v in run):
-        names.setdefault(re.sub(r"^.*?\.", "", v.view), []).append(v)
-    return [
-        (n, statistics.median(v.duration_ms for v in vs), max(v.peak_memory for v in vs)) for n, vs in names.items()
-    ]

@@ -1,22 +1,26 @@
-"""SQL text of the bench: data generators, the report query three ways, the expected state.
+"""SQL text of the bench: data generators, the report queries, the expected state.
 
 Data follows the reference article's speed test: N base rows with fresh keys,
 batches of random existing keys drawn from a pool of B keys spaced N/B apart
 (the article's `(rand() % 1E6) * 100` at N=100M, B=1M), so about 63% of a
-batch's keys are distinct. The small batch draws from the same pool; a
-second small batch draws from consecutive keys (updates of recent rows), the
-case where the primary key narrows the old-row lookup to a few granules.
-Values come from cityHash64 of (seed, row number) instead of rand(), so
-every table and every approach sees the same batch.
-Batch versions are the row number + 1: newer than the base rows (version 0)
-and distinct, so duplicate keys in a batch have one deterministic winner and
-vcmt and the reference must reach the same final table.
+batch's keys are distinct. Values come from cityHash64 of (seed, row number)
+instead of rand(), so every approach sees the same batch. Batch versions are
+the row number + 1: newer than the base rows (version 0) and distinct, so
+duplicate keys in a batch have one deterministic winner.
 """
 
 from __future__ import annotations
 
-COLUMNS = "id Int32, Department String, metric1 UInt32, metric2 Float32, _version UInt64, sign Int8"
-COLUMN_NAMES = "id, Department, metric1, metric2, _version, sign"
+DATA_COLUMNS = ("Department", "metric1", "metric2")
+_TYPES = ("String", "UInt32", "Float32")
+
+
+def columns(nullable: bool = False) -> str:
+    """The article's schema; `nullable` data columns for the `coalesce` model and (D)."""
+    data = ", ".join(f"{c} {f'Nullable({t})' if nullable else t}" for c, t in zip(DATA_COLUMNS, _TYPES, strict=True))
+    return f"id Int32, {data}, _version UInt64, sign Int8"
+
+
 _DEPARTMENTS = "['HR', 'Finance', 'Engineering', 'Sales', 'Marketing']"
 
 
@@ -44,26 +48,14 @@ def batch_rows(events: int, pool: int, step: int, seed: int) -> str:
     )
 
 
-def fresh_rows(count: int, start: int, seed: int) -> str:
-    """The article's plain INSERT: `count` new keys from `start`, in key order, version 1."""
-    return (
-        f"select toInt32({start} + number) as id, {_values(seed)}, toUInt64(1) as _version, toInt8(1) as sign "
-        f"from numbers({count})"
-    )
+def partial_rows(batch: str) -> str:
+    """The batch as partial updates: each data value left out (NULL) with probability 1/3."""
+    nulls = ", ".join(f"if(cityHash64(_version, {i}) % 3 = 0, null, {c}) as {c}" for i, c in enumerate(DATA_COLUMNS))
+    return f"select id, {nulls}, _version, sign from {batch}"
 
 
-def clustered_batch_rows(events: int, start: int, seed: int) -> str:
-    """`events` upserts of keys drawn from `events` consecutive existing keys from `start` (recent rows)."""
-    return (
-        f"select toInt32({start} + cityHash64({seed}, 1, number) % {events}) as id, {_values(seed)}, "
-        f"toUInt64(number + 1) as _version, toInt8(1) as sign from numbers({events})"
-    )
-
-
-# The report query three ways. FINAL keeps `where sign = 1`: it is applied after
-# collapsing (ClickHouse does not move it to PREWHERE under FINAL), so it drops
-# only rows FINAL left unpaired with sign -1; those never exist at rest, but the
-# filter is what makes count() a count of live rows by construction.
+# FINAL keeps `where sign = 1`: it is applied after collapsing, so count() is a
+# count of live rows by construction (docs/design.md#measured-facts, fact 4).
 def report_final(table: str) -> str:
     return (
         f"select Department, count(), sum(metric1) from {table} final where sign = 1 "
@@ -71,10 +63,11 @@ def report_final(table: str) -> str:
     )
 
 
-def report_live(table: str) -> str:
-    """The report query on a table that keeps one row per key, `sign` as its soft-delete column."""
+def report_live(table: str, final: bool = False) -> str:
+    """The report query on a table that keeps one row per key (after FINAL, if `final`), `sign` its
+    soft-delete column."""
     return (
-        f"select Department, count(), sum(metric1) from {table} where sign = 1 "
+        f"select Department, count(), sum(metric1) from {table}{' final' if final else ''} where sign = 1 "
         "group by Department order by Department"
     )
 
@@ -93,14 +86,15 @@ def report_projection(table: str) -> str:
     )
 
 
-def expected_checksum(base: str, events: str, row_hash: str, only_batch_keys: bool = False) -> str:
-    """Base rows with every batch key replaced by its newest event: what an UPSERT must leave.
-
-    `row_hash` is the invariants' hash of a live row, so the result compares with theirs."""
-    newest = f"select {COLUMN_NAMES} from {events} order by _version desc limit 1 by id"
+def expected_checksum(base: str, events: str, row_hash: str, only_batch_keys: bool) -> str:
+    """Base rows with every batch key replaced by its newest event: what an UPSERT must leave
+    (only the batch's keys, if `only_batch_keys`). `row_hash` is the invariants' hash of a live
+    row, so the result compares with theirs."""
+    names = ", ".join(("id", *DATA_COLUMNS, "_version", "sign"))
+    newest = f"select {names} from {events} order by _version desc limit 1 by id"
     if only_batch_keys:
         return f"select count(), sum({row_hash}) from ({newest})"
     return (
-        f"select count(), sum({row_hash}) from (select {COLUMN_NAMES} from {base} "
+        f"select count(), sum({row_hash}) from (select {names} from {base} "
         f"where id not in (select id from {events}) union all {newest})"
     )

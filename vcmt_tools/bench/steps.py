@@ -10,7 +10,7 @@ from vcmt_tools.bench.engine import Timing
 
 @dataclass
 class Step:
-    """One measured piece of work, sampled once per repeat."""
+    """One measured piece of work, sampled once per repeat; `group` is its batch or "report"."""
 
     key: str
     label: str
@@ -27,37 +27,18 @@ class Step:
     def cpu_ms(self) -> float:
         return statistics.median(t.cpu_ms for t in self.timings) if self.timings else float("nan")
 
-    @property
-    def spread(self) -> tuple[float, float]:
-        walls = [t.wall_ms for t in self.timings]
-        return (min(walls), max(walls)) if walls else (float("nan"), float("nan"))
 
-
-@dataclass
-class Steps:
-    """All steps of a run, in the order they were first sampled."""
-
-    items: dict[str, Step] = field(default_factory=dict)
+class Steps(dict[str, Step]):
+    """All steps of a run by key, in the order they were first sampled."""
 
     def step(self, key: str, label: str, group: str) -> Step:
-        if key not in self.items:
-            self.items[key] = Step(key=key, label=label, group=group)
-        return self.items[key]
-
-    def __getitem__(self, key: str) -> Step:
-        return self.items[key]
-
-    def get(self, key: str) -> Step | None:
-        return self.items.get(key)
+        return self.setdefault(key, Step(key=key, label=label, group=group))
 
     def in_group(self, group: str) -> list[Step]:
-        return [s for s in self.items.values() if s.group == group]
-
-    def tags(self) -> list[str]:
-        return [t.tag for s in self.items.values() for t in s.timings]
+        return [s for s in self.values() if s.group == group]
 
     def attach_memory(self, memory: dict[str, int]) -> None:
-        for s in self.items.values():
+        for s in self.values():
             found = [memory[t.tag] for t in s.timings if t.tag in memory]
             s.engine_memory = max(found) if found else None
 

@@ -5,7 +5,9 @@ DDL (engine, partitioning, index granularity, projection, settings), and
 holds the N base rows merged to one part per partition. Every measured
 table has that same DDL and gets base's parts back by hard link
 (`ATTACH PARTITION ALL FROM`) before each sample: samples do not see earlier
-samples' rows, and restoring costs milliseconds even at 100M rows.
+samples' rows, and restoring costs milliseconds even at 100M rows. The
+`coalesce` model and (D) have Nullable data columns, so they restore from
+their own `base_partial`, holding the same rows.
 
 Background merges are stopped on measured tables so a merge started by one
 sample does not steal one of the two cores from the next.
@@ -18,31 +20,41 @@ from dataclasses import dataclass
 from vcmt_tools.bench import sql
 from vcmt_tools.bench.engine import Engine
 
-# The model the bench's dbt project builds with vcmt_upsert, on the reference
-# article's schema, reading its events from one input table.
-MODEL = "bench_vcmt"
-EVENTS = "bench_events"
-DATA_COLUMNS = ("Department", "metric1", "metric2")
-MODEL_SQL = f"""
+
+@dataclass(frozen=True)
+class Model:
+    """A vcmt_upsert model of the bench, on the article's schema, reading one input table."""
+
+    name: str
+    # Prefix of its steps in the report.
+    key: str
+    events: str
+    base: str
+    merge: dict[str, str]
+
+    def sql(self) -> str:
+        return f"""
 {{{{ config(
     materialized='vcmt_upsert',
     unique_key='id',
     partition_by='id % 20',
+    merge={self.merge!r},
     settings={{'index_granularity': 4096}},
     projections=[{{'name': 'by_department',
                   'query': 'select Department, sum(sign), sum(metric1 * sign) group by Department'}}],
 ) }}}}
 select id, Department, metric1, metric2, _version, sign
-from {{{{ source('bench', '{EVENTS}') }}}}
+from {{{{ source('bench', '{self.events}') }}}}
 """
 
-BASE = "base"
+
+# The model every goal is judged on (full-row events, `replace`), and the
+# `coalesce` model next to anchor (D), fed the same batch as partial updates.
+MODEL = Model("bench_vcmt", "vcmt", "bench_events", "base", {})
+PARTIAL = Model("bench_vcmt_coalesce", "vcmt_coalesce", "bench_events_partial", "base_partial",
+                {c: "coalesce" for c in sql.DATA_COLUMNS})  # fmt: skip
+MODELS = (MODEL, PARTIAL)
 PLAIN = "plain"
-BIG_BATCH = "batch_big"
-SMALL_BATCH = "batch_small"
-CLUSTERED_BATCH = "batch_clustered"
-FRESH_BIG = "fresh_big"
-FRESH_SMALL = "fresh_small"
 
 
 @dataclass(frozen=True)
@@ -52,43 +64,28 @@ class Shape:
     small_batch: int
     seed: int = 1
 
-    @property
-    def pool(self) -> int:
-        return min(self.batch, self.rows)
-
-    @property
-    def step(self) -> int:
-        return max(self.rows // self.pool, 1)
-
     def batches(self) -> list[Batch]:
+        pool = min(self.batch, self.rows)
+        step = max(self.rows // pool, 1)
         return [
-            Batch("big", BIG_BATCH, self.batch, "random keys",
-                  sql.batch_rows(self.batch, self.pool, self.step, self.seed + 1), FRESH_BIG),
-            Batch("small", SMALL_BATCH, self.small_batch, "random keys",
-                  sql.batch_rows(self.small_batch, self.pool, self.step, self.seed + 2), FRESH_SMALL),
-            Batch("clustered", CLUSTERED_BATCH, self.small_batch, "consecutive keys",
-                  sql.clustered_batch_rows(self.small_batch, self.rows // 2, self.seed + 3), FRESH_SMALL),
-        ]  # fmt: skip
-
-    def fresh(self) -> list[tuple[str, str]]:
-        """(table, rows) for the article's plain INSERT at both sizes: new keys after the base rows."""
-        return [
-            (FRESH_BIG, sql.fresh_rows(self.batch, self.rows, self.seed + 4)),
-            (FRESH_SMALL, sql.fresh_rows(self.small_batch, self.rows, self.seed + 5)),
+            Batch(size, f"batch_{size}", events, sql.batch_rows(events, pool, step, self.seed + i))
+            for i, (size, events) in enumerate((("big", self.batch), ("small", self.small_batch)), start=1)
         ]
 
 
 @dataclass(frozen=True)
 class Batch:
-    """One batch of change events the approaches are fed, kept in its own table."""
+    """One batch of change events (random existing keys), kept in its own table; `partial` holds
+    the same events as partial updates."""
 
     size: str
     table: str
     events: int
-    keys: str
     select: str
-    # Rows of the article's plain INSERT of the same size (new keys in key order).
-    fresh: str
+
+    @property
+    def partial(self) -> str:
+        return f"{self.table}_partial"
 
 
 class Tables:
@@ -97,12 +94,16 @@ class Tables:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self.db = engine.database
-        self.target, self.events = self.q(MODEL), self.q(EVENTS)
-        # Statements captured from a real `dbt run` of an anchor model, replayed as its sample.
+        # role -> name of each model's objects, as vcmt.objects names them (Scenario.setup asks dbt).
+        self.objects: dict[str, dict[str, str]] = {}
+        # Statements captured from a real `dbt run`, replayed as a sample (vcmt's loader, anchor (C)).
         self.captured: dict[str, list[str]] = {}
 
     def q(self, name: str) -> str:
         return f"`{self.db}`.`{name}`"
+
+    def obj(self, model: Model, role: str) -> str:
+        return self.q(self.objects[model.name][role])
 
     def _run(self, *statements: str) -> None:
         for statement in statements:
@@ -115,52 +116,54 @@ class Tables:
         )
 
     def create_database(self) -> None:
-        self._run(
-            f"drop database if exists `{self.db}` sync",
-            f"create database `{self.db}`",
-            f"create table {self.events} ({sql.COLUMNS}) engine = MergeTree order by tuple()",
-        )
+        self._run(f"drop database if exists `{self.db}` sync", f"create database `{self.db}`")
+        for m in MODELS:
+            columns = sql.columns(nullable=m is PARTIAL)
+            self._run(f"create table {self.q(m.events)} ({columns}) engine = MergeTree order by tuple()")
 
     def build_base(self, shape: Shape) -> None:
-        """N fresh keys at version 0, sign 1: a valid state written without the transform."""
-        self._run(f"create table {self.q(BASE)} as {self.target}", f"system stop merges {self.q(BASE)}")
+        """N fresh keys at version 0, sign 1 (a valid state written without the transform) in both bases."""
+        self._fill(MODEL, sql.base_rows(shape.rows, shape.seed), shape.rows)
+        self._fill(PARTIAL, f"select * from {self.q(MODEL.base)}", shape.rows)
+
+    def _fill(self, model: Model, rows: str, count: int) -> None:
+        base = self.q(model.base)
+        self._run(f"create table {base} as {self.q(model.name)}", f"system stop merges {base}")
         # Blocks of up to 10M rows: at the default N that is one part per
         # partition straight away; bigger N is merged down to that below.
-        block = min(shape.rows, 10_000_000)
+        block = min(count, 10_000_000)
         self.engine.command(
-            f"insert into {self.q(BASE)} {sql.base_rows(shape.rows, shape.seed)}",
-            max_insert_block_size=block, min_insert_block_size_rows=block, min_insert_block_size_bytes=0,
-            max_insert_threads=1,
+            f"insert into {base} {rows}", max_insert_block_size=block, min_insert_block_size_rows=block,
+            min_insert_block_size_bytes=0, max_insert_threads=1,
         )  # fmt: skip
-        parts, partitions = self.engine.rows(
-            f"select count(), uniqExact(partition) from system.parts where database = '{self.db}' "
-            f"and table = '{BASE}' and active"
-        )[0]
-        if parts > partitions:
-            self._run(f"system start merges {self.q(BASE)}", f"optimize table {self.q(BASE)} final")
-            self.stop_merges(BASE)
+        if self.parts(model.base) > 20:
+            self._run(f"system start merges {base}", f"optimize table {base} final")
+            self.stop_merges(model.base)
 
     def build_batches(self, shape: Shape) -> None:
-        tables = [*shape.fresh(), *((b.table, b.select) for b in shape.batches())]
-        self._run(*(f"create table {self.q(t)} engine = MergeTree order by tuple() as {rows}" for t, rows in tables))
+        for b in shape.batches():
+            self._run(f"create table {self.q(b.table)} engine = MergeTree order by tuple() as {b.select}",
+                      f"create table {self.q(b.partial)} engine = MergeTree order by tuple() as "
+                      f"{sql.partial_rows(self.q(b.table))}")  # fmt: skip
 
-    def clone(self, name: str) -> None:
-        self._run(f"create table {self.q(name)} as {self.q(BASE)}", f"system stop merges {self.q(name)}")
+    def clone(self, name: str, base: str = MODEL.base) -> None:
+        self._run(f"create table {self.q(name)} as {self.q(base)}", f"system stop merges {self.q(name)}")
 
     def stop_merges(self, name: str) -> None:
         self.engine.command(f"system stop merges {self.q(name)}")
 
-    def restore(self, name: str) -> None:
-        """Give `name` exactly base's parts again (and empty its vcmt helper tables)."""
-        self._run(
-            f"truncate table {self.q(name)}", f"alter table {self.q(name)} attach partition all from {self.q(BASE)}"
-        )
-        if name == MODEL:
-            self._run(*(f"truncate table {self.q(MODEL + '__' + helper)}" for helper in ("tombstones", "applied")))
+    def restore(self, name: str, base: str = MODEL.base) -> None:
+        """Give `name` exactly `base`'s parts again (and empty a model's tombstones and applied totals)."""
+        table = self.q(name)
+        self._run(f"truncate table {table}", f"alter table {table} attach partition all from {self.q(base)}")
+        helpers = self.objects.get(name, {})
+        self._run(*(f"truncate table {self.q(helpers[role])}" for role in ("tombstones", "applied") if role in helpers))
 
-    def load_events(self, batch: str) -> None:
-        """The model's input table holds `batch` (what the next `dbt run` reads)."""
-        self._run(f"truncate table {self.events}", f"insert into {self.events} select * from {self.q(batch)}")
+    def load_events(self, batch: Batch) -> None:
+        """Each model's input table holds the batch (what the next `dbt run` reads)."""
+        for m, rows in ((MODEL, batch.table), (PARTIAL, batch.partial)):
+            events = self.q(m.events)
+            self._run(f"truncate table {events}", f"insert into {events} select * from {self.q(rows)}")
 
     def parts(self, name: str) -> int:
         return int(
