@@ -19,7 +19,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.mark.slow
 def test_bench_tiny_run_writes_report_and_chart(tmp_path: Path) -> None:
-    """A tiny run writes latest.md/.png/.json and its three report queries agree."""
+    """A tiny run writes latest.md/.png/.json; every approach's report answer agrees with vcmt's."""
     results = tmp_path / "results"
     proc = subprocess.run(
         [
@@ -33,15 +33,19 @@ def test_bench_tiny_run_writes_report_and_chart(tmp_path: Path) -> None:
     assert proc.stdout.strip().splitlines()[-1].startswith("bench: N=20k B=2k R=1")
 
     markdown = (results / "latest.md").read_text()
-    assert "## Goals" in markdown and "## Correctness" in markdown
+    assert "## Goals" in markdown and "## Correctness" in markdown and "## Where the time goes" in markdown
+    assert "| (D) CoalescingMergeTree" in proc.stdout, "the one table names every anchor"
     png = results / "latest.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert [p.name for p in results.glob("*.md")] == ["latest.md"], "one copy of the results"
+    assert sorted(p.name for p in results.iterdir()) == ["latest.json", "latest.md", "latest.png"], "one copy"
 
     report = json.loads((results / "latest.json").read_text())
     answers = report["report_results"]
-    assert answers["report_final"] == answers["report_group_by"] == answers["report_projection"]
+    assert answers["report_final"] == answers["report_group_by"] == answers["report_vcmt"] == answers["report_rmt"]
     assert sum(n for _, n, _ in answers["report_final"]) == 20000
+    # (D) reads partial updates: its answer equals vcmt's `coalesce` model's, not the full-row one.
+    assert answers["report_coalescing"] == answers["report_vcmt_coalesce"] != answers["report_vcmt"]
     checks = {c["name"]: c for c in report["checks"]}
-    assert checks["report query after OPTIMIZE FINAL: FINAL == GROUP BY == projection"]["ok"]
-    assert all(c["ok"] for c in report["checks"] if c["guard"])
+    assert checks["report query: report_coalescing == report_vcmt_coalesce"]["ok"]
+    assert all(c["ok"] for c in report["checks"])
+    assert 0 < report["ratios"]["bookkeeping"]["wall"] < 1

@@ -37,8 +37,9 @@ def _create_like_base(t: Tables, name: str, engine: str, settings: str = "", mod
                       merges: bool = False) -> str:  # fmt: skip
     """`name` with base's columns and projection, partition and sort key, on another engine,
     so base's parts attach to it (Tables.restore). Merges stay stopped unless `merges`."""
-    ddl = (f"create table {t.q(name)} as {t.q(model.base)} engine = {engine} partition by id % 20 order by id "
-           f"settings index_granularity = 4096, deduplicate_merge_projection_mode = 'rebuild'{settings}")  # fmt: skip
+    ddl = (f"create table {t.q(name)} as {t.q(model.base)} engine = {engine} partition by {sql.PARTITION} "
+           f"order by id settings index_granularity = {sql.GRANULARITY}, "
+           f"deduplicate_merge_projection_mode = 'rebuild'{settings}")  # fmt: skip
     t.engine.command(ddl)
     if not merges:
         t.stop_merges(name)
@@ -79,7 +80,7 @@ def dbt_model_sql(name: str) -> str:
     _, query_settings = DBT_MODELS[name]
     return (
         "{{ config(materialized='incremental', incremental_strategy='delete+insert', unique_key='id', "
-        f"order_by='id', partition_by='id % 20', query_settings={query_settings!r}) }}}}\n"
+        f"order_by='id', partition_by='{sql.PARTITION}', query_settings={query_settings!r}) }}}}\n"
         f"select id, Department, metric1, metric2, _version, sign from {{{{ source('bench', '{MODEL.events}') }}}}\n"
         "order by _version desc limit 1 by id"
     )

@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import json
-import math
 import shutil
 import sys
 import time
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 from vcmt_tools.bench import chart, report
 from vcmt_tools.bench.engine import Engine
@@ -57,18 +54,6 @@ class Progress:
 
     def __call__(self, message: str) -> None:
         print(f"[bench {time.perf_counter() - self.started:6.1f}s] {message}", flush=True)
-
-
-def _finite(value: Any) -> Any:
-    """JSON has no NaN: missing ratios become null."""
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_finite(v) for v in value]
-    return value
-
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
@@ -117,7 +102,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     stem = args.results / ("big" if args.big else "latest")
     stem.parent.mkdir(parents=True, exist_ok=True)
     stem.with_suffix(".md").write_text(report.render(out, found, ctx))
-    stem.with_suffix(".json").write_text(json.dumps(_finite(report.as_json(out, found, ctx)), indent=2) + "\n")
+    stem.with_suffix(".json").write_text(report.as_json(out, found, ctx))
     title = f"vcmt bench {started:%Y-%m-%d %H:%M}: N={rows:,}, B={args.batch:,}, R={args.repeat}"
     chart.draw(out.steps, found, title, stem.with_suffix(".png"))
     say(f"wrote {stem}.md, .json and .png")

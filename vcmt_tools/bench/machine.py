@@ -4,23 +4,12 @@ from __future__ import annotations
 
 import os
 import platform
-from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import psutil
 
 _PACKAGES = ("chdb", "chdb-core", "clickhouse-connect", "dbt-core", "dbt-clickhouse")
-
-
-@dataclass(frozen=True)
-class Machine:
-    cpu: str
-    logical_cores: int
-    ram_bytes: int
-    os: str
-    python: str
-    packages: dict[str, str]
 
 
 def _version(package: str) -> str:
@@ -30,18 +19,14 @@ def _version(package: str) -> str:
         return "not installed"
 
 
-def describe() -> Machine:
+def describe() -> str:
     cpuinfo = Path("/proc/cpuinfo")
     models = [line.split(":", 1)[1].strip() for line in cpuinfo.read_text().splitlines()
               if line.startswith("model name")] if cpuinfo.exists() else []  # fmt: skip
-    return Machine(
-        cpu=models[0] if models else platform.processor() or platform.machine(),
-        logical_cores=os.cpu_count() or 0,
-        ram_bytes=psutil.virtual_memory().total,
-        os=platform.platform(),
-        python=platform.python_version(),
-        packages={p: _version(p) for p in _PACKAGES},
-    )
+    cpu = models[0] if models else platform.processor() or platform.machine()
+    return (f"{cpu}, {os.cpu_count()} logical cores, RAM {psutil.virtual_memory().total / 2**30:.1f} GiB; "
+            f"{platform.platform()}; Python {platform.python_version()}; "
+            + ", ".join(f"{p} {_version(p)}" for p in _PACKAGES))  # fmt: skip
 
 
 class Contention:
@@ -49,16 +34,13 @@ class Contention:
     shared host wall times stretch with it, while the CPU times stay comparable."""
 
     def __init__(self) -> None:
-        self._process = psutil.Process()
-        self._load_start = os.getloadavg()[0]
-        self._system = psutil.cpu_times()
-        self._own = self._process.cpu_times()
+        self._load, self._system, self._own = os.getloadavg()[0], psutil.cpu_times(), psutil.Process().cpu_times()
 
-    def finish(self) -> tuple[float, float, float]:
-        """(load average at start, at end, share of all cores busy with other processes)."""
-        system, own = psutil.cpu_times(), self._process.cpu_times()
+    def finish(self) -> str:
+        system, own = psutil.cpu_times(), psutil.Process().cpu_times()
         total = sum(system) - sum(self._system)
         idle = (system.idle - self._system.idle) + (getattr(system, "iowait", 0) - getattr(self._system, "iowait", 0))
         mine = (own.user - self._own.user) + (own.system - self._own.system)
         others = max(total - idle - mine, 0.0) / total if total > 0 else 0.0
-        return self._load_start, os.getloadavg()[0], others
+        return (f"load average {self._load:.1f} at start, {os.getloadavg()[0]:.1f} at end; other processes used "
+                f"{others:.0%} of all cores during the run")  # fmt: skip

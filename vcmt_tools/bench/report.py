@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
 from dataclasses import asdict, dataclass
 from datetime import datetime
-from typing import Any
 
 from vcmt_tools.bench.anchors import ANCHORS
 from vcmt_tools.bench.goals import Ratio
-from vcmt_tools.bench.machine import Machine
 from vcmt_tools.bench.scenario import Outcome
 from vcmt_tools.bench.tables import MODEL, PARTIAL
 
@@ -18,9 +17,9 @@ from vcmt_tools.bench.tables import MODEL, PARTIAL
 @dataclass(frozen=True)
 class Context:
     started: datetime
-    machine: Machine
+    machine: str
     clickhouse: str
-    load: tuple[float, float, float]
+    load: str
     total_s: float
 
 
@@ -94,7 +93,7 @@ def goals_table(ratios: list[Ratio]) -> list[str]:
 
 
 def render(out: Outcome, ratios: list[Ratio], ctx: Context) -> str:
-    s, m = out.shape, ctx.machine
+    s = out.shape
     lines = [
         f"# vcmt bench — {ctx.started:%Y-%m-%d %H:%M}",
         "",
@@ -116,10 +115,8 @@ def render(out: Outcome, ratios: list[Ratio], ctx: Context) -> str:
         "",
         "## Machine and shape",
         "",
-        f"- {m.cpu}, {m.logical_cores} logical cores, RAM {m.ram_bytes / 2**30:.1f} GiB; {m.os}; "
-        f"Python {m.python}; ClickHouse {ctx.clickhouse}; " + ", ".join(f"{p} {v}" for p, v in m.packages.items()),
-        f"- load average {ctx.load[0]:.1f} at start, {ctx.load[1]:.1f} at end; other processes used "
-        f"{ctx.load[2]:.0%} of all cores during the run",
+        f"- {ctx.machine}; ClickHouse {ctx.clickhouse}",
+        f"- {ctx.load}",
         f"- N = {s.rows:,} base rows, B = {s.batch:,}, small batch = {s.small_batch:,}, R = {out.repeat}; "
         f"total {ctx.total_s:,.0f} s (setup {out.setup_ms / 1000:,.0f} s)",
         *[f"- {size} batch: {e:,} events on {k:,} distinct keys (random keys) in {p} partitions"
@@ -170,21 +167,14 @@ def _where_time_goes(out: Outcome) -> list[str]:
     return lines
 
 
-def as_json(out: Outcome, ratios: list[Ratio], ctx: Context) -> dict[str, Any]:
-    steps = {
-        s.key: {"label": s.label, "group": s.group, "wall_ms": s.wall_ms, "cpu_ms": s.cpu_ms,
-                "samples_ms": [t.wall_ms for t in s.timings], "engine_memory": s.engine_memory}
-        for s in out.steps.values()
-    }  # fmt: skip
-    return {
-        "started": ctx.started.isoformat(timespec="seconds"),
-        "rows": out.shape.rows,
-        "batch": out.shape.batch,
-        "small_batch": out.shape.small_batch,
-        "repeat": out.repeat,
-        "clickhouse": ctx.clickhouse,
-        "steps": steps,
-        "ratios": {r.key: {"wall": r.wall, "cpu": r.cpu, "goal": r.goal_text, "verdict": r.verdict} for r in ratios},
-        "checks": [asdict(c) for c in out.checks],
-        "report_results": out.answers,
-    }
+def as_json(out: Outcome, ratios: list[Ratio], ctx: Context) -> str:
+    """The numbers for tools; NaN (a ratio that could not be formed) becomes null."""
+    steps = {s.key: {"label": s.label, "group": s.group, "wall_ms": s.wall_ms, "cpu_ms": s.cpu_ms,
+                     "samples_ms": [t.wall_ms for t in s.timings], "engine_memory": s.engine_memory}
+             for s in out.steps.values()}  # fmt: skip
+    data = {"started": ctx.started.isoformat(timespec="seconds"), "rows": out.shape.rows, "batch": out.shape.batch,
+            "small_batch": out.shape.small_batch, "repeat": out.repeat, "clickhouse": ctx.clickhouse, "steps": steps,
+            "ratios": {r.key: {"wall": r.wall, "cpu": r.cpu, "goal": r.goal_text, "verdict": r.verdict}
+                       for r in ratios},
+            "checks": [asdict(c) for c in out.checks], "report_results": out.answers}  # fmt: skip
+    return json.dumps(data, indent=2).replace("NaN", "null").replace("-Infinity", "null").replace("Infinity", "null")

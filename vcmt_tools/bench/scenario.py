@@ -118,26 +118,23 @@ class Scenario:
         t.clone(PLAIN)
         anchor_ddl = {a.key: a.create(t) for a in ANCHORS}
         for batch in shape.batches():
-            facts = self.engine.rows(f"select count(), uniqExact(id), uniqExact(id % 20) from {t.q(batch.table)}")[0]
-            self.out.batches[batch.size] = tuple(int(x) for x in facts)  # type: ignore[assignment]
+            found = f"select count(), uniqExact(id), uniqExact({sql.PARTITION}) from {t.q(batch.table)}"
+            facts = self.out.batches[batch.size] = tuple(int(x) for x in self.engine.rows(found)[0])
             self.say(f"{batch.size} batch: {facts[0]:,} events on {facts[1]:,} distinct keys in {facts[2]} partitions")
-        self.say("warm-up dbt runs on the batch of B: capture what each model ran")
-        big = shape.batches()[0]
-        t.load_events(big)
-        for m, roles in ((MODEL, ("stage",)), (PARTIAL, ("stage", "batch"))):
+        self.say("warm-up dbt runs on the batch of B: capture what each model ran to load")
+        t.load_events(shape.batches()[0])
+        for m in MODELS:  # the `replace` model loads with one INSERT; rounds add the batch table
             t.restore(m.name, m.base)
-            mine = [t.obj(m, role) for role in roles]
-            ran = self._capture(m.name, mine, only="insert" if m is MODEL else "create|insert|drop")
-            t.captured[m.name] = ran
-            self.out.sql[f"vcmt `{m.name}` (merge {m.merge or 'replace'}): what its `dbt run` ran to load"] = (
-                ";\n".join(ran)
-            )
+            kinds, roles = ("insert", ["stage"]) if m is MODEL else ("create|insert|drop", ["stage", "batch"])
+            t.captured[m.name] = self._capture(m.name, [t.obj(m, role) for role in roles], kinds)
+            self.out.sql[f"vcmt `{m.name}`: what its `dbt run` ran to load"] = ";\n".join(t.captured[m.name])
         for name in DBT_MODELS:
             t.restore(name)
-            ran = self._capture(name, [f"`{t.db}`.`{name}"], only="create|delete|insert|drop")
+            ran = self._capture(name, [f"`{t.db}`.`{name}"], "create|delete|insert|drop")
             if not any(re.search(r"\bdelete\s+from\b", q, re.I) for q in ran):
                 raise BenchFailure(f"anchor {name}: no DELETE found in the statements dbt ran: {ran}")
-            t.captured[name] = [f"drop table if exists {t.q(name + '__dbt_new_data_replay')}"] + [
+            replay = t.q(name + "__dbt_new_data_replay")
+            t.captured[name] = [f"drop table if exists {replay}"] + [
                 re.sub(r"__dbt_new_data_\w+", "__dbt_new_data_replay", q) for q in ran
             ]
         for a in ANCHORS:

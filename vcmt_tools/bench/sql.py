@@ -12,6 +12,8 @@ duplicate keys in a batch have one deterministic winner.
 from __future__ import annotations
 
 DATA_COLUMNS = ("Department", "metric1", "metric2")
+# The layout of the vcmt models; every anchor's table gets the same.
+PARTITION, GRANULARITY = "id % 20", 4096
 _TYPES = ("String", "UInt32", "Float32")
 
 

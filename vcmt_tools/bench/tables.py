@@ -37,9 +37,9 @@ class Model:
 {{{{ config(
     materialized='vcmt_upsert',
     unique_key='id',
-    partition_by='id % 20',
+    partition_by='{sql.PARTITION}',
     merge={self.merge!r},
-    settings={{'index_granularity': 4096}},
+    settings={{'index_granularity': {sql.GRANULARITY}}},
     projections=[{{'name': 'by_department',
                   'query': 'select Department, sum(sign), sum(metric1 * sign) group by Department'}}],
 ) }}}}
