@@ -43,13 +43,15 @@ def draw(steps: Steps, ratios: list[Ratio], title: str, path: Path) -> None:
     times.legend(handles=[Patch(color=color, label=name) for color, name in present], fontsize=7, loc="lower right")
 
     names = [textwrap.fill(r.label, 48) for r in goals]
-    walls = [r.wall for r in goals]
+    # On a log scale a break-even of 0 (vcmt's write already cheaper) or inf is drawn at the edge.
+    finite = [r.wall for r in goals if 0 < r.wall < math.inf] or [1.0]
+    walls = [min(max(r.wall, min(finite) / 4), max(finite) * 4) for r in goals]
     colors = ["#55A868" if r.passed else "#C44E52" for r in goals]
     rel.barh(range(len(goals)), walls, color=colors)
-    for i, r in enumerate(goals):
+    for i, (r, shown) in enumerate(zip(goals, walls, strict=True)):
         threshold = r.goal[1] if r.goal else 0
         rel.plot([threshold, threshold], [i - 0.4, i + 0.4], color="black", linewidth=2)
-        rel.text(max(r.wall, threshold), i, f"  {r.wall:.2f} (goal {r.goal_text}) {r.verdict}", va="center", fontsize=8)
+        rel.text(max(shown, threshold), i, f"  {r.wall:.2f} (goal {r.goal_text}) {r.verdict}", va="center", fontsize=8)
     rel.set_yticks(range(len(goals)), names, fontsize=8)
     rel.invert_yaxis()
     rel.set_xscale("log")
