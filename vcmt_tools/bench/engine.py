@@ -113,14 +113,15 @@ class Engine:
         return {str(r[0]): int(r[1]) for r in rows}
 
     def view_stats(self, query_id: str) -> list[tuple[str, float, int]]:
-        """Per materialized view of one INSERT: (view, ms, peak memory) from query_views_log."""
+        """Per materialized view of one INSERT (its id, or a subquery finding it): (view, ms, peak memory)."""
+        query_id = query_id if query_id.startswith("(") else _str(query_id)
         rows = self._logged("select view_name, view_duration_ms, peak_memory_usage from system.query_views_log "
-                            f"where initial_query_id = {_str(query_id)} order by event_time_microseconds")  # fmt: skip
+                            f"where initial_query_id = {query_id} order by event_time_microseconds")  # fmt: skip
         return [(str(r[0]).split(".")[-1].strip("`"), float(r[1]), int(r[2])) for r in rows]
 
-    def profiled(self, tag: str, sql: str, top: int = 10) -> list[tuple[str, float, int]]:
-        """Run an INSERT once with processors_profile_log on; its busiest processors:
-        (processor, ms of work summed over threads, rows out)."""
+    def profiled(self, tag: str, sql: str, top: int = 8) -> tuple[list[tuple[str, float, int]], ...]:
+        """Run an INSERT once with processors_profile_log on: its views (view_stats) and its busiest
+        processors (processor, ms of work summed over threads, rows out)."""
         self._client.set_client_setting("log_processors_profiles", 1)
         try:
             self.timed(tag, sql)
@@ -129,7 +130,7 @@ class Engine:
         rows = self._logged("select name, sum(elapsed_us) / 1000, sum(output_rows) from system.processors_profile_log "
                             f"where initial_query_id = {self._query_id(tag)} group by name order by 2 desc "
                             f"limit {top}")  # fmt: skip
-        return [(str(r[0]), float(r[1]), int(r[2])) for r in rows]
+        return self.view_stats(self._query_id(tag)), [(str(r[0]), float(r[1]), int(r[2])) for r in rows]
 
     def dbt_queries(self, since: float) -> list[tuple[str, float, str]]:
         """Statements dbt ran since `since` (unix time): (query, engine ms, query id)."""

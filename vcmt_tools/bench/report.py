@@ -155,15 +155,16 @@ def _where_time_goes(out: Outcome) -> list[str]:
             f"run log | {med('other_sql_ms')} |",
             f"| dbt itself: start-up, parse, compile, Python between statements | {_ms(overhead)} |",
         ])]  # fmt: skip
-    if out.views:
-        lines += ["", "Inside the loader's INSERT (query_views_log; a view's time includes the views on its own "
-                  "target):", "", *_table("view | ms | peak memory",
-                                          [f"| `{n}` | {_ms(ms)} | {_mib(mem)} |" for n, ms, mem in out.views])]
-    if out.processors:
-        lines += ["", "Its busiest processors (processors_profile_log, one run; work summed over threads, so "
+    if out.bookkeeping:
+        lines += ["", "The slowest statements of that `dbt run` besides the loader INSERT:", "",
+                  *_table("statement | ms", [f"| `{q}` | {_ms(ms)} |" for ms, q in out.bookkeeping])]
+    for size, (views, processors) in out.profiles.items():
+        lines += ["", f"Inside the loader's INSERT, {size} batch, one more run (query_views_log: a view's time "
+                  "includes the views on its own target; processors_profile_log: work summed over threads, so "
                   "it can exceed the wall time):", "",
-                  *_table("processor | ms | rows out", [f"| {n} | {_ms(ms)} | {rows:,} |"
-                                                         for n, ms, rows in out.processors])]  # fmt: skip
+                  *_table("view or processor | ms | peak memory or rows out",
+                          [f"| view `{n}` | {_ms(ms)} | {_mib(mem)} |" for n, ms, mem in views]
+                          + [f"| {n} | {_ms(ms)} | {rows:,} rows |" for n, ms, rows in processors])]  # fmt: skip
     return lines
 
 

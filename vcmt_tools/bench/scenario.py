@@ -62,9 +62,10 @@ class Outcome:
     sql: dict[str, str] = field(default_factory=dict)
     batches: dict[str, tuple[int, int, int]] = field(default_factory=dict)
     dbt_runs: list[DbtBreakdown] = field(default_factory=list)
-    # Inside the loader INSERT at B: per view (query_views_log) and per processor (processors_profile_log).
-    views: list[tuple[str, float, int]] = field(default_factory=list)
-    processors: list[tuple[str, float, int]] = field(default_factory=list)
+    # Inside the loader INSERT per batch size: (per view, per processor), and the slowest other
+    # statements of a `dbt run` at B: (engine ms, statement).
+    profiles: dict[str, tuple[list[tuple[str, float, int]], ...]] = field(default_factory=dict)
+    bookkeeping: list[tuple[float, str]] = field(default_factory=list)
     answers: dict[str, Answer] = field(default_factory=dict)
     setup_ms: float = 0.0
 
@@ -215,7 +216,9 @@ class Scenario:
                                               len(queries), applied))  # fmt: skip
         self.say(f"  whole dbt run: {out[0].wall_ms:,.0f} ms (loader INSERT {loader_ms:,.0f} ms)")
         if r == 0:
-            self.out.views = views
+            others = [(ms, " ".join(re.sub(r"^/\*.*?\*/", "", q, flags=re.S).split())[:100])
+                      for q, ms, _ in queries if q != loader[0][0]]  # fmt: skip
+            self.out.bookkeeping = sorted((ms, q.replace("`", "")) for ms, q in others)[::-1][:6]
 
     def measure(self) -> None:
         for r in range(self.out.repeat):
@@ -225,12 +228,13 @@ class Scenario:
                 self._round(r, batch)
                 if batch.size == "big":
                     self._dbt_round(r)
-        big = self.out.shape.batches()[0]
-        self.tables.load_events(big)
-        self.say("profile: the loader INSERT at B once more, with processors_profile_log")
-        self.tables.restore(MODEL.name)
-        self.out.processors = self.engine.profiled("profile_big", self.tables.captured[MODEL.name][0])
-        self._check_state("dbt run, big batch", big)
+        for batch in reversed(self.out.shape.batches()):  # the batch of B last: it is checked below
+            self.say(f"profile: the loader INSERT, {batch.size} batch, once more with processors_profile_log")
+            self.tables.load_events(batch)
+            self.tables.restore(MODEL.name)
+            loader = self.tables.captured[MODEL.name][0]
+            self.out.profiles[batch.size] = self.engine.profiled(f"profile_{batch.size}", loader)
+        self._check_state("loader, big batch", batch)
 
     # -- report queries ---------------------------------------------------------------
     def report_queries(self) -> None:
