@@ -215,7 +215,7 @@ class Scenario:
         self.out.dbt_runs.append(DbtBreakdown(out[0].wall_ms, loader_ms, sum(ms for _, ms, _ in queries) - loader_ms,
                                               len(queries), applied))  # fmt: skip
         self.say(f"  whole dbt run: {out[0].wall_ms:,.0f} ms (loader INSERT {loader_ms:,.0f} ms)")
-        if r == 0:
+        if r == 0 and loader:
             others = [(ms, " ".join(re.sub(r"^/\*.*?\*/", "", q, flags=re.S).split())[:100])
                       for q, ms, _ in queries if q != loader[0][0]]  # fmt: skip
             self.out.bookkeeping = sorted((ms, q.replace("`", "")) for ms, q in others)[::-1][:6]
