@@ -147,3 +147,15 @@
   to {{ to_relation }}
   as {{ select_sql }}
 {% endmacro %}
+
+
+{#- A view's new query, in place: it keeps firing throughout. -#}
+{% macro _modify_view_sql(relation, select_sql) %}
+  alter table {{ relation }} {{ on_cluster_clause(relation) }} modify query {{ select_sql }}
+{% endmacro %}
+
+
+{#- Drop one of a model's objects (on its cluster, if any) and wait until it is gone. -#}
+{% macro _drop_sql(relation, if_exists=true) %}
+  drop table {{ 'if exists ' if if_exists }}{{ relation }} {{ on_cluster_clause(relation) }} sync
+{% endmacro %}

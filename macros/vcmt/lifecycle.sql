@@ -83,7 +83,7 @@
     {%- call statement('vcmt_swap_stage') -%}
       exchange tables {{ new.stage }} and {{ objs.stage }} {{ on_cluster_clause(objs.stage) }}
     {%- endcall -%}
-    {%- call statement('vcmt_drop_guard') -%}drop table {{ new.stage }} {{ on_cluster_clause(new.stage) }} sync{%- endcall -%}
+    {%- call statement('vcmt_drop_guard') -%}{{ vcmt._drop_sql(new.stage, if_exists=false) }}{%- endcall -%}
   {%- endif -%}
 {% endmacro %}
 
@@ -135,17 +135,17 @@
     {%- do wanted.append(role) -%}
     {%- if found.get(objs[role].identifier, {}).get('engine') == 'MaterializedView' -%}
       {%- call statement('vcmt_modify_' ~ role) -%}
-        alter table {{ objs[role] }} {{ on_cluster_clause(objs[role]) }} modify query {{ select_sql }}
+        {{ vcmt._modify_view_sql(objs[role], select_sql) }}
       {%- endcall -%}
     {%- else -%}
-      {%- call statement('vcmt_drop_' ~ role) -%}drop table if exists {{ objs[role] }} {{ on_cluster_clause(objs[role]) }} sync{%- endcall -%}
+      {%- call statement('vcmt_drop_' ~ role) -%}{{ vcmt._drop_sql(objs[role]) }}{%- endcall -%}
       {%- call statement('vcmt_create_' ~ role) -%}{{ vcmt._create_view_sql(objs[role], to, select_sql) }}{%- endcall -%}
     {%- endif -%}
   {%- endfor -%}
   {%- for role in ['cancels_writer'] if role not in wanted -%}
-    {%- call statement('vcmt_drop_' ~ role) -%}drop table if exists {{ objs[role] }} {{ on_cluster_clause(objs[role]) }} sync{%- endcall -%}
+    {%- call statement('vcmt_drop_' ~ role) -%}{{ vcmt._drop_sql(objs[role]) }}{%- endcall -%}
   {%- endfor -%}
-  {%- call statement('vcmt_drop_batch') -%}drop table if exists {{ objs.batch }} {{ on_cluster_clause(objs.batch) }} sync{%- endcall -%}
+  {%- call statement('vcmt_drop_batch') -%}{{ vcmt._drop_sql(objs.batch) }}{%- endcall -%}
   {#- No view reads the staging names: these are the old tables. -#}
   {%- do vcmt._drop_objects(new, vcmt._existing_objects(new)) -%}
 {% endmacro %}
@@ -179,7 +179,7 @@
 
   {%- set transform = vcmt.transform_sql(cfg, objs, columns) -%}
   {%- set has_transform = objs.transform.identifier in found -%}
-  {%- set modify_transform = has_transform and (plan.refresh_transform or vcmt._view_query_differs(found[objs.transform.identifier].as_select, transform)) -%}
+  {%- set modify_transform = has_transform and (plan.refresh_transform or vcmt._sql_differs(found[objs.transform.identifier].as_select, transform)) -%}
   {%- if plan.before or plan.after or modify_transform or not has_transform -%}
     {%- do vcmt._check_plan(cfg, objs, found, plan) -%}
   {%- endif -%}
@@ -206,11 +206,11 @@
   {%- elif modify_transform -%}
     {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': transform changed, updating it in place (MODIFY QUERY)', info=true) }}
     {%- call statement('vcmt_modify_transform') -%}
-      alter table {{ objs.transform }} {{ on_cluster_clause(objs.transform) }} modify query {{ transform }}
+      {{ vcmt._modify_view_sql(objs.transform, transform) }}
     {%- endcall -%}
   {%- endif -%}
   {%- if cfg.delete_mode == 'versioned' and objs.cancels_writer.identifier in found -%}
-    {%- call statement('vcmt_drop_cancels_writer') -%}drop table {{ objs.cancels_writer }} sync{%- endcall -%}
+    {%- call statement('vcmt_drop_cancels_writer') -%}{{ vcmt._drop_sql(objs.cancels_writer, if_exists=false) }}{%- endcall -%}
   {%- endif -%}
 
   {%- for step in plan.after -%}
@@ -222,18 +222,5 @@
     {%- call statement('vcmt_schema_step') -%}{{ vcmt._plan_step_sql(step, objs[step.on]) }}{%- endcall -%}
   {%- endfor -%}
   {{ return({'cfg': cfg, 'columns': columns}) }}
-{% endmacro %}
-
-
-{#- Both sides go through ClickHouse's formatter, so only a real change counts. -#}
-{% macro _view_query_differs(stored_select, select_sql) %}
-  {%- set rows = run_query("select formatQuery(" ~ vcmt._sql_string(stored_select) ~ ") != formatQuery(" ~ vcmt._sql_string(select_sql) ~ ")").columns[0].values() -%}
-  {{ return(rows[0] | int == 1) }}
-{% endmacro %}
-
-
-{% macro _projection_query_differs(stored, wanted) %}
-  {%- set normalize = modules.re.compile('[\\s`"]+') -%}
-  {{ return(normalize.sub('', stored | lower) != normalize.sub('', wanted | lower)) }}
 {% endmacro %}
 

@@ -20,7 +20,7 @@
   {%- set ranked = '0' if folds is not none else 'row_number() over (partition by ' ~ keys ~ ' order by ' ~ v ~ ' asc, _vcmt_sign desc)' -%}
 
   {%- call statement('vcmt_batch_replace') -%}
-    drop table if exists {{ objs.batch }} {{ on_cluster_clause(objs.batch) }} sync
+    {{ vcmt._drop_sql(objs.batch) }}
   {%- endcall -%}
   {#- Exact duplicates (same key, version and sign) are one event: one of them is kept. -#}
   {%- call statement('vcmt_batch') -%}
@@ -58,7 +58,7 @@
     {%- endcall -%}
   {%- endfor -%}
   {%- call statement('vcmt_batch_drop') -%}
-    drop table if exists {{ objs.batch }} {{ on_cluster_clause(objs.batch) }} sync
+    {{ vcmt._drop_sql(objs.batch) }}
   {%- endcall -%}
   {{ return({'events': stats[0] | int, 'deletes': stats[1] | int, 'fed': stats[2] | int,
              'rounds': rounds, 'watermark': stats[4]}) }}
@@ -66,12 +66,10 @@
 
 
 {#- column -> fold aggregate for every loaded data column, or none when the
-    batch must go event by event: unconditional deletes (a delete of any
-    version removes the row, so the order of deletes and upserts below the
-    stored version matters) or a policy that does not fold. -#}
+    batch must go event by event: the model's events do not fold (`cfg.folds`)
+    or a policy has no fold aggregate (a custom `{old}/{new}` expression). -#}
 {% macro _fold_aggregates(cfg, columns, data) %}
-  {#- Unsent columns: a key's last event is not its whole state (each event keeps what it did not send). -#}
-  {%- if cfg.delete_mode != 'versioned' or cfg.unavailable_column -%}{{ return(none) }}{%- endif -%}
+  {%- if not cfg.folds -%}{{ return(none) }}{%- endif -%}
   {%- set folds = {} -%}
   {%- for c in columns if c.name in data -%}
     {%- set agg = vcmt._fold_aggregate(cfg.merge.get(c.name, 'replace'), vcmt._quote(c.name), c.data_type, vcmt._quote(cfg.version)) -%}

@@ -36,7 +36,7 @@
   {%- for role in objs.keys() if role not in order -%}{%- do order.append(role) -%}{%- endfor -%}
   {%- for role in order if found is none or objs[role].identifier in found -%}
     {%- call statement('vcmt_drop_' ~ role) -%}
-      drop table if exists {{ objs[role] }} {{ on_cluster_clause(objs[role]) }} sync
+      {{ vcmt._drop_sql(objs[role]) }}
     {%- endcall -%}
   {%- endfor -%}
 {% endmacro %}

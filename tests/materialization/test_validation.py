@@ -69,6 +69,11 @@ CASES = {
         "{'unique_key': 'id', 'projections': [{'name': 'p', 'query': 'select id, sum(x * -sign) group by id'}]}",
         SRC, "uses `sum(x * -sign)`, which is not weighted by `sign`",
     ),
+    # The argument quoted in the message is cut at its own closing parenthesis, not at one inside a string.
+    "projection_sum_paren_in_string": (
+        "{'unique_key': 'id', 'projections': [{'name': 'p', 'query': \"select id, sum(x * (toString(x) != ')')) group by id\"}]}",
+        SRC, "uses `sum(x * (toString(x) != ')'))`, which is not weighted by `sign`",
+    ),
     "projection_sum_if": (
         "{'unique_key': 'id', 'projections': [{'name': 'p', 'query': 'select id, sumIf(x * sign, x > 1) group by id'}]}",
         SRC, "Write sumIf(x, cond) as sum(if(cond, x, 0) * sign)",
