@@ -155,7 +155,7 @@
   {%- call statement('vcmt_check_transform') -%}
     insert into {{ chk.target }} ({{ names }}) select {{ names }} from ({{ vcmt.transform_sql(cfg, chk, columns) }})
   {%- endcall -%}
-  {%- for role, select_sql in vcmt._helper_view_selects(cfg, chk) -%}
+  {%- for role, to, select_sql in vcmt._views(cfg, chk, columns) if role != 'transform' -%}
     {%- call statement('vcmt_check_' ~ role) -%}explain {{ select_sql }}{%- endcall -%}
   {%- endfor -%}
 {% endmacro %}

@@ -26,17 +26,6 @@
 {% endmacro %}
 
 
-{#- The views other than the transform, as (role, SELECT), for the checks. -#}
-{% macro _helper_view_selects(cfg, objs) %}
-  {%- set selects = [('applied_writer', vcmt._applied_writer_sql(cfg, objs)),
-                     ('tombstones_writer', vcmt._tombstones_writer_sql(cfg, objs))] -%}
-  {%- if cfg.delete_mode == 'unconditional' -%}
-    {%- do selects.append(('cancels_writer', vcmt._cancels_writer_sql(cfg, objs))) -%}
-  {%- endif -%}
-  {{ return(selects) }}
-{% endmacro %}
-
-
 {#- First run or --full-refresh. Everything is checked with the engine first
     (check.sql), so a bad config fails with no object created or changed.
     A full refresh then builds beside the old objects and swaps them in; a

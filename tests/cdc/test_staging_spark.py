@@ -270,4 +270,4 @@ def test_staged_parquet_types_clickhouse_friendly(staging: StagingRun) -> None:
 def test_dbt_schema_tests_pass_on_staged_lake(staging: StagingRun) -> None:
     """`dbt test --select staging` passes, the batch audit (count in = staged + quarantined) included."""
     assert staging.tests.success
-    assert "accepted_values_stg_cdc_batch_audit_unaccounted" in staging.tests.log
+    assert "accepted_values_stg_cdc__batch_audit_unaccounted" in staging.tests.log
