@@ -100,6 +100,11 @@
     {%- endif -%}
   {%- endif -%}
 
+  {%- set sharding_key = source.get('sharding_key') -%}
+  {%- if sharding_key is not none and (sharding_key is not string or sharding_key | trim == '') -%}
+    {{ exceptions.raise_compiler_error(name ~ ": `sharding_key` must be a SQL expression over the `unique_key` columns that gives each key its shard, e.g. 'cityHash64(id)'; got `" ~ sharding_key ~ "`.") }}
+  {%- endif -%}
+
   {%- set foldable = [] -%}
   {%- for policy in merge.values() if policy != 'replace' -%}{%- do foldable.append(policy) -%}{%- endfor -%}
   {#- With unsent columns a key's last event is not its whole state. -#}
@@ -124,6 +129,7 @@
       'insert_settings': insert_settings,
       'truncate_when': truncate_when,
       'unavailable_column': unavailable,
+      'sharding_key': sharding_key,
   }) }}
 {% endmacro %}
 

@@ -11,7 +11,7 @@
     When every policy folds (_fold_aggregates) and deletes are versioned, a
     key's events are folded first (docs/design.md#hot-keys): at most two
     rounds, whatever the number of events per key. -#}
-{% macro _load_in_rounds(cfg, objs, columns, data, stage_cols, events_sql) %}
+{% macro _load_in_rounds(cfg, objs, columns, data, events_sql) %}
   {%- set keys = vcmt._column_list(cfg.key_columns) -%}
   {%- set v = vcmt._quote(cfg.version) -%}
   {%- set folds = vcmt._fold_aggregates(cfg, columns, data) -%}
@@ -49,19 +49,23 @@
     {%- if r % 50 == 0 -%}
       {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': round ' ~ r ~ ' of ' ~ rounds, info=true) }}
     {%- endif -%}
-    {%- call statement('vcmt_load_round') -%}
-      insert into {{ objs.stage }} ({{ stage_cols }})
-      select {{ keys }}{% for c in data %}, {{ vcmt._quote(c) }}{% endfor %}, {{ v }}, _vcmt_sign
-      from {{ objs.batch }}
-      where _vcmt_round = {{ r }}
-      {{ vcmt._stage_insert_settings(cfg) }}
-    {%- endcall -%}
+    {%- call statement('vcmt_load_round') -%}{{ vcmt._round_insert_sql(cfg, objs, data, r) }}{%- endcall -%}
   {%- endfor -%}
   {%- call statement('vcmt_batch_drop') -%}
     drop table if exists {{ objs.batch }} {{ on_cluster_clause(objs.batch) }} sync
   {%- endcall -%}
   {{ return({'events': stats[0] | int, 'deletes': stats[1] | int, 'fed': stats[2] | int,
              'rounds': rounds, 'watermark': stats[4]}) }}
+{% endmacro %}
+
+
+{#- Round `r`'s INSERT: every key's r-th event, from `m__batch`. -#}
+{% macro _round_insert_sql(cfg, objs, data, r) %}
+  insert into {{ vcmt._all_shards(objs, 'stage') }} ({{ vcmt._column_list(cfg.key_columns + data + [cfg.version, cfg.sign]) }})
+  select {{ vcmt._column_list(cfg.key_columns) }}{% for c in data %}, {{ vcmt._quote(c) }}{% endfor %}, {{ vcmt._quote(cfg.version) }}, _vcmt_sign
+  from {{ objs.batch }}
+  where _vcmt_round = {{ r }}
+  {{ vcmt._stage_insert_settings(cfg) }}
 {% endmacro %}
 
 
@@ -93,12 +97,18 @@
     up once, for the batch's keys only. The upserts left after the last delete
     are then each accepted in turn, which is what makes their fold exact. -#}
 {% macro _fold_batch(cfg, objs, data, folds) %}
+  {%- call statement('vcmt_batch_fold') -%}{{ vcmt._fold_batch_sql(cfg, objs, data, folds) }}{%- endcall -%}
+{% endmacro %}
+
+{#- On a sharded model the state is read from every shard, and the batch's
+    keys (in `m__batch`, on this node only) are sent along with GLOBAL IN. -#}
+{% macro _fold_batch_sql(cfg, objs, data, folds) %}
   {%- set q = vcmt._quote -%}
+  {%- set in_ = 'global in' if vcmt._sharded(objs) else 'in' -%}
   {%- set keys = vcmt._column_list(cfg.key_columns) -%}
   {%- set key_tuple = vcmt._key_tuple(cfg.key_columns) -%}
   {%- set v = q(cfg.version) -%}
   {%- set batch_keys = 'select ' ~ keys ~ ' from ' ~ objs.batch ~ ' where _vcmt_round = 0' -%}
-  {%- call statement('vcmt_batch_fold') -%}
     insert into {{ objs.batch }} ({{ keys }}{% for c in data %}, {{ q(c) }}{% endfor %}, {{ v }}, _vcmt_sign, _vcmt_folded, _vcmt_round)
     select {{ keys }}{% for c in data %}, _vcmt_f{{ loop.index0 }}{% endfor %}, _vcmt_fv, if(_vcmt_after, toInt8(1), toInt8(-1)), _vcmt_folded,
       row_number() over (partition by {{ keys }} order by _vcmt_after asc)
@@ -116,14 +126,14 @@
         from {{ objs.batch }} as _vcmt_e
         left join (
           select {{ keys }}, {{ v }} as _vcmt_lv, toUInt8(1) as _vcmt_found
-          from {{ objs.target }} final
-          prewhere {{ key_tuple }} in ({{ batch_keys }})
+          from {{ vcmt._all_shards(objs, 'target') }} final
+          prewhere {{ key_tuple }} {{ in_ }} ({{ batch_keys }})
           where {{ q(cfg.sign) }} = 1
         ) as _vcmt_old using ({{ keys }})
         left join (
           select {{ keys }}, max({{ v }}) as _vcmt_tv, toUInt8(1) as _vcmt_found
-          from {{ objs.tombstones }}
-          where {{ key_tuple }} in ({{ batch_keys }})
+          from {{ vcmt._all_shards(objs, 'tombstones') }}
+          where {{ key_tuple }} {{ in_ }} ({{ batch_keys }})
           group by {{ keys }}
         ) as _vcmt_tomb using ({{ keys }})
         where _vcmt_e._vcmt_round = 0
@@ -133,5 +143,4 @@
       group by {{ keys }}, _vcmt_after
     )
     {{ vcmt._read_settings() }}
-  {%- endcall -%}
 {% endmacro %}

@@ -41,7 +41,8 @@
   {%- endif -%}
   {%- set vtype = vcmt._sql_string((columns | selectattr('name', 'equalto', cfg.version) | first).data_type) -%}
   {%- set v = vcmt._quote(cfg.version) -%}
-  {%- set floor = '(select maxOrNull(version) from ' ~ objs.truncates ~ ')' -%}
+  {%- set truncates = vcmt._all_shards(objs, 'truncates') -%}
+  {%- set floor = '(select maxOrNull(version) from ' ~ truncates ~ ')' -%}
   {%- set returned = select_columns | map(attribute='name') | list -%}
   {#- An unconditional delete applies whatever its version. -#}
   {%- set any_version = 'ifNull(' ~ vcmt._quote(cfg.sign) ~ ' < 0, 0)' if cfg.delete_mode == 'unconditional' and cfg.sign in returned else '0' -%}
@@ -65,7 +66,7 @@
     {%- endcall -%}
   {%- endif -%}
   {%- set pending = run_query('select maxOrNull(version) as f, f is not null and (maxIfOrNull(version, rows_deleted is not null) is null '
-                              ~ 'or f > maxIfOrNull(version, rows_deleted is not null)), toString(f) from ' ~ objs.truncates
+                              ~ 'or f > maxIfOrNull(version, rows_deleted is not null)), toString(f) from ' ~ truncates
                               ~ ' ' ~ vcmt._read_settings()).rows[0] -%}
   {%- if pending[1] | int == 1 -%}
     {%- set before = vcmt._applied_totals(objs) -%}
@@ -73,16 +74,16 @@
     {%- for c in columns if c.name not in [cfg.version, cfg.sign] -%}{%- do cols.append(c.name) -%}{%- endfor -%}
     {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': truncate at ' ~ cfg.version ~ ' ' ~ pending[2] ~ ': deleting every row at or below it', info=true) }}
     {%- call statement('vcmt_truncate') -%}
-      insert into {{ objs.stage }} ({{ vcmt._column_list(cols + [cfg.version, cfg.sign]) }})
+      insert into {{ vcmt._all_shards(objs, 'stage') }} ({{ vcmt._column_list(cols + [cfg.version, cfg.sign]) }})
       select {{ vcmt._column_list(cols) }}, assumeNotNull({{ floor }}), toInt8(-1)
-      from {{ objs.target }} final
+      from {{ vcmt._all_shards(objs, 'target') }} final
       where {{ vcmt._quote(cfg.sign) }} = 1 and {{ v }} <= {{ floor }}
       {{ vcmt._stage_insert_settings(cfg) }}
     {%- endcall -%}
     {%- set deleted = vcmt._applied_totals(objs).deleted - before.deleted -%}
     {%- call statement('vcmt_truncate_done') -%}
       insert into {{ objs.truncates }} (version, applied_at, invocation_id, rows_deleted)
-      select max(version), now64(3), {{ vcmt._sql_string(invocation_id) }}, {{ deleted }} from {{ objs.truncates }}
+      select max(version), now64(3), {{ vcmt._sql_string(invocation_id) }}, {{ deleted }} from {{ truncates }}
     {%- endcall -%}
     {%- do result.update({'truncated_to': pending[2], 'truncated_rows': deleted}) -%}
     {%- if seen[2] | int > 0 -%}
