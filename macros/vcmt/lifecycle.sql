@@ -196,7 +196,7 @@
     {%- do vcmt._check_plan(cfg, objs, found, plan) -%}
   {%- endif -%}
   {#- The Distributed tables copy their local table's columns at creation (docs/design.md#sharded-clusters). -#}
-  {%- if vcmt._sharded(objs) and (plan.before or plan.after) -%}
+  {%- if vcmt._sharded(objs) and plan.changed and cfg.on_schema_change != 'ignore' -%}
     {{ exceptions.raise_compiler_error("vcmt_upsert " ~ objs.distributed.identifier ~ ": a sharded model (`sharding_key`) does not change its tables in place; this run would apply: " ~ plan.describe ~ ". Nothing was changed. Run with --full-refresh to rebuild every shard from the SELECT.") }}
   {%- endif -%}
   {%- for step in plan.before -%}

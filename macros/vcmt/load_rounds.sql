@@ -12,28 +12,12 @@
     key's events are folded first (docs/design.md#hot-keys): at most two
     rounds, whatever the number of events per key. -#}
 {% macro _load_in_rounds(cfg, objs, columns, data, events_sql) %}
-  {%- set keys = vcmt._column_list(cfg.key_columns) -%}
-  {%- set v = vcmt._quote(cfg.version) -%}
   {%- set folds = vcmt._fold_aggregates(cfg, columns, data) -%}
-  {%- set wm = 'max(' ~ vcmt._quote(cfg.watermark) ~ ')' if cfg.watermark else 'toUInt8(0)' -%}
-  {%- set row = 'tuple(' ~ (vcmt._column_list(data) if data else '0') ~ ')' -%}
-  {%- set ranked = '0' if folds is not none else 'row_number() over (partition by ' ~ keys ~ ' order by ' ~ v ~ ' asc, _vcmt_sign desc)' -%}
 
   {%- call statement('vcmt_batch_replace') -%}
     drop table if exists {{ objs.batch }} {{ on_cluster_clause(objs.batch) }} sync
   {%- endcall -%}
-  {#- Exact duplicates (same key, version and sign) are one event: one of them is kept. -#}
-  {%- call statement('vcmt_batch') -%}
-    create table {{ objs.batch }} engine = MergeTree order by _vcmt_round as
-    select {{ keys }}{% for c in data %}, _vcmt_row.{{ loop.index }} as {{ vcmt._quote(c) }}{% endfor %}, {{ v }}, _vcmt_sign,
-      _vcmt_n, _vcmt_wm, toUInt64(0) as _vcmt_folded, toUInt64({{ ranked }}) as _vcmt_round
-    from (
-      select {{ keys }}, {{ v }}, _vcmt_sign, any({{ row }}) as _vcmt_row, count() as _vcmt_n, {{ wm }} as _vcmt_wm
-      from ({{ events_sql }})
-      group by {{ keys }}, {{ v }}, _vcmt_sign
-    )
-    {{ vcmt._read_settings() }}
-  {%- endcall -%}
+  {%- call statement('vcmt_batch') -%}{{ vcmt._batch_create_sql(cfg, objs, data, events_sql, folds) }}{%- endcall -%}
   {%- if folds is not none -%}
     {%- do vcmt._fold_batch(cfg, objs, data, folds) -%}
   {%- endif -%}
@@ -56,6 +40,27 @@
   {%- endcall -%}
   {{ return({'events': stats[0] | int, 'deletes': stats[1] | int, 'fed': stats[2] | int,
              'rounds': rounds, 'watermark': stats[4]}) }}
+{% endmacro %}
+
+
+{#- `m__batch`, on the dbt node only: the batch's events, numbered per key in
+    apply order (all in round 0 when they will be folded). Exact duplicates
+    (same key, version and sign) are one event: one of them is kept. -#}
+{% macro _batch_create_sql(cfg, objs, data, events_sql, folds) %}
+  {%- set keys = vcmt._column_list(cfg.key_columns) -%}
+  {%- set v = vcmt._quote(cfg.version) -%}
+  {%- set wm = 'max(' ~ vcmt._quote(cfg.watermark) ~ ')' if cfg.watermark else 'toUInt8(0)' -%}
+  {%- set row = 'tuple(' ~ (vcmt._column_list(data) if data else '0') ~ ')' -%}
+  {%- set ranked = '0' if folds is not none else 'row_number() over (partition by ' ~ keys ~ ' order by ' ~ v ~ ' asc, _vcmt_sign desc)' -%}
+  create table {{ objs.batch }} engine = MergeTree order by _vcmt_round as
+  select {{ keys }}{% for c in data %}, _vcmt_row.{{ loop.index }} as {{ vcmt._quote(c) }}{% endfor %}, {{ v }}, _vcmt_sign,
+    _vcmt_n, _vcmt_wm, toUInt64(0) as _vcmt_folded, toUInt64({{ ranked }}) as _vcmt_round
+  from (
+    select {{ keys }}, {{ v }}, _vcmt_sign, any({{ row }}) as _vcmt_row, count() as _vcmt_n, {{ wm }} as _vcmt_wm
+    from ({{ events_sql }})
+    group by {{ keys }}, {{ v }}, _vcmt_sign
+  )
+  {{ vcmt._read_settings() }}
 {% endmacro %}
 
 

@@ -44,7 +44,9 @@ RENDER = """
     {%- set events_sql = vcmt._normalized_events_sql(cfg, columns, select_columns, 'select * from analytics.orders_events') -%}
     {%- set statements = [] -%}
     {%- for name, sql in vcmt._create_statements(cfg, objs, columns, true) -%}{%- do statements.append(('ddl', sql)) -%}{%- endfor -%}
+    {%- do statements.append(('truncate', vcmt._truncate_deletes_sql(cfg, objs, columns))) -%}
     {%- if merge -%}
+      {%- do statements.append(('batch', vcmt._batch_create_sql(cfg, objs, data, events_sql, none))) -%}
       {%- do statements.append(('round', vcmt._round_insert_sql(cfg, objs, data, 1))) -%}
       {%- set cfg_fold = vcmt._read_config({'unique_key': ['tenant_id', 'order id'], 'sharding_key': var('sharding_key'), 'merge': merge}) -%}
       {%- do statements.append(('fold_batch', vcmt._fold_batch_sql(cfg_fold, objs, data, vcmt._fold_aggregates(cfg_fold, columns, data)))) -%}
@@ -119,12 +121,15 @@ def test_cluster_ddl_and_loader_sql_parse_and_shard_by_key(project):
 
     loader = {kind: s for kind, s in formatted if kind != "ddl"}
     # Loads go through the Distributed stage, synchronously.
-    for kind in ("fold", "round"):
+    for kind in ("fold", "round", "truncate"):
         assert loader[kind].startswith("INSERT INTO analytics.orders__stage ("), loader[kind]
         assert "distributed_foreground_insert = 1" in loader[kind]
     # Reads gather every shard: the Distributed target, helper tables from every replica.
     all_replicas = f"clusterAllReplicas('{CLUSTER}', 'analytics', 'orders__"
     assert "FROM analytics.orders FINAL PREWHERE" in loader["fold_batch"]
+    assert "FROM analytics.orders FINAL WHERE" in loader["truncate"] and f"{all_replicas}truncates')" in loader["truncate"]
+    # The batch of a round load stays on the dbt node.
+    assert loader["batch"].startswith("CREATE TABLE analytics.orders__batch ENGINE = MergeTree")
     assert "GLOBAL IN" in loader["fold_batch"] and f"{all_replicas}tombstones')" in loader["fold_batch"]
     assert f"{all_replicas}applied')" in loader["report"] and f"{all_replicas}loads')" in loader["report"]
     assert f"FROM {all_replicas}loads')" in loader["watermark"]
