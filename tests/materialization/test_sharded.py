@@ -173,7 +173,7 @@ SPECS = ("fz_replace", "fz_folded")  # the fold loader, and the round loader wit
 
 def test_simulated_shards_equal_the_oracle_and_never_share_a_key(project):
     specs = [next(s for s in MODEL_SPECS if s.name == name) for name in SPECS]
-    streams = [generate_stream(seed=11 + i, spec=spec, events=400) for i, spec in enumerate(specs)]
+    streams = [generate_stream(seed=11 + i, spec=spec, events=300) for i, spec in enumerate(specs)]
     oracles = [Oracle(spec.columns, {c: python_policy(p) for c, p in spec.merge.items()}, spec.delete_mode)
                for spec in specs]
     for spec in specs:
