@@ -186,7 +186,8 @@ def test_simulated_shards_equal_the_oracle_and_never_share_a_key(project):
             args = ", ".join(f"{k}={jinja_literal(v)}" for k, v in config.items())
             project.model(f"{spec.name}_s{shard}", f"{{{{ config(materialized='vcmt_upsert', {args}) }}}}\n"
                                                   f"select * from `{spec.name}_src` where {_routed(_key_sql(spec), shard)}")
-    # Three loads per stream (a dbt run costs about a second): the generator's batches, regrouped in order.
+    # Three loads per stream: the generator's batches, regrouped in order (the first run, which creates
+    # the four shard models, costs most).
     loads = 3
     rng = random.Random(5)
     for load in range(loads):
