@@ -85,6 +85,11 @@
     {%- endif -%}
   {%- endif -%}
 
+  {%- set sharding_key = source.get('sharding_key') -%}
+  {%- if sharding_key is not none and (sharding_key is not string or sharding_key | trim == '') -%}
+    {{ exceptions.raise_compiler_error(name ~ ": `sharding_key` must be a SQL expression over the `unique_key` columns that gives each key its shard, e.g. 'cityHash64(id)'; got `" ~ sharding_key ~ "`.") }}
+  {%- endif -%}
+
   {#- Whether one key's events of a batch may be folded before they are
       applied (docs/design.md#hot-keys): not with unconditional deletes (a
       delete of version 0 still removes a row that a later event re-sends),
@@ -111,6 +116,7 @@
       'insert_settings': insert_settings,
       'truncate_when': truncate_when,
       'unavailable_column': unavailable,
+      'sharding_key': sharding_key,
   }) }}
 {% endmacro %}
 

@@ -34,7 +34,8 @@
   {%- do vcmt._check_build(cfg, objs, columns) -%}
   {%- set new = vcmt._staging_objects(objs) -%}
   {%- do vcmt._drop_objects(new, vcmt._existing_objects(new)) -%}
-  {%- if objs.target.identifier in found and adapter.can_exchange(objs.target.schema, 'table') -%}
+  {#- A sharded model is dropped and created again (docs/design.md#sharded-clusters). -#}
+  {%- if objs.target.identifier in found and adapter.can_exchange(objs.target.schema, 'table') and not vcmt._sharded(objs) -%}
     {%- do vcmt._swap_in_new_objects(cfg, objs, new, columns, found) -%}
   {%- else -%}
     {#- No target: nothing to keep (leftovers of an earlier attempt go). -#}
@@ -44,36 +45,47 @@
 {% endmacro %}
 
 
-{#- Create every object of a model, after everything has been checked.
-    ClickHouse cannot create a view before its source table, so where tables
-    can be exchanged the views are first attached to a guard stage that
-    refuses every INSERT (a CHECK 0 constraint, loud rather than lost), and
-    the real stage is then exchanged in: views are bound to their source by
-    name, so they serve it from its first moment, and `m__stage` is never a
-    stage without its transform. Elsewhere the stage is created right before
-    its views, the transform first. -#}
+{#- Create every object of a model, after everything has been checked. -#}
 {% macro _create_objects(cfg, objs, columns) %}
-  {%- set guarded = adapter.can_exchange(objs.target.schema, 'table') -%}
+  {%- for name, create_sql in vcmt._create_statements(cfg, objs, columns, adapter.can_exchange(objs.target.schema, 'table')) -%}
+    {%- call statement(name) -%}{{ create_sql }}{%- endcall -%}
+  {%- endfor -%}
+{% endmacro %}
+
+
+{#- The statements that create every object of a model, in order, as
+    (statement name, SQL). ClickHouse cannot create a view before its source
+    table, so where tables can be exchanged (`guarded`) the views are first
+    attached to a guard stage that refuses every INSERT (a CHECK 0
+    constraint, loud rather than lost), and the real stage is then exchanged
+    in: views are bound to their source by name, so they serve it from its
+    first moment, and `m__stage` is never a stage without its transform.
+    Elsewhere the stage is created right before its views, the transform
+    first. A sharded model's Distributed tables come last, the stage's very
+    last: writers reach the shards only once every shard's transform is
+    attached (docs/design.md#sharded-clusters). -#}
+{% macro _create_statements(cfg, objs, columns, guarded) %}
   {%- set new = vcmt._staging_objects(objs) -%}
-  {%- call statement('vcmt_create_target') -%}{{ vcmt.create_target_sql(cfg, objs.target, columns) }}{%- endcall -%}
+  {%- set statements = [('vcmt_create_target', vcmt.create_target_sql(cfg, objs.target, columns))] -%}
   {%- for role, create_sql in vcmt._helper_tables(cfg, objs, columns) -%}
-    {%- call statement('vcmt_create_' ~ role) -%}{{ create_sql }}{%- endcall -%}
+    {%- do statements.append(('vcmt_create_' ~ role, create_sql)) -%}
   {%- endfor -%}
   {%- for role, to, select_sql in vcmt._views(cfg, objs, columns) -%}
     {%- if role == 'transform' -%}
-      {%- call statement('vcmt_create_stage') -%}
-        {%- if guarded -%}{{ vcmt._guard_stage_sql(objs.stage, columns) }}{%- else -%}{{ vcmt._create_stage_sql(objs.stage, columns) }}{%- endif -%}
-      {%- endcall -%}
+      {%- do statements.append(('vcmt_create_stage', vcmt._guard_stage_sql(objs.stage, columns) if guarded else vcmt._create_stage_sql(objs.stage, columns))) -%}
     {%- endif -%}
-    {%- call statement('vcmt_create_' ~ role) -%}{{ vcmt._create_view_sql(objs[role], to, select_sql) }}{%- endcall -%}
+    {%- do statements.append(('vcmt_create_' ~ role, vcmt._create_view_sql(objs[role], to, select_sql))) -%}
   {%- endfor -%}
   {%- if guarded -%}
-    {%- call statement('vcmt_create_stage') -%}{{ vcmt._create_stage_sql(new.stage, columns) }}{%- endcall -%}
-    {%- call statement('vcmt_swap_stage') -%}
-      exchange tables {{ new.stage }} and {{ objs.stage }} {{ on_cluster_clause(objs.stage) }}
-    {%- endcall -%}
-    {%- call statement('vcmt_drop_guard') -%}{{ vcmt._drop_sql(new.stage, if_exists=false) }}{%- endcall -%}
+    {%- do statements.append(('vcmt_create_stage', vcmt._create_stage_sql(new.stage, columns))) -%}
+    {%- do statements.append(('vcmt_swap_stage', 'exchange tables ' ~ new.stage ~ ' and ' ~ objs.stage ~ ' ' ~ on_cluster_clause(objs.stage))) -%}
+    {%- do statements.append(('vcmt_drop_guard', vcmt._drop_sql(new.stage, if_exists=false))) -%}
   {%- endif -%}
+  {%- if vcmt._sharded(objs) -%}
+    {%- do statements.append(('vcmt_create_distributed', vcmt._create_distributed_sql(cfg, objs.distributed, objs.target))) -%}
+    {%- do statements.append(('vcmt_create_distributed_stage', vcmt._create_distributed_sql(cfg, objs.distributed_stage, objs.stage))) -%}
+  {%- endif -%}
+  {{ return(statements) }}
 {% endmacro %}
 
 
@@ -172,6 +184,10 @@
   {%- if plan.before or plan.after or modify_transform or not has_transform -%}
     {%- do vcmt._check_plan(cfg, objs, found, plan) -%}
   {%- endif -%}
+  {#- The Distributed tables copy their local table's columns at creation (docs/design.md#sharded-clusters). -#}
+  {%- if vcmt._sharded(objs) and plan.changed and cfg.on_schema_change != 'ignore' -%}
+    {{ exceptions.raise_compiler_error("vcmt_upsert " ~ objs.distributed.identifier ~ ": a sharded model (`sharding_key`) does not change its tables in place; this run would apply: " ~ plan.describe ~ ". Nothing was changed. Run with --full-refresh to rebuild every shard from the SELECT.") }}
+  {%- endif -%}
   {%- for step in plan.before -%}
     {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': schema step: ' ~ step.name) }}
     {%- call statement('vcmt_schema_step') -%}{{ vcmt._plan_step_sql(step, objs[step.on]) }}{%- endcall -%}
@@ -197,6 +213,13 @@
     {%- call statement('vcmt_modify_transform') -%}
       {{ vcmt._modify_view_sql(objs.transform, transform) }}
     {%- endcall -%}
+  {%- endif -%}
+  {%- if vcmt._sharded(objs) -%}
+    {%- for name, create_sql in vcmt._create_statements(cfg, objs, columns, false) if name in ['vcmt_create_distributed', 'vcmt_create_distributed_stage'] -%}
+      {%- if objs[name[12:]].identifier not in found -%}
+        {%- call statement(name) -%}{{ create_sql }}{%- endcall -%}
+      {%- endif -%}
+    {%- endfor -%}
   {%- endif -%}
   {%- if cfg.delete_mode == 'versioned' and objs.cancels_writer.identifier in found -%}
     {%- call statement('vcmt_drop_cancels_writer') -%}{{ vcmt._drop_sql(objs.cancels_writer, if_exists=false) }}{%- endcall -%}
