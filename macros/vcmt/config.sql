@@ -124,6 +124,7 @@
       'insert_settings': insert_settings,
       'truncate_when': truncate_when,
       'unavailable_column': unavailable,
+      'virtual_shards': vcmt._validate_virtual_shards(source.get('virtual_shards')),
   }) }}
 {% endmacro %}
 

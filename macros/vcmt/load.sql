@@ -50,21 +50,24 @@
 
   {%- if cfg.foldable -%}
     {%- set stats = run_query('select count(), countIf(_vcmt_sign < 0), uniqExact(' ~ keys ~ '), ' ~ wm ~ ' from (' ~ events_sql ~ ') ' ~ vcmt._read_settings()).rows[0] -%}
+    {%- set shards = 1 -%}
     {%- if stats[0] | int > 0 -%}
       {#- LIMIT 1 BY over a sort is about twice as fast as argMax over a tuple
           here, and hands the transform its events in key order, so the target's
           part writer finds them (nearly) sorted. -#}
-      {%- call statement('vcmt_load') -%}
-        insert into {{ objs.stage }} ({{ stage_cols }})
-        select {{ keys }}{% for c in data %}, {{ vcmt._quote(c) }}{% endfor %}, {{ v }}, _vcmt_sign
-        from ({{ events_sql }})
-        order by {{ keys }}, {{ v }} desc, _vcmt_sign asc
-        limit 1 by {{ keys }}
-        {{ vcmt._stage_insert_settings(cfg) }}
-      {%- endcall -%}
+      {%- set shards = vcmt._virtual_shards_for(cfg, stats[0] | int) -%}
+      {%- set statements = [] -%}
+      {%- for i in range(shards) -%}
+        {%- do statements.append('insert into ' ~ objs.stage ~ ' (' ~ stage_cols ~ ')\nselect ' ~ keys ~ ', '
+            ~ (vcmt._column_list(data) ~ ', ' if data else '') ~ v ~ ', _vcmt_sign\nfrom (' ~ events_sql ~ ')\nwhere '
+            ~ vcmt._shard_condition(cfg, shards, i) ~ '\norder by ' ~ keys ~ ', ' ~ v ~ ' desc, _vcmt_sign asc\nlimit 1 by '
+            ~ keys ~ '\n' ~ vcmt._stage_insert_settings(cfg)) -%}
+      {%- endfor -%}
+      {%- do vcmt._run_sharded(statements) -%}
     {%- endif -%}
     {{ return({'events': stats[0] | int, 'deletes': stats[1] | int, 'fed': stats[2] | int,
-               'rounds': 1 if stats[0] | int > 0 else 0, 'watermark': stats[3]}) }}
+               'rounds': 1 if stats[0] | int > 0 else 0, 'watermark': stats[3],
+               'virtual_shards': shards}) }}
   {%- endif -%}
 
   {{ return(vcmt._load_in_rounds(cfg, objs, columns, data, stage_cols, events_sql)) }}
@@ -138,6 +141,7 @@
       'fed': fed.fed,
       'superseded': fed.events - fed.fed,
       'rounds': fed.rounds,
+      'virtual_shards': fed.virtual_shards,
       'inserted': after.inserted - before.inserted,
       'updated': after.updated - before.updated,
       'deleted': after.deleted - before.deleted,

@@ -45,23 +45,25 @@
                             ~ wm_read ~ ' from '
                             ~ objs.batch ~ ' ' ~ vcmt._read_settings()).rows[0] -%}
   {%- set rounds = stats[3] | int -%}
+  {#- Sized by the events fed, as the fold path's. -#}
+  {%- set shards = vcmt._virtual_shards_for(cfg, stats[2] | int) if rounds > 0 else 1 -%}
   {%- for r in range(1, rounds + 1) -%}
     {%- if r % 50 == 0 -%}
       {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': round ' ~ r ~ ' of ' ~ rounds, info=true) }}
     {%- endif -%}
-    {%- call statement('vcmt_load_round') -%}
-      insert into {{ objs.stage }} ({{ stage_cols }})
-      select {{ keys }}{% for c in data %}, {{ vcmt._quote(c) }}{% endfor %}, {{ v }}, _vcmt_sign
-      from {{ objs.batch }}
-      where _vcmt_round = {{ r }}
-      {{ vcmt._stage_insert_settings(cfg) }}
-    {%- endcall -%}
+    {%- set statements = [] -%}
+    {%- for i in range(shards) -%}
+      {%- do statements.append('insert into ' ~ objs.stage ~ ' (' ~ stage_cols ~ ')\nselect ' ~ keys ~ ', '
+          ~ (vcmt._column_list(data) ~ ', ' if data else '') ~ v ~ ', _vcmt_sign\nfrom ' ~ objs.batch
+          ~ '\nwhere _vcmt_round = ' ~ r ~ ' and ' ~ vcmt._shard_condition(cfg, shards, i) ~ '\n' ~ vcmt._stage_insert_settings(cfg)) -%}
+    {%- endfor -%}
+    {%- do vcmt._run_sharded(statements) -%}
   {%- endfor -%}
   {%- call statement('vcmt_batch_drop') -%}
     drop table if exists {{ objs.batch }} {{ on_cluster_clause(objs.batch) }} sync
   {%- endcall -%}
   {{ return({'events': stats[0] | int, 'deletes': stats[1] | int, 'fed': stats[2] | int,
-             'rounds': rounds, 'watermark': stats[4]}) }}
+             'rounds': rounds, 'watermark': stats[4], 'virtual_shards': shards}) }}
 {% endmacro %}
 
 

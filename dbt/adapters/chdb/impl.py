@@ -33,3 +33,11 @@ class ChdbAdapter(ClickHouseAdapter):
         )
         logger.warning(message)
         return message
+
+    @available
+    def run_concurrently(self, statements: list[str]) -> None:
+        """Run `statements` at the same time on the embedded engine and wait for
+        all of them (vcmt's virtual shards, docs/design.md#virtual-shards)."""
+        for sql in statements:
+            logger.debug(f"chdb: concurrent statement {len(statements)}: {sql}")
+        self.connections.get_thread_connection().handle.run_concurrently(statements)
