@@ -60,3 +60,19 @@ def test_shards_share_no_key_run_at_once_and_equal_one_stream(module_project):
                                    "group by tenant, id having count() > 1")
             assert shared == [], shared[:3]
         assert project.scalar(f"select count() from {four}_seen") > 4000
+
+
+def test_default_is_one_below_the_threshold_and_one_per_core_above(module_project):
+    """Unset `virtual_shards`: 1 below the threshold, the engine's max_threads (its cores) at and above it."""
+    project = module_project
+    project.write("macros/vs_default.sql", """
+{% macro vs_default() %}
+  {%- set at = vcmt._virtual_shards_min_events() -%}
+  {%- set cfg = {'virtual_shards': none} -%}
+  {{ log('vs_default ' ~ [vcmt._virtual_shards_for(cfg, at - 1), vcmt._virtual_shards_for(cfg, at),
+                          vcmt._virtual_shards_for({'virtual_shards': 3}, 1)] | join(','), info=true) }}
+{% endmacro %}
+""")
+    run = project.dbt("run-operation", "vs_default")
+    cores = project.scalar("select toUInt64(getSetting('max_threads'))")
+    assert f"vs_default 1,{cores},3" in run.log
