@@ -56,13 +56,8 @@
           here, and hands the transform its events in key order, so the target's
           part writer finds them (nearly) sorted. -#}
       {%- set shards = vcmt._virtual_shards_for(cfg, stats[0] | int) -%}
-      {%- set statements = [] -%}
-      {%- for i in range(shards) -%}
-        {%- do statements.append('insert into ' ~ objs.stage ~ ' (' ~ stage_cols ~ ')\nselect ' ~ keys ~ ', '
-            ~ (vcmt._column_list(data) ~ ', ' if data else '') ~ v ~ ', _vcmt_sign\nfrom (' ~ events_sql ~ ')\nwhere '
-            ~ vcmt._shard_condition(cfg, shards, i) ~ '\norder by ' ~ keys ~ ', ' ~ v ~ ' desc, _vcmt_sign asc\nlimit 1 by '
-            ~ keys ~ '\n' ~ vcmt._stage_insert_settings(cfg)) -%}
-      {%- endfor -%}
+      {%- set statements = vcmt._shard_inserts(cfg, objs, stage_cols, data, '(' ~ events_sql ~ ')', none,
+                                               'order by ' ~ keys ~ ', ' ~ v ~ ' desc, _vcmt_sign asc\nlimit 1 by ' ~ keys, shards) -%}
       {%- do vcmt._run_sharded(statements) -%}
     {%- endif -%}
     {{ return({'events': stats[0] | int, 'deletes': stats[1] | int, 'fed': stats[2] | int,

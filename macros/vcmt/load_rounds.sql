@@ -51,12 +51,7 @@
     {%- if r % 50 == 0 -%}
       {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': round ' ~ r ~ ' of ' ~ rounds, info=true) }}
     {%- endif -%}
-    {%- set statements = [] -%}
-    {%- for i in range(shards) -%}
-      {%- do statements.append('insert into ' ~ objs.stage ~ ' (' ~ stage_cols ~ ')\nselect ' ~ keys ~ ', '
-          ~ (vcmt._column_list(data) ~ ', ' if data else '') ~ v ~ ', _vcmt_sign\nfrom ' ~ objs.batch
-          ~ '\nwhere _vcmt_round = ' ~ r ~ ' and ' ~ vcmt._shard_condition(cfg, shards, i) ~ '\n' ~ vcmt._stage_insert_settings(cfg)) -%}
-    {%- endfor -%}
+    {%- set statements = vcmt._shard_inserts(cfg, objs, stage_cols, data, objs.batch, '_vcmt_round = ' ~ r, '', shards) -%}
     {%- do vcmt._run_sharded(statements) -%}
   {%- endfor -%}
   {%- call statement('vcmt_batch_drop') -%}

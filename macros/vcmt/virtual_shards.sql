@@ -31,10 +31,23 @@
 {% endmacro %}
 
 
-{#- The condition selecting shard i of k: a stable hash of the key, over the
-    loader's normalised (cast) key columns, so one key has one shard. -#}
-{% macro _shard_condition(cfg, k, i) %}
-  {{ return('cityHash64(' ~ vcmt._column_list(cfg.key_columns) ~ ') % ' ~ k ~ ' = ' ~ i if k > 1 else '1') }}
+{#- The stage INSERTs of one load step, one per shard: the events of
+    `from_sql` that meet `where` (none: all), then `tail` (ORDER BY, LIMIT BY).
+    Shard i of k also keeps only the keys whose stable hash modulo k is i,
+    hashed over the loader's normalised (cast) key columns, so one key has one
+    shard. With one shard, the step's one INSERT as it always was. -#}
+{% macro _shard_inserts(cfg, objs, stage_cols, data, from_sql, where, tail, shards) %}
+  {%- set statements = [] -%}
+  {%- for i in range(shards) -%}
+    {%- set conditions = [where] if where else [] -%}
+    {%- if shards > 1 -%}
+      {%- do conditions.append('cityHash64(' ~ vcmt._column_list(cfg.key_columns) ~ ') % ' ~ shards ~ ' = ' ~ i) -%}
+    {%- endif -%}
+    {%- do statements.append('insert into ' ~ objs.stage ~ ' (' ~ stage_cols ~ ')\nselect '
+        ~ vcmt._column_list(cfg.key_columns + data + [cfg.version]) ~ ', _vcmt_sign\nfrom ' ~ from_sql
+        ~ ('\nwhere ' ~ conditions | join(' and ') if conditions else '') ~ '\n' ~ tail ~ '\n' ~ vcmt._stage_insert_settings(cfg)) -%}
+  {%- endfor -%}
+  {{ return(statements) }}
 {% endmacro %}
 
 
