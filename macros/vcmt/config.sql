@@ -117,6 +117,7 @@
       'truncate_when': truncate_when,
       'unavailable_column': unavailable,
       'sharding_key': sharding_key,
+      'virtual_shards': vcmt._validate_virtual_shards(source.get('virtual_shards')),
   }) }}
 {% endmacro %}
 

@@ -48,27 +48,36 @@
 
   {%- if cfg.foldable -%}
     {%- set stats = run_query('select count(), countIf(_vcmt_sign < 0), uniqExact(' ~ keys ~ '), ' ~ wm ~ ' from (' ~ events_sql ~ ') ' ~ vcmt._read_settings()).rows[0] -%}
+    {%- set shards = 1 -%}
     {%- if stats[0] | int > 0 -%}
-      {%- call statement('vcmt_load') -%}{{ vcmt._fold_insert_sql(cfg, objs, data, events_sql) }}{%- endcall -%}
+      {%- set shards = vcmt._virtual_shards_for(cfg, stats[0] | int) -%}
+      {%- set statements = [] -%}
+      {%- for i in range(shards) -%}
+        {%- do statements.append(vcmt._fold_insert_sql(cfg, objs, data, events_sql, vcmt._shard_condition(cfg, i, shards))) -%}
+      {%- endfor -%}
+      {%- do vcmt._run_sharded(statements) -%}
     {%- endif -%}
     {{ return({'events': stats[0] | int, 'deletes': stats[1] | int, 'fed': stats[2] | int,
-               'rounds': 1 if stats[0] | int > 0 else 0, 'watermark': stats[3]}) }}
+               'rounds': 1 if stats[0] | int > 0 else 0, 'watermark': stats[3],
+               'virtual_shards': shards}) }}
   {%- endif -%}
 
   {{ return(vcmt._load_in_rounds(cfg, objs, columns, data, events_sql)) }}
 {% endmacro %}
 
 
-{#- The fold's one INSERT: each key's last event (docs/design.md#fold-or-rounds).
+{#- The fold's INSERT: each key's last event (docs/design.md#fold-or-rounds),
+    of the keys of one virtual shard when `shard` is a condition.
     LIMIT 1 BY over a sort is about twice as fast as argMax over a tuple here,
     and hands the transform its events in key order, so the target's part
     writer finds them (nearly) sorted. -#}
-{% macro _fold_insert_sql(cfg, objs, data, events_sql) %}
+{% macro _fold_insert_sql(cfg, objs, data, events_sql, shard=none) %}
   {%- set keys = vcmt._column_list(cfg.key_columns) -%}
   {%- set v = vcmt._quote(cfg.version) -%}
   insert into {{ vcmt._all_shards(objs, 'stage') }} ({{ vcmt._column_list(cfg.key_columns + data + [cfg.version, cfg.sign]) }})
   select {{ keys }}{% for c in data %}, {{ vcmt._quote(c) }}{% endfor %}, {{ v }}, _vcmt_sign
   from ({{ events_sql }})
+  {%- if shard %} where {{ shard }}{% endif %}
   order by {{ keys }}, {{ v }} desc, _vcmt_sign asc
   limit 1 by {{ keys }}
   {{ vcmt._stage_insert_settings(cfg) }}
@@ -147,6 +156,7 @@
       'fed': fed.fed,
       'superseded': fed.events - fed.fed,
       'rounds': fed.rounds,
+      'virtual_shards': fed.virtual_shards,
       'inserted': after.inserted - before.inserted,
       'updated': after.updated - before.updated,
       'deleted': after.deleted - before.deleted,

@@ -29,17 +29,23 @@
                             ~ wm_read ~ ' from '
                             ~ objs.batch ~ ' ' ~ vcmt._read_settings()).rows[0] -%}
   {%- set rounds = stats[3] | int -%}
+  {#- Sized by the events fed, as the fold path's. -#}
+  {%- set shards = vcmt._virtual_shards_for(cfg, stats[2] | int) if rounds > 0 else 1 -%}
   {%- for r in range(1, rounds + 1) -%}
     {%- if r % 50 == 0 -%}
       {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': round ' ~ r ~ ' of ' ~ rounds, info=true) }}
     {%- endif -%}
-    {%- call statement('vcmt_load_round') -%}{{ vcmt._round_insert_sql(cfg, objs, data, r) }}{%- endcall -%}
+    {%- set statements = [] -%}
+    {%- for i in range(shards) -%}
+      {%- do statements.append(vcmt._round_insert_sql(cfg, objs, data, r, vcmt._shard_condition(cfg, i, shards))) -%}
+    {%- endfor -%}
+    {%- do vcmt._run_sharded(statements) -%}
   {%- endfor -%}
   {%- call statement('vcmt_batch_drop') -%}
     {{ vcmt._drop_sql(objs.batch) }}
   {%- endcall -%}
   {{ return({'events': stats[0] | int, 'deletes': stats[1] | int, 'fed': stats[2] | int,
-             'rounds': rounds, 'watermark': stats[4]}) }}
+             'rounds': rounds, 'watermark': stats[4], 'virtual_shards': shards}) }}
 {% endmacro %}
 
 
@@ -64,12 +70,13 @@
 {% endmacro %}
 
 
-{#- Round `r`'s INSERT: every key's r-th event, from `m__batch`. -#}
-{% macro _round_insert_sql(cfg, objs, data, r) %}
+{#- Round `r`'s INSERT: every key's r-th event, from `m__batch`; of the keys
+    of one virtual shard when `shard` is a condition. -#}
+{% macro _round_insert_sql(cfg, objs, data, r, shard=none) %}
   insert into {{ vcmt._all_shards(objs, 'stage') }} ({{ vcmt._column_list(cfg.key_columns + data + [cfg.version, cfg.sign]) }})
   select {{ vcmt._column_list(cfg.key_columns) }}{% for c in data %}, {{ vcmt._quote(c) }}{% endfor %}, {{ vcmt._quote(cfg.version) }}, _vcmt_sign
   from {{ objs.batch }}
-  where _vcmt_round = {{ r }}
+  where _vcmt_round = {{ r }}{% if shard %} and {{ shard }}{% endif %}
   {{ vcmt._stage_insert_settings(cfg) }}
 {% endmacro %}
 

@@ -136,6 +136,10 @@ CASES = {
         "{'unique_key': 'id', 'projections': [{'name': 'p', 'query': 'select * order by x'}]}", SRC,
         "must be an aggregating projection",
     ),
+    "virtual_shards_not_a_count": (
+        "{'unique_key': 'id', 'virtual_shards': 'auto'}", SRC,
+        "`virtual_shards` must be a whole number of parallel streams from 1 to 64 (1 turns virtual shards off), or left unset",
+    ),
 }
 
 

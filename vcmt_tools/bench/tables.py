@@ -19,7 +19,8 @@ from vcmt_tools.bench import sql
 from vcmt_tools.bench.engine import Engine
 
 # The model the bench's dbt project builds with vcmt_upsert, on the reference
-# article's schema, reading its events from one input table.
+# article's schema, reading its events from one input table. One stream: the
+# bench times the loader's one stage INSERT; virtual_shards.py times K streams.
 MODEL = "bench_vcmt"
 EVENTS = "bench_events"
 DATA_COLUMNS = ("Department", "metric1", "metric2")
@@ -29,6 +30,7 @@ MODEL_SQL = f"""
     unique_key='id',
     partition_by='id % 20',
     settings={{'index_granularity': 4096}},
+    virtual_shards=1,
     projections=[{{'name': 'by_department',
                   'query': 'select Department, sum(sign), sum(metric1 * sign) group by Department'}}],
 ) }}}}
