@@ -54,7 +54,7 @@ STAGINGS = {
     # SQL models (docs/design.md#cdc-staging-contract): also run on a Spark Thrift server.
     # On a vcmt_spark target (Spark Connect) the Python models are enabled too: they are left out.
     "sql": Staging("simple", "spark", ("staging", "--exclude", "staging.debezium"),
-                   {"orders": "stg_orders_changes", "customers": "stg_customers_changes"},
+                   {"orders": "stg_cdc__order_changes", "customers": "stg_cdc__customer_changes"},
                    {"orders": "fct_orders", "customers": "dim_customers"}),
 }
 
@@ -308,7 +308,7 @@ def _quarantine_report(client: Any, parquet: Any, manifest: Any, staging: Stagin
     staged = {t: client.query(f"select count() from {parquet(model)}").result_rows[0][0]
               for t, model in staging.models.items()}
     quarantine = dict(client.query(
-        f"select reason, count() from {parquet('stg_cdc_quarantine')} group by reason order by reason"
+        f"select reason, count() from {parquet('stg_cdc__quarantine')} group by reason order by reason"
     ).result_rows)
     generated_bad = manifest.malformed
     lines = ["| | count |", "|---|---:|", f"| events generated | {manifest.events:,} |"]

@@ -17,10 +17,14 @@
   {%- if tolerance is not number or tolerance < 0 -%}
     {{ exceptions.raise_compiler_error("vcmt.projection_matches_base: argument `tolerance` must be a number >= 0; got `" ~ tolerance ~ "`.") }}
   {%- endif -%}
+  {#- A sharded model's projections live on its per-shard target; the
+      comparison still reads the model's relation, i.e. every shard
+      (docs/design.md#sharded-clusters). -#}
+  {%- set holder = vcmt.objects(relation, vcmt._vcmt_test_model_config(model).get('sharding_key')).target -%}
   {%- set projections = run_query(
       "select name, query from system.projections where database = "
-      ~ vcmt._sql_string(relation.schema) ~ " and table = "
-      ~ vcmt._sql_string(relation.identifier) ~ " and type = 'Aggregate' order by name") -%}
+      ~ vcmt._sql_string(holder.schema) ~ " and table = "
+      ~ vcmt._sql_string(holder.identifier) ~ " and type = 'Aggregate' order by name") -%}
   {%- set checks = [] -%}
   {%- for projection in projections.rows -%}
     {%- set check = vcmt._vcmt_test_projection_diff(relation, projection[0], projection[1], tolerance) -%}

@@ -9,7 +9,7 @@
     VCMT_S3_ACCESS_KEY_ID / VCMT_S3_SECRET_ACCESS_KEY when set, otherwise from
     the server's own S3 configuration (named collection, IAM role).
 
-      select * from {{ vcmt.lake_source('stg_orders_changes') }}
+      select * from {{ vcmt.lake_source('stg_cdc__order_changes') }}
 -#}
 {% macro lake_source(dataset, format='Parquet') %}
   {{ return(adapter.dispatch('lake_source', 'vcmt')(dataset, format)) }}

@@ -4,25 +4,10 @@
   {#- In a materialization the model's `config`; in an operation a node's config dict. -#}
   {%- set source = node_config if node_config is not none else config -%}
   {%- set name = 'vcmt_upsert' -%}
-  {%- set defaults = vcmt._config_defaults() -%}
-  {%- set unique_key = source.get('unique_key') -%}
-  {%- set keys = vcmt._column_names(unique_key, name, 'unique_key') -%}
+  {%- set ids = vcmt._identity_columns(source, name) -%}
+  {%- set keys, version, sign = ids.key_columns, ids.version, ids.sign -%}
   {%- if not keys -%}
     {{ exceptions.raise_compiler_error(name ~ ": `unique_key` is required: set it to the column (or list of columns) that identifies a row, e.g. unique_key=['tenant_id', 'order_id'].") }}
-  {%- endif -%}
-
-  {%- set version = source.get('version', defaults.version) -%}
-  {%- set sign = source.get('sign') or defaults.sign -%}
-  {%- for opt, val in [('version', version), ('sign', sign)] -%}
-    {%- if val is not string or val | trim == '' -%}
-      {{ exceptions.raise_compiler_error(name ~ ": `" ~ opt ~ "` must be a column name; got `" ~ val ~ "`.") }}
-    {%- endif -%}
-    {%- if val in keys -%}
-      {{ exceptions.raise_compiler_error(name ~ ": `" ~ opt ~ "` column `" ~ val ~ "` cannot also be part of `unique_key`.") }}
-    {%- endif -%}
-  {%- endfor -%}
-  {%- if version == sign -%}
-    {{ exceptions.raise_compiler_error(name ~ ": `version` and `sign` must be different columns; both are `" ~ version ~ "`.") }}
   {%- endif -%}
 
   {%- set merge = source.get('merge', {}) or {} -%}
@@ -100,10 +85,16 @@
     {%- endif -%}
   {%- endif -%}
 
-  {%- set foldable = [] -%}
-  {%- for policy in merge.values() if policy != 'replace' -%}{%- do foldable.append(policy) -%}{%- endfor -%}
-  {#- With unsent columns a key's last event is not its whole state. -#}
-  {%- if unavailable -%}{%- do foldable.append('unavailable_column') -%}{%- endif -%}
+  {%- set sharding_key = source.get('sharding_key') -%}
+  {%- if sharding_key is not none and (sharding_key is not string or sharding_key | trim == '') -%}
+    {{ exceptions.raise_compiler_error(name ~ ": `sharding_key` must be a SQL expression over the `unique_key` columns that gives each key its shard, e.g. 'cityHash64(id)'; got `" ~ sharding_key ~ "`.") }}
+  {%- endif -%}
+
+  {#- Whether one key's events of a batch may be folded before they are
+      applied (docs/design.md#hot-keys): not with unconditional deletes (a
+      delete of version 0 still removes a row that a later event re-sends),
+      nor with unsent columns (each event keeps what it did not send). -#}
+  {%- set folds = delete_mode == 'versioned' and not unavailable -%}
 
   {{ return({
       'key_columns': keys,
@@ -120,17 +111,48 @@
       'projections': projections,
       'settings': settings,
       'watermark': watermark,
-      'foldable': foldable | length == 0 and delete_mode == 'versioned',
+      'folds': folds,
+      'foldable': vcmt._folds_to_last_event(folds, merge),
       'insert_settings': insert_settings,
       'truncate_when': truncate_when,
       'unavailable_column': unavailable,
+      'sharding_key': sharding_key,
+      'virtual_shards': vcmt._validate_virtual_shards(source.get('virtual_shards')),
   }) }}
 {% endmacro %}
 
 
-{#- The defaults of the column options, shared by the materialization and the generic tests. -#}
-{% macro _config_defaults() %}
-  {{ return({'version': '_version', 'sign': 'sign'}) }}
+{#- A key's events fold to its last one (one INSERT, no helper table) when
+    they fold at all and every column's policy is `replace`. -#}
+{% macro _folds_to_last_event(folds, merge) %}
+  {%- for policy in merge.values() if policy != 'replace' -%}{{ return(false) }}{%- endfor -%}
+  {{ return(folds) }}
+{% endmacro %}
+
+
+{#- The key, version and sign columns of `source` (a model's config, or a
+    generic test's arguments over its model's config), with the defaults of
+    version and sign, checked; `who` starts every message. The key may come
+    back empty: the caller says what is missing, and how to give it. -#}
+{% macro _identity_columns(source, who) %}
+  {%- set keys = vcmt._column_names(source.get('unique_key'), who, 'unique_key') -%}
+  {%- set defaults = {'version': '_version', 'sign': 'sign'} -%}
+  {%- set found = {'key_columns': keys} -%}
+  {%- for opt in ['version', 'sign'] -%}
+    {%- set val = source.get(opt) -%}
+    {%- set val = defaults[opt] if val is none else val -%}
+    {%- if val is not string or val | trim == '' -%}
+      {{ exceptions.raise_compiler_error(who ~ ": `" ~ opt ~ "` must be a column name; got `" ~ val ~ "`.") }}
+    {%- endif -%}
+    {%- if val in keys -%}
+      {{ exceptions.raise_compiler_error(who ~ ": `" ~ opt ~ "` column `" ~ val ~ "` cannot also be part of `unique_key`.") }}
+    {%- endif -%}
+    {%- do found.update({opt: val}) -%}
+  {%- endfor -%}
+  {%- if found.version == found.sign -%}
+    {{ exceptions.raise_compiler_error(who ~ ": `version` and `sign` must be different columns; both are `" ~ found.version ~ "`.") }}
+  {%- endif -%}
+  {{ return(found) }}
 {% endmacro %}
 
 
@@ -144,32 +166,6 @@
     {{ exceptions.raise_compiler_error(who ~ ": `" ~ option ~ "` must be a column name or a list of column names; got `" ~ value ~ "`.") }}
   {%- endfor -%}
   {{ return(names) }}
-{% endmacro %}
-
-
-{#- Split a comma-separated SQL list at top level only (commas inside
-    parentheses, brackets or quotes belong to an expression). -#}
-{% macro _split_top_level(text) %}
-  {%- set parts = [] -%}
-  {%- set ns = namespace(depth=0, quote=none, current='') -%}
-  {%- for ch in text -%}
-    {%- if ns.quote is not none -%}
-      {%- set ns.current = ns.current ~ ch -%}
-      {%- if ch == ns.quote -%}{%- set ns.quote = none -%}{%- endif -%}
-    {%- elif ch in ["'", '"', '`'] -%}
-      {%- set ns.quote = ch -%}{%- set ns.current = ns.current ~ ch -%}
-    {%- elif ch in '([' -%}
-      {%- set ns.depth = ns.depth + 1 -%}{%- set ns.current = ns.current ~ ch -%}
-    {%- elif ch in ')]' -%}
-      {%- set ns.depth = ns.depth - 1 -%}{%- set ns.current = ns.current ~ ch -%}
-    {%- elif ch == ',' and ns.depth == 0 -%}
-      {%- do parts.append(ns.current) -%}{%- set ns.current = '' -%}
-    {%- else -%}
-      {%- set ns.current = ns.current ~ ch -%}
-    {%- endif -%}
-  {%- endfor -%}
-  {%- if ns.current | trim != '' -%}{%- do parts.append(ns.current) -%}{%- endif -%}
-  {{ return(parts) }}
 {% endmacro %}
 
 

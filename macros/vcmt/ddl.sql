@@ -147,3 +147,24 @@
   to {{ to_relation }}
   as {{ select_sql }}
 {% endmacro %}
+
+
+{#- A view's new query, in place: it keeps firing throughout. -#}
+{% macro _modify_view_sql(relation, select_sql) %}
+  alter table {{ relation }} {{ on_cluster_clause(relation) }} modify query {{ select_sql }}
+{% endmacro %}
+
+
+{#- Drop one of a model's objects (on its cluster, if any) and wait until it is gone. -#}
+{% macro _drop_sql(relation, if_exists=true) %}
+  drop table {{ 'if exists ' if if_exists }}{{ relation }} {{ on_cluster_clause(relation) }} sync
+{% endmacro %}
+
+
+{#- A sharded model's public table over its per-shard `local` one: rows go
+    to shard number `sharding_key % total weight` of the profile's cluster,
+    reads gather every shard (docs/design.md#sharded-clusters). -#}
+{% macro _create_distributed_sql(cfg, relation, local) %}
+  create table {{ relation }} {{ on_cluster_clause(relation) }} as {{ local }}
+  engine = Distributed({{ vcmt._sql_string(vcmt._cluster_name()) }}, {{ vcmt._sql_string(local.schema) }}, {{ vcmt._sql_string(local.identifier) }}, {{ vcmt._user_sql(cfg.sharding_key) }})
+{% endmacro %}

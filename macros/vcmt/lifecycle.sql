@@ -26,17 +26,6 @@
 {% endmacro %}
 
 
-{#- The views other than the transform, as (role, SELECT), for the checks. -#}
-{% macro _helper_view_selects(cfg, objs) %}
-  {%- set selects = [('applied_writer', vcmt._applied_writer_sql(cfg, objs)),
-                     ('tombstones_writer', vcmt._tombstones_writer_sql(cfg, objs))] -%}
-  {%- if cfg.delete_mode == 'unconditional' -%}
-    {%- do selects.append(('cancels_writer', vcmt._cancels_writer_sql(cfg, objs))) -%}
-  {%- endif -%}
-  {{ return(selects) }}
-{% endmacro %}
-
-
 {#- First run or --full-refresh. Everything is checked with the engine first
     (check.sql), so a bad config fails with no object created or changed.
     A full refresh then builds beside the old objects and swaps them in; a
@@ -45,7 +34,8 @@
   {%- do vcmt._check_build(cfg, objs, columns) -%}
   {%- set new = vcmt._staging_objects(objs) -%}
   {%- do vcmt._drop_objects(new, vcmt._existing_objects(new)) -%}
-  {%- if objs.target.identifier in found and adapter.can_exchange(objs.target.schema, 'table') -%}
+  {#- A sharded model is dropped and created again (docs/design.md#sharded-clusters). -#}
+  {%- if objs.target.identifier in found and adapter.can_exchange(objs.target.schema, 'table') and not vcmt._sharded(objs) -%}
     {%- do vcmt._swap_in_new_objects(cfg, objs, new, columns, found) -%}
   {%- else -%}
     {#- No target: nothing to keep (leftovers of an earlier attempt go). -#}
@@ -55,36 +45,47 @@
 {% endmacro %}
 
 
-{#- Create every object of a model, after everything has been checked.
-    ClickHouse cannot create a view before its source table, so where tables
-    can be exchanged the views are first attached to a guard stage that
-    refuses every INSERT (a CHECK 0 constraint, loud rather than lost), and
-    the real stage is then exchanged in: views are bound to their source by
-    name, so they serve it from its first moment, and `m__stage` is never a
-    stage without its transform. Elsewhere the stage is created right before
-    its views, the transform first. -#}
+{#- Create every object of a model, after everything has been checked. -#}
 {% macro _create_objects(cfg, objs, columns) %}
-  {%- set guarded = adapter.can_exchange(objs.target.schema, 'table') -%}
+  {%- for name, create_sql in vcmt._create_statements(cfg, objs, columns, adapter.can_exchange(objs.target.schema, 'table')) -%}
+    {%- call statement(name) -%}{{ create_sql }}{%- endcall -%}
+  {%- endfor -%}
+{% endmacro %}
+
+
+{#- The statements that create every object of a model, in order, as
+    (statement name, SQL). ClickHouse cannot create a view before its source
+    table, so where tables can be exchanged (`guarded`) the views are first
+    attached to a guard stage that refuses every INSERT (a CHECK 0
+    constraint, loud rather than lost), and the real stage is then exchanged
+    in: views are bound to their source by name, so they serve it from its
+    first moment, and `m__stage` is never a stage without its transform.
+    Elsewhere the stage is created right before its views, the transform
+    first. A sharded model's Distributed tables come last, the stage's very
+    last: writers reach the shards only once every shard's transform is
+    attached (docs/design.md#sharded-clusters). -#}
+{% macro _create_statements(cfg, objs, columns, guarded) %}
   {%- set new = vcmt._staging_objects(objs) -%}
-  {%- call statement('vcmt_create_target') -%}{{ vcmt.create_target_sql(cfg, objs.target, columns) }}{%- endcall -%}
+  {%- set statements = [('vcmt_create_target', vcmt.create_target_sql(cfg, objs.target, columns))] -%}
   {%- for role, create_sql in vcmt._helper_tables(cfg, objs, columns) -%}
-    {%- call statement('vcmt_create_' ~ role) -%}{{ create_sql }}{%- endcall -%}
+    {%- do statements.append(('vcmt_create_' ~ role, create_sql)) -%}
   {%- endfor -%}
   {%- for role, to, select_sql in vcmt._views(cfg, objs, columns) -%}
     {%- if role == 'transform' -%}
-      {%- call statement('vcmt_create_stage') -%}
-        {%- if guarded -%}{{ vcmt._guard_stage_sql(objs.stage, columns) }}{%- else -%}{{ vcmt._create_stage_sql(objs.stage, columns) }}{%- endif -%}
-      {%- endcall -%}
+      {%- do statements.append(('vcmt_create_stage', vcmt._guard_stage_sql(objs.stage, columns) if guarded else vcmt._create_stage_sql(objs.stage, columns))) -%}
     {%- endif -%}
-    {%- call statement('vcmt_create_' ~ role) -%}{{ vcmt._create_view_sql(objs[role], to, select_sql) }}{%- endcall -%}
+    {%- do statements.append(('vcmt_create_' ~ role, vcmt._create_view_sql(objs[role], to, select_sql))) -%}
   {%- endfor -%}
   {%- if guarded -%}
-    {%- call statement('vcmt_create_stage') -%}{{ vcmt._create_stage_sql(new.stage, columns) }}{%- endcall -%}
-    {%- call statement('vcmt_swap_stage') -%}
-      exchange tables {{ new.stage }} and {{ objs.stage }} {{ on_cluster_clause(objs.stage) }}
-    {%- endcall -%}
-    {%- call statement('vcmt_drop_guard') -%}drop table {{ new.stage }} {{ on_cluster_clause(new.stage) }} sync{%- endcall -%}
+    {%- do statements.append(('vcmt_create_stage', vcmt._create_stage_sql(new.stage, columns))) -%}
+    {%- do statements.append(('vcmt_swap_stage', 'exchange tables ' ~ new.stage ~ ' and ' ~ objs.stage ~ ' ' ~ on_cluster_clause(objs.stage))) -%}
+    {%- do statements.append(('vcmt_drop_guard', vcmt._drop_sql(new.stage, if_exists=false))) -%}
   {%- endif -%}
+  {%- if vcmt._sharded(objs) -%}
+    {%- do statements.append(('vcmt_create_distributed', vcmt._create_distributed_sql(cfg, objs.distributed, objs.target))) -%}
+    {%- do statements.append(('vcmt_create_distributed_stage', vcmt._create_distributed_sql(cfg, objs.distributed_stage, objs.stage))) -%}
+  {%- endif -%}
+  {{ return(statements) }}
 {% endmacro %}
 
 
@@ -135,17 +136,17 @@
     {%- do wanted.append(role) -%}
     {%- if found.get(objs[role].identifier, {}).get('engine') == 'MaterializedView' -%}
       {%- call statement('vcmt_modify_' ~ role) -%}
-        alter table {{ objs[role] }} {{ on_cluster_clause(objs[role]) }} modify query {{ select_sql }}
+        {{ vcmt._modify_view_sql(objs[role], select_sql) }}
       {%- endcall -%}
     {%- else -%}
-      {%- call statement('vcmt_drop_' ~ role) -%}drop table if exists {{ objs[role] }} {{ on_cluster_clause(objs[role]) }} sync{%- endcall -%}
+      {%- call statement('vcmt_drop_' ~ role) -%}{{ vcmt._drop_sql(objs[role]) }}{%- endcall -%}
       {%- call statement('vcmt_create_' ~ role) -%}{{ vcmt._create_view_sql(objs[role], to, select_sql) }}{%- endcall -%}
     {%- endif -%}
   {%- endfor -%}
   {%- for role in ['cancels_writer'] if role not in wanted -%}
-    {%- call statement('vcmt_drop_' ~ role) -%}drop table if exists {{ objs[role] }} {{ on_cluster_clause(objs[role]) }} sync{%- endcall -%}
+    {%- call statement('vcmt_drop_' ~ role) -%}{{ vcmt._drop_sql(objs[role]) }}{%- endcall -%}
   {%- endfor -%}
-  {%- call statement('vcmt_drop_batch') -%}drop table if exists {{ objs.batch }} {{ on_cluster_clause(objs.batch) }} sync{%- endcall -%}
+  {%- call statement('vcmt_drop_batch') -%}{{ vcmt._drop_sql(objs.batch) }}{%- endcall -%}
   {#- No view reads the staging names: these are the old tables. -#}
   {%- do vcmt._drop_objects(new, vcmt._existing_objects(new)) -%}
 {% endmacro %}
@@ -179,9 +180,13 @@
 
   {%- set transform = vcmt.transform_sql(cfg, objs, columns) -%}
   {%- set has_transform = objs.transform.identifier in found -%}
-  {%- set modify_transform = has_transform and (plan.refresh_transform or vcmt._view_query_differs(found[objs.transform.identifier].as_select, transform)) -%}
+  {%- set modify_transform = has_transform and (plan.refresh_transform or vcmt._sql_differs(found[objs.transform.identifier].as_select, transform)) -%}
   {%- if plan.before or plan.after or modify_transform or not has_transform -%}
     {%- do vcmt._check_plan(cfg, objs, found, plan) -%}
+  {%- endif -%}
+  {#- The Distributed tables copy their local table's columns at creation (docs/design.md#sharded-clusters). -#}
+  {%- if vcmt._sharded(objs) and plan.changed and cfg.on_schema_change != 'ignore' -%}
+    {{ exceptions.raise_compiler_error("vcmt_upsert " ~ objs.distributed.identifier ~ ": a sharded model (`sharding_key`) does not change its tables in place; this run would apply: " ~ plan.describe ~ ". Nothing was changed. Run with --full-refresh to rebuild every shard from the SELECT.") }}
   {%- endif -%}
   {%- for step in plan.before -%}
     {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': schema step: ' ~ step.name) }}
@@ -206,11 +211,18 @@
   {%- elif modify_transform -%}
     {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': transform changed, updating it in place (MODIFY QUERY)', info=true) }}
     {%- call statement('vcmt_modify_transform') -%}
-      alter table {{ objs.transform }} {{ on_cluster_clause(objs.transform) }} modify query {{ transform }}
+      {{ vcmt._modify_view_sql(objs.transform, transform) }}
     {%- endcall -%}
   {%- endif -%}
+  {%- if vcmt._sharded(objs) -%}
+    {%- for name, create_sql in vcmt._create_statements(cfg, objs, columns, false) if name in ['vcmt_create_distributed', 'vcmt_create_distributed_stage'] -%}
+      {%- if objs[name[12:]].identifier not in found -%}
+        {%- call statement(name) -%}{{ create_sql }}{%- endcall -%}
+      {%- endif -%}
+    {%- endfor -%}
+  {%- endif -%}
   {%- if cfg.delete_mode == 'versioned' and objs.cancels_writer.identifier in found -%}
-    {%- call statement('vcmt_drop_cancels_writer') -%}drop table {{ objs.cancels_writer }} sync{%- endcall -%}
+    {%- call statement('vcmt_drop_cancels_writer') -%}{{ vcmt._drop_sql(objs.cancels_writer, if_exists=false) }}{%- endcall -%}
   {%- endif -%}
 
   {%- for step in plan.after -%}
@@ -222,18 +234,5 @@
     {%- call statement('vcmt_schema_step') -%}{{ vcmt._plan_step_sql(step, objs[step.on]) }}{%- endcall -%}
   {%- endfor -%}
   {{ return({'cfg': cfg, 'columns': columns}) }}
-{% endmacro %}
-
-
-{#- Both sides go through ClickHouse's formatter, so only a real change counts. -#}
-{% macro _view_query_differs(stored_select, select_sql) %}
-  {%- set rows = run_query("select formatQuery(" ~ vcmt._sql_string(stored_select) ~ ") != formatQuery(" ~ vcmt._sql_string(select_sql) ~ ")").columns[0].values() -%}
-  {{ return(rows[0] | int == 1) }}
-{% endmacro %}
-
-
-{% macro _projection_query_differs(stored, wanted) %}
-  {%- set normalize = modules.re.compile('[\\s`"]+') -%}
-  {{ return(normalize.sub('', stored | lower) != normalize.sub('', wanted | lower)) }}
 {% endmacro %}
 

@@ -43,41 +43,59 @@
 {% macro _load_events(cfg, objs, columns, select_columns, sql) %}
   {%- set events_sql = vcmt._normalized_events_sql(cfg, columns, select_columns, sql) -%}
   {%- set data = vcmt._loaded_data_columns(cfg, columns, select_columns) -%}
-  {%- set stage_cols = vcmt._column_list(cfg.key_columns + data + [cfg.version, cfg.sign]) -%}
   {%- set keys = vcmt._column_list(cfg.key_columns) -%}
-  {%- set v = vcmt._quote(cfg.version) -%}
   {%- set wm = vcmt._highest_as_text(vcmt._quote(cfg.watermark)) if cfg.watermark else 'cast(null as Nullable(String))' -%}
 
   {%- if cfg.foldable -%}
     {%- set stats = run_query('select count(), countIf(_vcmt_sign < 0), uniqExact(' ~ keys ~ '), ' ~ wm ~ ' from (' ~ events_sql ~ ') ' ~ vcmt._read_settings()).rows[0] -%}
+    {%- set shards = 1 -%}
     {%- if stats[0] | int > 0 -%}
-      {#- LIMIT 1 BY over a sort is about twice as fast as argMax over a tuple
-          here, and hands the transform its events in key order, so the target's
-          part writer finds them (nearly) sorted. -#}
-      {%- call statement('vcmt_load') -%}
-        insert into {{ objs.stage }} ({{ stage_cols }})
-        select {{ keys }}{% for c in data %}, {{ vcmt._quote(c) }}{% endfor %}, {{ v }}, _vcmt_sign
-        from ({{ events_sql }})
-        order by {{ keys }}, {{ v }} desc, _vcmt_sign asc
-        limit 1 by {{ keys }}
-        {{ vcmt._stage_insert_settings(cfg) }}
-      {%- endcall -%}
+      {%- set shards = vcmt._virtual_shards_for(cfg, stats[0] | int) -%}
+      {%- set statements = [] -%}
+      {%- for i in range(shards) -%}
+        {%- do statements.append(vcmt._fold_insert_sql(cfg, objs, data, events_sql, vcmt._shard_condition(cfg, i, shards))) -%}
+      {%- endfor -%}
+      {%- do vcmt._run_sharded(statements) -%}
     {%- endif -%}
     {{ return({'events': stats[0] | int, 'deletes': stats[1] | int, 'fed': stats[2] | int,
-               'rounds': 1 if stats[0] | int > 0 else 0, 'watermark': stats[3]}) }}
+               'rounds': 1 if stats[0] | int > 0 else 0, 'watermark': stats[3],
+               'virtual_shards': shards}) }}
   {%- endif -%}
 
-  {{ return(vcmt._load_in_rounds(cfg, objs, columns, data, stage_cols, events_sql)) }}
+  {{ return(vcmt._load_in_rounds(cfg, objs, columns, data, events_sql)) }}
+{% endmacro %}
+
+
+{#- The fold's INSERT: each key's last event (docs/design.md#fold-or-rounds),
+    of the keys of one virtual shard when `shard` is a condition.
+    LIMIT 1 BY over a sort is about twice as fast as argMax over a tuple here,
+    and hands the transform its events in key order, so the target's part
+    writer finds them (nearly) sorted. -#}
+{% macro _fold_insert_sql(cfg, objs, data, events_sql, shard=none) %}
+  {%- set keys = vcmt._column_list(cfg.key_columns) -%}
+  {%- set v = vcmt._quote(cfg.version) -%}
+  insert into {{ vcmt._all_shards(objs, 'stage') }} ({{ vcmt._column_list(cfg.key_columns + data + [cfg.version, cfg.sign]) }})
+  select {{ keys }}{% for c in data %}, {{ vcmt._quote(c) }}{% endfor %}, {{ v }}, _vcmt_sign
+  from ({{ events_sql }})
+  {%- if shard %} where {{ shard }}{% endif %}
+  order by {{ keys }}, {{ v }} desc, _vcmt_sign asc
+  limit 1 by {{ keys }}
+  {{ vcmt._stage_insert_settings(cfg) }}
 {% endmacro %}
 
 
 {#- The totals of `m__applied`, and with `watermark_sql` that expression too
     (one query after a load instead of two). -#}
 {% macro _applied_totals(objs, watermark_sql=none) %}
-  {%- set row = run_query('select sum(inserted), sum(updated), sum(deleted)' ~ (', ' ~ watermark_sql if watermark_sql else '')
-                          ~ ' from ' ~ objs.applied ~ ' ' ~ vcmt._read_settings()).rows[0] -%}
+  {%- set row = run_query(vcmt._applied_totals_sql(objs, watermark_sql)).rows[0] -%}
   {{ return({'inserted': row[0] | int, 'updated': row[1] | int, 'deleted': row[2] | int,
              'watermark': row[3] if watermark_sql else none}) }}
+{% endmacro %}
+
+
+{% macro _applied_totals_sql(objs, watermark_sql=none) %}
+  {{ return('select sum(inserted), sum(updated), sum(deleted)' ~ (', ' ~ watermark_sql if watermark_sql else '')
+            ~ ' from ' ~ vcmt._all_shards(objs, 'applied') ~ ' ' ~ vcmt._read_settings()) }}
 {% endmacro %}
 
 
@@ -93,7 +111,7 @@
   {%- set typed = (columns + select_columns) | selectattr('name', 'equalto', cfg.watermark) | first -%}
   {%- set scalar = vcmt._sql_string(vcmt._scalar_type(typed.data_type) or 'String') -%}
   {%- set batch = vcmt._sql_string(batch_max) -%}
-  {%- set previous = '(' ~ vcmt._recorded_watermark_sql(objs.loads) ~ ')' -%}
+  {%- set previous = '(' ~ vcmt._recorded_watermark_sql(objs) ~ ')' -%}
   {{ return('ifNull((select toString(max(_vcmt_x)) from (select arrayJoin([accurateCastOrNull(' ~ batch ~ ', ' ~ scalar ~ '), accurateCastOrNull('
             ~ previous ~ ', ' ~ scalar ~ ')]) as _vcmt_x)), ' ~ batch ~ ')') }}
 {% endmacro %}
@@ -101,13 +119,13 @@
 
 {#- The highest watermark recorded in `<model>__loads`, as text, or none.
     Every recorded value is the running maximum, so the latest one is it. -#}
-{% macro _recorded_watermark(loads) %}
-  {%- set rows = run_query(vcmt._recorded_watermark_sql(loads) ~ ' ' ~ vcmt._read_settings()).rows -%}
+{% macro _recorded_watermark(objs) %}
+  {%- set rows = run_query(vcmt._recorded_watermark_sql(objs) ~ ' ' ~ vcmt._read_settings()).rows -%}
   {{ return(rows[0][0] if rows | length > 0 else none) }}
 {% endmacro %}
 
-{% macro _recorded_watermark_sql(loads) %}
-  {{ return('select watermark from ' ~ loads ~ ' where watermark is not null order by loaded_at desc limit 1') }}
+{% macro _recorded_watermark_sql(objs) %}
+  {{ return('select watermark from ' ~ vcmt._all_shards(objs, 'loads') ~ ' where watermark is not null order by loaded_at desc limit 1') }}
 {% endmacro %}
 
 
@@ -138,6 +156,7 @@
       'fed': fed.fed,
       'superseded': fed.events - fed.fed,
       'rounds': fed.rounds,
+      'virtual_shards': fed.virtual_shards,
       'inserted': after.inserted - before.inserted,
       'updated': after.updated - before.updated,
       'deleted': after.deleted - before.deleted,

@@ -11,29 +11,13 @@
     When every policy folds (_fold_aggregates) and deletes are versioned, a
     key's events are folded first (docs/design.md#hot-keys): at most two
     rounds, whatever the number of events per key. -#}
-{% macro _load_in_rounds(cfg, objs, columns, data, stage_cols, events_sql) %}
-  {%- set keys = vcmt._column_list(cfg.key_columns) -%}
-  {%- set v = vcmt._quote(cfg.version) -%}
+{% macro _load_in_rounds(cfg, objs, columns, data, events_sql) %}
   {%- set folds = vcmt._fold_aggregates(cfg, columns, data) -%}
-  {%- set wm = 'max(' ~ vcmt._quote(cfg.watermark) ~ ')' if cfg.watermark else 'toUInt8(0)' -%}
-  {%- set row = 'tuple(' ~ (vcmt._column_list(data) if data else '0') ~ ')' -%}
-  {%- set ranked = '0' if folds is not none else 'row_number() over (partition by ' ~ keys ~ ' order by ' ~ v ~ ' asc, _vcmt_sign desc)' -%}
 
   {%- call statement('vcmt_batch_replace') -%}
-    drop table if exists {{ objs.batch }} {{ on_cluster_clause(objs.batch) }} sync
+    {{ vcmt._drop_sql(objs.batch) }}
   {%- endcall -%}
-  {#- Exact duplicates (same key, version and sign) are one event: one of them is kept. -#}
-  {%- call statement('vcmt_batch') -%}
-    create table {{ objs.batch }} engine = MergeTree order by _vcmt_round as
-    select {{ keys }}{% for c in data %}, _vcmt_row.{{ loop.index }} as {{ vcmt._quote(c) }}{% endfor %}, {{ v }}, _vcmt_sign,
-      _vcmt_n, _vcmt_wm, toUInt64(0) as _vcmt_folded, toUInt64({{ ranked }}) as _vcmt_round
-    from (
-      select {{ keys }}, {{ v }}, _vcmt_sign, any({{ row }}) as _vcmt_row, count() as _vcmt_n, {{ wm }} as _vcmt_wm
-      from ({{ events_sql }})
-      group by {{ keys }}, {{ v }}, _vcmt_sign
-    )
-    {{ vcmt._read_settings() }}
-  {%- endcall -%}
+  {%- call statement('vcmt_batch') -%}{{ vcmt._batch_create_sql(cfg, objs, data, events_sql, folds) }}{%- endcall -%}
   {%- if folds is not none -%}
     {%- do vcmt._fold_batch(cfg, objs, data, folds) -%}
   {%- endif -%}
@@ -45,33 +29,63 @@
                             ~ wm_read ~ ' from '
                             ~ objs.batch ~ ' ' ~ vcmt._read_settings()).rows[0] -%}
   {%- set rounds = stats[3] | int -%}
+  {#- Sized by the events fed, as the fold path's. -#}
+  {%- set shards = vcmt._virtual_shards_for(cfg, stats[2] | int) if rounds > 0 else 1 -%}
   {%- for r in range(1, rounds + 1) -%}
     {%- if r % 50 == 0 -%}
       {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': round ' ~ r ~ ' of ' ~ rounds, info=true) }}
     {%- endif -%}
-    {%- call statement('vcmt_load_round') -%}
-      insert into {{ objs.stage }} ({{ stage_cols }})
-      select {{ keys }}{% for c in data %}, {{ vcmt._quote(c) }}{% endfor %}, {{ v }}, _vcmt_sign
-      from {{ objs.batch }}
-      where _vcmt_round = {{ r }}
-      {{ vcmt._stage_insert_settings(cfg) }}
-    {%- endcall -%}
+    {%- set statements = [] -%}
+    {%- for i in range(shards) -%}
+      {%- do statements.append(vcmt._round_insert_sql(cfg, objs, data, r, vcmt._shard_condition(cfg, i, shards))) -%}
+    {%- endfor -%}
+    {%- do vcmt._run_sharded(statements) -%}
   {%- endfor -%}
   {%- call statement('vcmt_batch_drop') -%}
-    drop table if exists {{ objs.batch }} {{ on_cluster_clause(objs.batch) }} sync
+    {{ vcmt._drop_sql(objs.batch) }}
   {%- endcall -%}
   {{ return({'events': stats[0] | int, 'deletes': stats[1] | int, 'fed': stats[2] | int,
-             'rounds': rounds, 'watermark': stats[4]}) }}
+             'rounds': rounds, 'watermark': stats[4], 'virtual_shards': shards}) }}
+{% endmacro %}
+
+
+{#- `m__batch`, on the dbt node only: the batch's events, numbered per key in
+    apply order (all in round 0 when they will be folded). Exact duplicates
+    (same key, version and sign) are one event: one of them is kept. -#}
+{% macro _batch_create_sql(cfg, objs, data, events_sql, folds) %}
+  {%- set keys = vcmt._column_list(cfg.key_columns) -%}
+  {%- set v = vcmt._quote(cfg.version) -%}
+  {%- set wm = 'max(' ~ vcmt._quote(cfg.watermark) ~ ')' if cfg.watermark else 'toUInt8(0)' -%}
+  {%- set row = 'tuple(' ~ (vcmt._column_list(data) if data else '0') ~ ')' -%}
+  {%- set ranked = '0' if folds is not none else 'row_number() over (partition by ' ~ keys ~ ' order by ' ~ v ~ ' asc, _vcmt_sign desc)' -%}
+  create table {{ objs.batch }} engine = MergeTree order by _vcmt_round as
+  select {{ keys }}{% for c in data %}, _vcmt_row.{{ loop.index }} as {{ vcmt._quote(c) }}{% endfor %}, {{ v }}, _vcmt_sign,
+    _vcmt_n, _vcmt_wm, toUInt64(0) as _vcmt_folded, toUInt64({{ ranked }}) as _vcmt_round
+  from (
+    select {{ keys }}, {{ v }}, _vcmt_sign, any({{ row }}) as _vcmt_row, count() as _vcmt_n, {{ wm }} as _vcmt_wm
+    from ({{ events_sql }})
+    group by {{ keys }}, {{ v }}, _vcmt_sign
+  )
+  {{ vcmt._read_settings() }}
+{% endmacro %}
+
+
+{#- Round `r`'s INSERT: every key's r-th event, from `m__batch`; of the keys
+    of one virtual shard when `shard` is a condition. -#}
+{% macro _round_insert_sql(cfg, objs, data, r, shard=none) %}
+  insert into {{ vcmt._all_shards(objs, 'stage') }} ({{ vcmt._column_list(cfg.key_columns + data + [cfg.version, cfg.sign]) }})
+  select {{ vcmt._column_list(cfg.key_columns) }}{% for c in data %}, {{ vcmt._quote(c) }}{% endfor %}, {{ vcmt._quote(cfg.version) }}, _vcmt_sign
+  from {{ objs.batch }}
+  where _vcmt_round = {{ r }}{% if shard %} and {{ shard }}{% endif %}
+  {{ vcmt._stage_insert_settings(cfg) }}
 {% endmacro %}
 
 
 {#- column -> fold aggregate for every loaded data column, or none when the
-    batch must go event by event: unconditional deletes (a delete of any
-    version removes the row, so the order of deletes and upserts below the
-    stored version matters) or a policy that does not fold. -#}
+    batch must go event by event: the model's events do not fold (`cfg.folds`)
+    or a policy has no fold aggregate (a custom `{old}/{new}` expression). -#}
 {% macro _fold_aggregates(cfg, columns, data) %}
-  {#- Unsent columns: a key's last event is not its whole state (each event keeps what it did not send). -#}
-  {%- if cfg.delete_mode != 'versioned' or cfg.unavailable_column -%}{{ return(none) }}{%- endif -%}
+  {%- if not cfg.folds -%}{{ return(none) }}{%- endif -%}
   {%- set folds = {} -%}
   {%- for c in columns if c.name in data -%}
     {%- set agg = vcmt._fold_aggregate(cfg.merge.get(c.name, 'replace'), vcmt._quote(c.name), c.data_type, vcmt._quote(cfg.version)) -%}
@@ -93,12 +107,18 @@
     up once, for the batch's keys only. The upserts left after the last delete
     are then each accepted in turn, which is what makes their fold exact. -#}
 {% macro _fold_batch(cfg, objs, data, folds) %}
+  {%- call statement('vcmt_batch_fold') -%}{{ vcmt._fold_batch_sql(cfg, objs, data, folds) }}{%- endcall -%}
+{% endmacro %}
+
+{#- On a sharded model the state is read from every shard, and the batch's
+    keys (in `m__batch`, on this node only) are sent along with GLOBAL IN. -#}
+{% macro _fold_batch_sql(cfg, objs, data, folds) %}
   {%- set q = vcmt._quote -%}
+  {%- set in_ = 'global in' if vcmt._sharded(objs) else 'in' -%}
   {%- set keys = vcmt._column_list(cfg.key_columns) -%}
   {%- set key_tuple = vcmt._key_tuple(cfg.key_columns) -%}
   {%- set v = q(cfg.version) -%}
   {%- set batch_keys = 'select ' ~ keys ~ ' from ' ~ objs.batch ~ ' where _vcmt_round = 0' -%}
-  {%- call statement('vcmt_batch_fold') -%}
     insert into {{ objs.batch }} ({{ keys }}{% for c in data %}, {{ q(c) }}{% endfor %}, {{ v }}, _vcmt_sign, _vcmt_folded, _vcmt_round)
     select {{ keys }}{% for c in data %}, _vcmt_f{{ loop.index0 }}{% endfor %}, _vcmt_fv, if(_vcmt_after, toInt8(1), toInt8(-1)), _vcmt_folded,
       row_number() over (partition by {{ keys }} order by _vcmt_after asc)
@@ -116,14 +136,14 @@
         from {{ objs.batch }} as _vcmt_e
         left join (
           select {{ keys }}, {{ v }} as _vcmt_lv, toUInt8(1) as _vcmt_found
-          from {{ objs.target }} final
-          prewhere {{ key_tuple }} in ({{ batch_keys }})
+          from {{ vcmt._all_shards(objs, 'target') }} final
+          prewhere {{ key_tuple }} {{ in_ }} ({{ batch_keys }})
           where {{ q(cfg.sign) }} = 1
         ) as _vcmt_old using ({{ keys }})
         left join (
           select {{ keys }}, max({{ v }}) as _vcmt_tv, toUInt8(1) as _vcmt_found
-          from {{ objs.tombstones }}
-          where {{ key_tuple }} in ({{ batch_keys }})
+          from {{ vcmt._all_shards(objs, 'tombstones') }}
+          where {{ key_tuple }} {{ in_ }} ({{ batch_keys }})
           group by {{ keys }}
         ) as _vcmt_tomb using ({{ keys }})
         where _vcmt_e._vcmt_round = 0
@@ -133,5 +153,4 @@
       group by {{ keys }}, _vcmt_after
     )
     {{ vcmt._read_settings() }}
-  {%- endcall -%}
 {% endmacro %}

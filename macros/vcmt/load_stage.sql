@@ -22,12 +22,12 @@
   {%- set cfg = vcmt._read_config(node.config) -%}
   {%- set target = api.Relation.create(database=node.database, schema=node.schema, identifier=node.alias, type='table',
                                        can_on_cluster=adapter.get_clickhouse_cluster_name() is not none) -%}
-  {%- set objs = vcmt.objects(target) -%}
+  {%- set objs = vcmt.objects(target, cfg.sharding_key) -%}
   {%- if not vcmt._relation_exists(objs.stage) -%}
     {{ exceptions.raise_compiler_error("vcmt.load_stage: `" ~ objs.stage ~ "` does not exist; build the model first with `dbt run --select " ~ model ~ "`.") }}
   {%- endif -%}
   {%- set columns = [] -%}
-  {%- for c in adapter.get_columns_in_relation(target) -%}{%- do columns.append({'name': c.name, 'data_type': c.data_type}) -%}{%- endfor -%}
+  {%- for c in adapter.get_columns_in_relation(objs.target) -%}{%- do columns.append({'name': c.name, 'data_type': c.data_type}) -%}{%- endfor -%}
   {%- set select_columns = adapter.get_column_schema_from_query(vcmt._user_sql(sql)) -%}
   {%- set returned = select_columns | map(attribute='name') | list -%}
   {%- do vcmt._check_reserved_names(returned, 'vcmt.load_stage') -%}

@@ -1,10 +1,17 @@
 {#- The objects one vcmt_upsert model owns. Their names are a public contract:
-    external writers insert into `<model>__stage`, tests read `<model>`. -#}
-{% macro objects(target) %}
-  {{ return(adapter.dispatch('objects', 'vcmt')(target)) }}
+    external writers insert into `<model>__stage`, tests read `<model>`.
+
+    With a `sharding_key` (on a dbt-clickhouse `cluster`) the target and the
+    stage are per-shard tables named with dbt-clickhouse's local suffix
+    (`<model>_local`, `<model>__stage_local`), and the public names belong to
+    Distributed tables over them, roles `distributed` and `distributed_stage`
+    (docs/design.md#sharded-clusters). The views and helper tables are per
+    shard under their usual names. -#}
+{% macro objects(target, sharding_key=none) %}
+  {{ return(adapter.dispatch('objects', 'vcmt')(target, sharding_key)) }}
 {% endmacro %}
 
-{% macro default__objects(target) %}
+{% macro default__objects(target, sharding_key=none) %}
   {%- set names = {
       'stage': 'stage',
       'transform': 'transform',
@@ -17,11 +24,19 @@
       'truncates': 'truncates',
       'batch': 'batch',
   } -%}
-  {%- set objs = {'target': target} -%}
+  {%- set local = adapter.get_clickhouse_local_suffix() if sharding_key else '' -%}
+  {%- set identifiers = {'target': target.identifier ~ local} -%}
   {%- for role, suffix in names.items() -%}
+    {%- do identifiers.update({role: target.identifier ~ '__' ~ suffix ~ (local if role == 'stage' else '')}) -%}
+  {%- endfor -%}
+  {%- if sharding_key -%}
+    {%- do identifiers.update({'distributed': target.identifier, 'distributed_stage': target.identifier ~ '__' ~ names.stage}) -%}
+  {%- endif -%}
+  {%- set objs = {} -%}
+  {%- for role, identifier in identifiers.items() -%}
     {#- Helpers follow the target onto the cluster (dbt-clickhouse's can_on_cluster). -#}
     {%- set rel = api.Relation.create(database=target.database, schema=target.schema,
-                                      identifier=target.identifier ~ '__' ~ suffix, type='table',
+                                      identifier=identifier, type='table',
                                       can_on_cluster=target.can_on_cluster) -%}
     {%- do objs.update({role: rel}) -%}
   {%- endfor -%}
@@ -29,14 +44,45 @@
 {% endmacro %}
 
 
+{#- Whether `objs` are a sharded model's (docs/design.md#sharded-clusters). -#}
+{% macro _sharded(objs) %}
+  {{ return('distributed' in objs) }}
+{% endmacro %}
+
+
+{#- What a statement names to reach every shard's `role` object: the object
+    itself when the model is not sharded; on a sharded model the Distributed
+    table for the target and the stage (reads of the target, INSERTs into the
+    stage), and `clusterAllReplicas()` for a helper table. Helper tables are
+    not replicated: each replica holds what the inserts it received wrote, so
+    the union over all replicas is the model's whole record
+    (docs/design.md#sharded-clusters). -#}
+{% macro _all_shards(objs, role) %}
+  {%- if not vcmt._sharded(objs) -%}{{ return(objs[role] | string) }}{%- endif -%}
+  {%- if role in ['target', 'stage'] -%}
+    {{ return(objs['distributed' if role == 'target' else 'distributed_stage'] | string) }}
+  {%- endif -%}
+  {%- set rel = objs[role] -%}
+  {{ return('clusterAllReplicas(' ~ vcmt._sql_string(vcmt._cluster_name()) ~ ', ' ~ vcmt._sql_string(rel.schema) ~ ', '
+            ~ vcmt._sql_string(rel.identifier) ~ ')') }}
+{% endmacro %}
+
+
+{#- The profile's dbt-clickhouse `cluster`, unquoted, or none. -#}
+{% macro _cluster_name() %}
+  {%- set quoted = adapter.get_clickhouse_cluster_name() -%}
+  {{ return(quoted[1:-1] if quoted else none) }}
+{% endmacro %}
+
+
 {#- Drop every object of the model (only those in `found` when given), views
     first so no writer ever sees a stage without its transform. -#}
 {% macro _drop_objects(objs, found=none) %}
-  {%- set order = ['transform', 'tombstones_writer', 'cancels_writer', 'applied_writer', 'stage'] -%}
+  {%- set order = ['distributed_stage', 'distributed', 'transform', 'tombstones_writer', 'cancels_writer', 'applied_writer', 'stage'] -%}
   {%- for role in objs.keys() if role not in order -%}{%- do order.append(role) -%}{%- endfor -%}
-  {%- for role in order if found is none or objs[role].identifier in found -%}
+  {%- for role in order if role in objs and (found is none or objs[role].identifier in found) -%}
     {%- call statement('vcmt_drop_' ~ role) -%}
-      drop table if exists {{ objs[role] }} {{ on_cluster_clause(objs[role]) }} sync
+      {{ vcmt._drop_sql(objs[role]) }}
     {%- endcall -%}
   {%- endfor -%}
 {% endmacro %}

@@ -208,23 +208,9 @@
 {% macro _sum_arguments(query) %}
   {%- set texts = [] -%}
   {%- for call in modules.re.finditer('(?i)(?<![\\w`".])sum\\s*\\(', query) -%}
-    {%- do texts.append(vcmt._call_argument(query, call.end())) -%}
+    {%- do texts.append(vcmt._split_top_level(query[call.end():]) | join(',') | trim) -%}
   {%- endfor -%}
   {{ return(texts) }}
-{% endmacro %}
-
-
-{#- The text between the parenthesis opened just before `start` and its match. -#}
-{% macro _call_argument(text, start) %}
-  {%- set ns = namespace(depth=1, end=none) -%}
-  {%- for i in range(start, text | length) if ns.end is none -%}
-    {%- if text[i] == '(' -%}{%- set ns.depth = ns.depth + 1 -%}
-    {%- elif text[i] == ')' -%}
-      {%- set ns.depth = ns.depth - 1 -%}
-      {%- if ns.depth == 0 -%}{%- set ns.end = i -%}{%- endif -%}
-    {%- endif -%}
-  {%- endfor -%}
-  {{ return(text[start:ns.end] | trim if ns.end is not none else text[start:] | trim) }}
 {% endmacro %}
 
 

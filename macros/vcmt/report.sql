@@ -4,7 +4,8 @@
   {%- set n = stats -%}
   {{ return(
       n.events ~ ' events (' ~ n.upserts ~ ' upserts, ' ~ n.deletes ~ ' deletes); '
-      ~ n.superseded ~ ' superseded in batch; ' ~ n.fed ~ ' applied in ' ~ n.rounds ~ ' round(s): '
+      ~ n.superseded ~ ' superseded in batch; ' ~ n.fed ~ ' applied in ' ~ n.rounds ~ ' round(s)'
+      ~ (' on ' ~ n.virtual_shards ~ ' virtual shards' if n.virtual_shards > 1 else '') ~ ': '
       ~ n.inserted ~ ' inserted, ' ~ n.updated ~ ' updated, ' ~ n.deleted ~ ' deleted, '
       ~ n.skipped ~ ' skipped as stale or duplicate; ' ~ n.rows_written ~ ' rows written'
       ~ ('; ' ~ n.truncates ~ ' truncate(s): ' ~ n.truncated_rows ~ ' rows at or below version ' ~ n.truncated_to ~ ' deleted' if n.truncated_to is not none else '')

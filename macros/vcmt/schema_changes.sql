@@ -79,7 +79,7 @@
     {%- if name not in wanted_projections -%}
       {%- do drop_projections.append(name) -%}
       {%- do before.append({'on': 'target', 'action': 'drop projection ' ~ q(name), 'name': 'drop projection ' ~ name ~ ' (no longer configured)'}) -%}
-    {%- elif vcmt._projection_query_differs(query, wanted_projections[name]) or uses -%}
+    {%- elif vcmt._sql_differs(query, wanted_projections[name]) or uses -%}
       {%- do drop_projections.append(name) -%}
       {%- set why = 'its query changed' if not uses else 'it uses column(s) ' ~ uses ~ ', which change' -%}
       {%- do before.append({'on': 'target', 'action': 'drop projection ' ~ q(name), 'name': 'drop projection ' ~ name ~ ' (' ~ why ~ '; it is rebuilt below)'}) -%}
@@ -144,8 +144,8 @@
 
 
 {#- The config the rest of the run works from: a copy of `cfg` with the plan's
-    merge policies; a model whose kept columns merge with `keep` cannot be
-    folded to one event per key. `cfg` itself is left as read. -#}
+    merge policies (a model whose kept columns merge with `keep` no longer
+    folds to its last event). `cfg` itself is left as read. -#}
 {% macro _config_for_plan(cfg, plan) %}
   {%- if not plan.merge -%}{{ return(cfg) }}{%- endif -%}
   {%- set adjusted = {} -%}
@@ -153,7 +153,7 @@
   {%- set merge = {} -%}
   {%- do merge.update(cfg.merge) -%}
   {%- do merge.update(plan.merge) -%}
-  {%- do adjusted.update({'merge': merge, 'foldable': false}) -%}
+  {%- do adjusted.update({'merge': merge, 'foldable': vcmt._folds_to_last_event(cfg.folds, merge)}) -%}
   {{ return(adjusted) }}
 {% endmacro %}
 

@@ -57,7 +57,11 @@
     - query_plan_execute_functions_after_sorting / optimize_read_in_order: the
       fold INSERT sorts its whole input before the first block reaches the
       stage, and every cast (and so every cast error) must happen before that
-      sort, so a bad value fails the load before anything is applied. -#}
+      sort, so a bad value fails the load before anything is applied.
+    - distributed_foreground_insert (formerly insert_distributed_sync): a
+      sharded model's INSERT into its Distributed stage returns only once
+      every shard has applied its part, so the run report and the next round
+      see it (docs/design.md#sharded-clusters); no effect on other tables. -#}
 {% macro _pinned_insert_settings() %}
   {%- set pinned = vcmt._pinned_query_settings() -%}
   {%- do pinned.update({
@@ -69,6 +73,7 @@
       'do_not_merge_across_partitions_select_final': 1,
       'query_plan_execute_functions_after_sorting': 0,
       'optimize_read_in_order': 0,
+      'distributed_foreground_insert': 1,
   }) -%}
   {{ return(pinned) }}
 {% endmacro %}

@@ -33,3 +33,42 @@
   {%- endif -%}
   {{ return(text) }}
 {% endmacro %}
+
+
+{#- The items of a comma-separated SQL list, split at top level only: commas
+    inside parentheses, brackets or quotes (with backslash escapes) belong to
+    an expression. The list ends at the first bracket that closes one opened
+    before `text`, so `_split_top_level(text[i:]) | join(',')` is the
+    argument text of a call whose parenthesis opens just before `i`. -#}
+{% macro _split_top_level(text) %}
+  {%- set parts = [] -%}
+  {%- set ns = namespace(depth=0, quote=none, escaped=false, current='', done=false) -%}
+  {%- for ch in text if not ns.done -%}
+    {%- if ns.quote is not none -%}
+      {%- if ns.escaped -%}{%- set ns.escaped = false -%}
+      {%- elif ch == '\\' -%}{%- set ns.escaped = true -%}
+      {%- elif ch == ns.quote -%}{%- set ns.quote = none -%}
+      {%- endif -%}
+    {%- elif ch in ["'", '"', '`'] -%}{%- set ns.quote = ch -%}
+    {%- elif ch in '([' -%}{%- set ns.depth = ns.depth + 1 -%}
+    {%- elif ch in ')]' and ns.depth == 0 -%}{%- set ns.done = true -%}
+    {%- elif ch in ')]' -%}{%- set ns.depth = ns.depth - 1 -%}
+    {%- endif -%}
+    {%- if ns.done -%}
+    {%- elif ch == ',' and ns.depth == 0 and ns.quote is none -%}
+      {%- do parts.append(ns.current) -%}{%- set ns.current = '' -%}
+    {%- else -%}
+      {%- set ns.current = ns.current ~ ch -%}
+    {%- endif -%}
+  {%- endfor -%}
+  {%- if ns.current | trim != '' -%}{%- do parts.append(ns.current) -%}{%- endif -%}
+  {{ return(parts) }}
+{% endmacro %}
+
+
+{#- Whether two SQL texts differ once both went through the engine's
+    formatter: spacing, case of keywords and optional quoting never count. -#}
+{% macro _sql_differs(a, b) %}
+  {%- set rows = run_query("select formatQuery(" ~ vcmt._sql_string(a) ~ ") != formatQuery(" ~ vcmt._sql_string(b) ~ ")").columns[0].values() -%}
+  {{ return(rows[0] | int == 1) }}
+{% endmacro %}

@@ -41,7 +41,8 @@
   {%- endif -%}
   {%- set vtype = vcmt._sql_string((columns | selectattr('name', 'equalto', cfg.version) | first).data_type) -%}
   {%- set v = vcmt._quote(cfg.version) -%}
-  {%- set floor = '(select maxOrNull(version) from ' ~ objs.truncates ~ ')' -%}
+  {%- set truncates = vcmt._all_shards(objs, 'truncates') -%}
+  {%- set floor = vcmt._truncate_floor_sql(objs) -%}
   {%- set returned = select_columns | map(attribute='name') | list -%}
   {#- An unconditional delete applies whatever its version. -#}
   {%- set any_version = 'ifNull(' ~ vcmt._quote(cfg.sign) ~ ' < 0, 0)' if cfg.delete_mode == 'unconditional' and cfg.sign in returned else '0' -%}
@@ -65,24 +66,16 @@
     {%- endcall -%}
   {%- endif -%}
   {%- set pending = run_query('select maxOrNull(version) as f, f is not null and (maxIfOrNull(version, rows_deleted is not null) is null '
-                              ~ 'or f > maxIfOrNull(version, rows_deleted is not null)), toString(f) from ' ~ objs.truncates
+                              ~ 'or f > maxIfOrNull(version, rows_deleted is not null)), toString(f) from ' ~ truncates
                               ~ ' ' ~ vcmt._read_settings()).rows[0] -%}
   {%- if pending[1] | int == 1 -%}
     {%- set before = vcmt._applied_totals(objs) -%}
-    {%- set cols = [] -%}
-    {%- for c in columns if c.name not in [cfg.version, cfg.sign] -%}{%- do cols.append(c.name) -%}{%- endfor -%}
     {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': truncate at ' ~ cfg.version ~ ' ' ~ pending[2] ~ ': deleting every row at or below it', info=true) }}
-    {%- call statement('vcmt_truncate') -%}
-      insert into {{ objs.stage }} ({{ vcmt._column_list(cols + [cfg.version, cfg.sign]) }})
-      select {{ vcmt._column_list(cols) }}, assumeNotNull({{ floor }}), toInt8(-1)
-      from {{ objs.target }} final
-      where {{ vcmt._quote(cfg.sign) }} = 1 and {{ v }} <= {{ floor }}
-      {{ vcmt._stage_insert_settings(cfg) }}
-    {%- endcall -%}
+    {%- call statement('vcmt_truncate') -%}{{ vcmt._truncate_deletes_sql(cfg, objs, columns) }}{%- endcall -%}
     {%- set deleted = vcmt._applied_totals(objs).deleted - before.deleted -%}
     {%- call statement('vcmt_truncate_done') -%}
       insert into {{ objs.truncates }} (version, applied_at, invocation_id, rows_deleted)
-      select max(version), now64(3), {{ vcmt._sql_string(invocation_id) }}, {{ deleted }} from {{ objs.truncates }}
+      select max(version), now64(3), {{ vcmt._sql_string(invocation_id) }}, {{ deleted }} from {{ truncates }}
     {%- endcall -%}
     {%- do result.update({'truncated_to': pending[2], 'truncated_rows': deleted}) -%}
     {%- if seen[2] | int > 0 -%}
@@ -95,4 +88,24 @@
   {%- set keep = 'not ' ~ vcmt._truncate_condition(cfg) ~ ' and (' ~ any_version ~ ' or ifNull(accurateCastOrNull(' ~ v ~ ', ' ~ vtype ~ ') > ' ~ floor ~ ', 1))' -%}
   {%- do result.update({'sql': 'select * from (' ~ vcmt._user_sql(sql) ~ ') as _vcmt_src where ' ~ keep}) -%}
   {{ return(result) }}
+{% endmacro %}
+
+
+{#- The model's floor: the highest truncate recorded (on every shard's node). -#}
+{% macro _truncate_floor_sql(objs) %}
+  {{ return('(select maxOrNull(version) from ' ~ vcmt._all_shards(objs, 'truncates') ~ ')') }}
+{% endmacro %}
+
+
+{#- Applying the floor: one INSERT of a delete at the floor's version for
+    every live row at or below it, through the stage. -#}
+{% macro _truncate_deletes_sql(cfg, objs, columns) %}
+  {%- set cols = [] -%}
+  {%- for c in columns if c.name not in [cfg.version, cfg.sign] -%}{%- do cols.append(c.name) -%}{%- endfor -%}
+  {%- set floor = vcmt._truncate_floor_sql(objs) -%}
+  insert into {{ vcmt._all_shards(objs, 'stage') }} ({{ vcmt._column_list(cols + [cfg.version, cfg.sign]) }})
+  select {{ vcmt._column_list(cols) }}, assumeNotNull({{ floor }}), toInt8(-1)
+  from {{ vcmt._all_shards(objs, 'target') }} final
+  where {{ vcmt._quote(cfg.sign) }} = 1 and {{ vcmt._quote(cfg.version) }} <= {{ floor }}
+  {{ vcmt._stage_insert_settings(cfg) }}
 {% endmacro %}

@@ -18,11 +18,11 @@
   {%- if config.get('watermark') is none -%}
     {{ exceptions.raise_compiler_error("vcmt.watermark(): model `" ~ this.identifier ~ "` sets no `watermark` config; set watermark='<input column>' (e.g. '_batch_id').") }}
   {%- endif -%}
-  {%- set loads = vcmt.objects(this.incorporate(type='table')).loads -%}
-  {%- if not vcmt._relation_exists(loads) or should_full_refresh() -%}
+  {%- set objs = vcmt.objects(this.incorporate(type='table'), config.get('sharding_key')) -%}
+  {%- if not vcmt._relation_exists(objs.loads) or should_full_refresh() -%}
     {{ return(fallback) }}
   {%- endif -%}
-  {%- set value = vcmt._recorded_watermark(loads) -%}
+  {%- set value = vcmt._recorded_watermark(objs) -%}
   {%- if value is none -%}{{ return(fallback) }}{%- endif -%}
   {{ return(value if modules.re.match('^-?[0-9]+(\\.[0-9]+)?$', value) else vcmt._sql_string(value)) }}
 {% endmacro %}

@@ -1,7 +1,7 @@
 {#- Customer updates may be partial (simple encoding): a NULL means "not
     changed", so coalesce keeps the stored value; lifetime value only grows.
     Staged by stg_mysql__customers (var vcmt_staging = 'python', the default:
-    Decimal lifetime value, birth_date) or stg_customers_changes
+    Decimal lifetime value, birth_date) or stg_cdc__customer_changes
     (vcmt_staging = 'sql': Float64 lifetime value, no birth_date).
     docs/staging.md -#}
 {%- set python_staging = var('vcmt_staging', 'python') == 'python' -%}
@@ -22,7 +22,7 @@ select
     toUInt64(assumeNotNull(_version)) as _version,
     toInt8(assumeNotNull(sign)) as sign,
     toUInt32(_batch_id) as _batch_id
-from {{ vcmt.lake_source('stg_mysql__customers' if python_staging else 'stg_customers_changes') }}
+from {{ vcmt.lake_source('stg_mysql__customers' if python_staging else 'stg_cdc__customer_changes') }}
 where
     {{ "_kind = 'change'" if python_staging else "true" }}
     {% if vcmt.is_incremental() %}

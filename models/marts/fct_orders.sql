@@ -1,6 +1,6 @@
 {#- Staged by the Python model stg_pg__orders (var vcmt_staging = 'python', the default: real
     Debezium encodings, truncates applied, TOASTed values kept) or by the SQL model
-    stg_orders_changes (vcmt_staging = 'sql': the simple encoding, no truncates, every value sent).
+    stg_cdc__order_changes (vcmt_staging = 'sql': the simple encoding, no truncates, every value sent).
     docs/staging.md -#}
 {%- set python_staging = var('vcmt_staging', 'python') == 'python' -%}
 {{ config(
@@ -32,7 +32,7 @@ select
     {{ "_kind" if python_staging else "'change'" }} as _kind,
     {{ "_unavailable" if python_staging else "cast([], 'Array(String)')" }} as _unavailable,
     toUInt32(_batch_id) as _batch_id
-from {{ vcmt.lake_source('stg_pg__orders' if python_staging else 'stg_orders_changes') }}
+from {{ vcmt.lake_source('stg_pg__orders' if python_staging else 'stg_cdc__order_changes') }}
 where
     {{ "_kind in ('change', 'truncate')" if python_staging else "true" }}
     {% if vcmt.is_incremental() %}

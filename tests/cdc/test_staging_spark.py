@@ -29,8 +29,8 @@ pytestmark = pytest.mark.spark
 # As in tests/conftest.py: the package under test, overridable to test another checkout.
 PACKAGE_ROOT = Path(os.environ.get("VCMT_PACKAGE_ROOT", Path(__file__).resolve().parents[2]))
 TOPICS = ("orders", "customers")
-CHANGES = {"orders": "stg_orders_changes", "customers": "stg_customers_changes"}
-QUARANTINE = "stg_cdc_quarantine"
+CHANGES = {"orders": "stg_cdc__order_changes", "customers": "stg_cdc__customer_changes"}
+QUARANTINE = "stg_cdc__quarantine"
 # Small, but every kind of line occurs in both topics (asserted below).
 LAKE = dict(events=300, batches=3, seed=11, malformed_share=0.1, wrap_share=0.3, late_window=1, late_share=0.1)
 
@@ -56,7 +56,7 @@ class StagingRun:
     rerun: Staged  # nothing new
     restaged: Staged  # batch 1 forced again
     tests: DbtRun
-    refreshed: Staged  # --full-refresh of stg_orders_changes
+    refreshed: Staged  # --full-refresh of stg_cdc__order_changes
 
 
 def _partition_values(path: Path, root: Path) -> dict[str, Any]:
@@ -116,7 +116,7 @@ def staging(tmp_path_factory, chdb_path: Path, lab_dir: Path) -> StagingRun:
         _land(source, lake, range(0, 2))
         first = run("staging")
         _land(source, lake, range(2, 3))
-        second = run("staging", "--exclude", "stg_cdc_batch_audit")  # the view exists already
+        second = run("staging", "--exclude", "stg_cdc__batch_audit")  # the view exists already
         rerun = run(CHANGES["orders"], QUARANTINE)
         restaged = run(CHANGES["orders"], QUARANTINE, vcmt_restage_batches=[1])
         # Tests only read: run them side by side.
@@ -223,7 +223,7 @@ def test_restaged_batch_replaces_partition_without_duplicates(staging: StagingRu
         assert _staged_multiset(staging.restaged.rows[model]) == _staged_multiset(staging.second.rows[model])
     rewritten = {f for f, m in staging.restaged.files.items() if staging.second.files.get(f) != m}
     assert rewritten and all("_batch_id=1/" in f for f in rewritten)
-    assert all("stg_customers_changes" not in f for f in rewritten)
+    assert all("stg_cdc__customer_changes" not in f for f in rewritten)
 
 
 def test_full_refresh_rebuilds_folder_without_duplicates(staging: StagingRun) -> None:
@@ -270,4 +270,4 @@ def test_staged_parquet_types_clickhouse_friendly(staging: StagingRun) -> None:
 def test_dbt_schema_tests_pass_on_staged_lake(staging: StagingRun) -> None:
     """`dbt test --select staging` passes, the batch audit (count in = staged + quarantined) included."""
     assert staging.tests.success
-    assert "accepted_values_stg_cdc_batch_audit_unaccounted" in staging.tests.log
+    assert "accepted_values_stg_cdc__batch_audit_unaccounted" in staging.tests.log

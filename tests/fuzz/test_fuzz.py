@@ -22,7 +22,9 @@ def test_random_streams_match_oracle(tmp_path, chdb_path, lab_dir):
     finally:
         project.close()
     failures = [
-        f"seed {r.seed} ({r.model} via {r.path}): " + "; ".join(r.problems[:3]) for r in results if r.problems
+        f"seed {r.seed} ({r.model} via {r.path}, {r.virtual_shards} virtual shards): " + "; ".join(r.problems[:3]) for r in results if r.problems
     ]
     assert len(results) == STREAMS
+    # Loads as concurrent INSERTs (virtual shards) are part of the campaign.
+    assert STREAMS < 7 or any(r.virtual_shards > 1 for r in results)
     assert not failures, "mismatches (replay with python -m vcmt_tools.fuzz --streams 1 --seed S):\n" + "\n".join(failures)

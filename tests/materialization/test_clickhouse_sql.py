@@ -20,13 +20,8 @@ RENDER = """
                      {'name': 'status', 'data_type': 'String'}, {'name': 'amount', 'data_type': 'Decimal(18, 2)'},
                      {'name': 'note', 'data_type': 'Nullable(String)'}, {'name': 'created_at', 'data_type': 'DateTime'},
                      {'name': '_version', 'data_type': 'UInt64'}, {'name': 'sign', 'data_type': 'Int8'}] -%}
-  {#- Every object of the model, from the registry the materialization builds from. -#}
-  {%- set statements = [vcmt.create_target_sql(cfg, objs.target, columns), vcmt._create_stage_sql(objs.stage, columns)] -%}
-  {%- for role, create_sql in vcmt._helper_tables(cfg, objs, columns) -%}{%- do statements.append(create_sql) -%}{%- endfor -%}
-  {%- for role, to, select_sql in vcmt._views(cfg, objs, columns) -%}
-    {%- do statements.append(vcmt._create_view_sql(objs[role], to, select_sql)) -%}
-  {%- endfor -%}
-  {%- for s in statements -%}{{ print('<<vcmt>>' ~ s ~ '<</vcmt>>') }}{%- endfor -%}
+  {#- Every object of the model: the statements the materialization runs to create it (no exchange here). -#}
+  {%- for name, s in vcmt._create_statements(cfg, objs, columns, false) -%}{{ print('<<vcmt>>' ~ s ~ '<</vcmt>>') }}{%- endfor -%}
 {% endmacro %}
 """
 

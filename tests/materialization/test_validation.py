@@ -69,6 +69,11 @@ CASES = {
         "{'unique_key': 'id', 'projections': [{'name': 'p', 'query': 'select id, sum(x * -sign) group by id'}]}",
         SRC, "uses `sum(x * -sign)`, which is not weighted by `sign`",
     ),
+    # The argument quoted in the message is cut at its own closing parenthesis, not at one inside a string.
+    "projection_sum_paren_in_string": (
+        "{'unique_key': 'id', 'projections': [{'name': 'p', 'query': \"select id, sum(x * (toString(x) != ')')) group by id\"}]}",
+        SRC, "uses `sum(x * (toString(x) != ')'))`, which is not weighted by `sign`",
+    ),
     "projection_sum_if": (
         "{'unique_key': 'id', 'projections': [{'name': 'p', 'query': 'select id, sumIf(x * sign, x > 1) group by id'}]}",
         SRC, "Write sumIf(x, cond) as sum(if(cond, x, 0) * sign)",
@@ -130,6 +135,10 @@ CASES = {
     "projection_not_aggregating": (
         "{'unique_key': 'id', 'projections': [{'name': 'p', 'query': 'select * order by x'}]}", SRC,
         "must be an aggregating projection",
+    ),
+    "virtual_shards_not_a_count": (
+        "{'unique_key': 'id', 'virtual_shards': 'auto'}", SRC,
+        "`virtual_shards` must be a whole number of parallel streams from 1 to 64 (1 turns virtual shards off), or left unset",
     ),
 }
 

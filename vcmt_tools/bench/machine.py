@@ -36,11 +36,11 @@ class Contention:
     def __init__(self) -> None:
         self._load, self._system, self._own = os.getloadavg()[0], psutil.cpu_times(), psutil.Process().cpu_times()
 
-    def finish(self) -> str:
+    def finish(self) -> tuple[float, float, float]:
+        """(load average at start, at end, share of all cores busy with other processes)."""
         system, own = psutil.cpu_times(), psutil.Process().cpu_times()
         total = sum(system) - sum(self._system)
         idle = (system.idle - self._system.idle) + (getattr(system, "iowait", 0) - getattr(self._system, "iowait", 0))
         mine = (own.user - self._own.user) + (own.system - self._own.system)
         others = max(total - idle - mine, 0.0) / total if total > 0 else 0.0
-        return (f"load average {self._load:.1f} at start, {os.getloadavg()[0]:.1f} at end; other processes used "
-                f"{others:.0%} of all cores during the run")  # fmt: skip
+        return self._load, os.getloadavg()[0], others

@@ -19,7 +19,7 @@ class Context:
     started: datetime
     machine: str
     clickhouse: str
-    load: str
+    load: tuple[float, float, float]
     total_s: float
 
 
@@ -116,7 +116,8 @@ def render(out: Outcome, ratios: list[Ratio], ctx: Context) -> str:
         "## Machine and shape",
         "",
         f"- {ctx.machine}; ClickHouse {ctx.clickhouse}",
-        f"- {ctx.load}",
+        f"- load average {ctx.load[0]:.1f} at start, {ctx.load[1]:.1f} at end; other processes used "
+        f"{ctx.load[2]:.0%} of all cores during the run",
         f"- N = {s.rows:,} base rows, B = {s.batch:,}, small batch = {s.small_batch:,}, R = {out.repeat}; "
         f"total {ctx.total_s:,.0f} s (setup {out.setup_ms / 1000:,.0f} s)",
         *[f"- {size} batch: {e:,} events on {k:,} distinct keys (random keys) in {p} partitions"

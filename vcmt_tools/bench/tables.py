@@ -23,7 +23,8 @@ from vcmt_tools.bench.engine import Engine
 
 @dataclass(frozen=True)
 class Model:
-    """A vcmt_upsert model of the bench, on the article's schema, reading one input table."""
+    """A vcmt_upsert model of the bench, on the article's schema, reading one input table. One stream:
+    the bench times the loader's one stage INSERT; virtual_shards.py times K streams."""
 
     name: str
     # Prefix of its steps in the report.
@@ -40,6 +41,7 @@ class Model:
     partition_by='{sql.PARTITION}',
     merge={self.merge!r},
     settings={{'index_granularity': {sql.GRANULARITY}}},
+    virtual_shards=1,
     projections=[{{'name': 'by_department',
                   'query': 'select Department, sum(sign), sum(metric1 * sign) group by Department'}}],
 ) }}}}

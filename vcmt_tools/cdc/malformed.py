@@ -1,6 +1,6 @@
 """Malformed events, one defect each, named by the reason code staging must quarantine them under.
 
-The codes are a contract shared with `models/staging` (`stg_cdc_quarantine.reason`).
+The codes are a contract shared with `models/staging` (`stg_cdc__quarantine.reason`).
 Staging checks them in this order and reports the first that applies, so each
 corruption below breaks exactly one rule and leaves the earlier ones intact.
 """

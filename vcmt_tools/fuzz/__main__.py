@@ -42,8 +42,10 @@ def main(argv: list[str] | None = None) -> int:
             results = sorted((r for f in futures for r in f.result()), key=lambda r: r.seed)
     failed = [r for r in results if r.problems]
     total_events = sum(r.events for r in results)
+    sharded = sum(r.virtual_shards > 1 for r in results)
     print(f"\n{len(results)} streams × {args.events} events: {len(failed)} mismatches "
-          f"({total_events} events delivered incl. redeliveries, {time.time() - started:.0f}s)")
+          f"({total_events} events delivered incl. redeliveries; {sharded} of them on more than one virtual shard; "
+          f"{time.time() - started:.0f}s)")
     for r in failed:
         print(f"  reproduce: python -m vcmt_tools.fuzz --streams 1 --jobs 1 --seed {r.seed} --events {args.events} "
               f"--dbt-every {1 if r.path == 'dbt' else 0}")

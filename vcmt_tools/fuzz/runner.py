@@ -34,6 +34,7 @@ class StreamResult:
     model: str
     path: str
     events: int
+    virtual_shards: int = 1
     problems: list[str] = field(default_factory=list)
 
 
@@ -58,12 +59,16 @@ def setup_models(project: DbtProject, specs: tuple[ModelSpec, ...] = MODEL_SPECS
         project.command(f"create table if not exists `{spec.name}_src` ({cols}) engine = MergeTree order by tuple()")
         project.command(f"create table if not exists `{spec.name}_steps` ({cols}, _fz_step UInt32) "
                         "engine = MergeTree order by _fz_step")
-        config = {"unique_key": list(spec.keys), "merge": spec.merge, "delete_mode": spec.delete_mode,
-                  "insert_settings": spec.insert_settings}
-        args = ", ".join(f"{k}={v!r}" for k, v in config.items())
-        model_sql = f"{{{{ config(materialized='vcmt_upsert', {args}) }}}}\nselect * from `{spec.name}_src`"
-        project.model(spec.name, model_sql)
+        write_model(project, spec, virtual_shards=1)
     project.dbt("run", "--select", " ".join(s.name for s in specs))
+
+
+def write_model(project: DbtProject, spec: ModelSpec, virtual_shards: int) -> None:
+    """The model of `spec`, reading `<name>_src`; each stream sets its own `virtual_shards`."""
+    config = {"unique_key": list(spec.keys), "merge": spec.merge, "delete_mode": spec.delete_mode,
+              "insert_settings": spec.insert_settings, "virtual_shards": virtual_shards}
+    args = ", ".join(f"{k}={v!r}" for k, v in config.items())
+    project.model(spec.name, f"{{{{ config(materialized='vcmt_upsert', {args}) }}}}\nselect * from `{spec.name}_src`")
 
 
 def _reset(project: DbtProject, spec: ModelSpec) -> None:
@@ -148,8 +153,10 @@ def check_target(project: DbtProject, spec: ModelSpec, oracle: Oracle) -> list[s
 def run_stream(project: DbtProject, stream: Stream, path: str) -> StreamResult:
     spec = stream.spec
     _reset(project, spec)
+    write_model(project, spec, stream.virtual_shards)
     oracle = Oracle(spec.columns, {c: python_policy(p) for c, p in spec.merge.items()}, spec.delete_mode)
-    result = StreamResult(seed=stream.seed, model=spec.name, path=path, events=stream.events)
+    result = StreamResult(seed=stream.seed, model=spec.name, path=path, events=stream.events,
+                          virtual_shards=stream.virtual_shards)
     stopped = False
     rng = random.Random(f"faults/{stream.seed}")
     steps: list[tuple[list[dict[str, Any]], list[str]]] = []
@@ -218,7 +225,8 @@ def run_share(args: argparse.Namespace, job: int, indices: list[int], started: f
         status = "ok" if not result.problems else f"MISMATCH ({len(result.problems)} problems)"
         if result.problems or done % 10 == 0 or done == 1:
             print(f"[job {job}: {done}/{len(indices)}] seed {result.seed} {result.model} via {result.path}: "
-                  f"{result.events} events {status}  ({time.time() - started:.0f}s)", flush=True)
+                  f"{result.events} events, {result.virtual_shards} virtual shard(s) {status}  "
+                  f"({time.time() - started:.0f}s)", flush=True)
         for line in result.problems[:5]:
             print(f"    {line}", flush=True)
 

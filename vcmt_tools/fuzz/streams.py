@@ -63,6 +63,8 @@ MODEL_SPECS: tuple[ModelSpec, ...] = (
 )
 
 MERGE_ACTIONS = ("none", "none", "stop_merges", "start_merges", "optimize")
+# A stream's `virtual_shards`: half the streams load as 2 or 3 concurrent INSERTs.
+VIRTUAL_SHARDS = (1, 1, 2, 3)
 
 
 def python_policy(policy: str) -> Any:
@@ -78,6 +80,8 @@ class Stream:
     spec: ModelSpec
     batches: list[list[dict[str, Any]]]
     actions: list[str]
+    # The model's `virtual_shards`: its loads run as that many concurrent INSERTs (docs/design.md#virtual-shards).
+    virtual_shards: int = 1
 
     @property
     def events(self) -> int:
@@ -133,7 +137,9 @@ def generate_stream(seed: int, spec: ModelSpec, events: int) -> Stream:
     cuts = sorted(rng.sample(range(1, len(ordered)), k=min(len(ordered) - 1, rng.choice([1, 3, 8, 20]))))
     batches = [ordered[a:b] for a, b in zip([0, *cuts], [*cuts, len(ordered)], strict=True)]
     actions = [rng.choice(MERGE_ACTIONS) for _ in batches]
-    return Stream(seed=seed, spec=spec, batches=batches, actions=actions)
+    # Drawn apart from the stream's own generator, so a seed's events do not depend on it.
+    shards = random.Random(f"shards/{seed}").choice(VIRTUAL_SHARDS)
+    return Stream(seed=seed, spec=spec, batches=batches, actions=actions, virtual_shards=shards)
 
 
 def to_events(rows: list[dict[str, Any]], spec: ModelSpec) -> list[Event]:

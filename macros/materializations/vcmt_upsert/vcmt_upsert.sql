@@ -3,13 +3,14 @@
 {% materialization vcmt_upsert, adapter='clickhouse' %}
   {%- set cfg = vcmt._read_config() -%}
   {%- set target = this.incorporate(type='table') -%}
-  {%- set objs = vcmt.objects(target) -%}
+  {%- set objs = vcmt.objects(target, cfg.sharding_key) -%}
   {%- set existing = load_cached_relation(this) -%}
   {%- set rebuild = existing is none or should_full_refresh() -%}
 
   {#- Everything about the SELECT is checked before any DDL. -#}
   {%- set select_columns = adapter.get_column_schema_from_query(sql) -%}
   {%- set columns = vcmt._target_columns(cfg, select_columns) -%}
+  {%- do vcmt._check_sharding_key(cfg, columns, target) -%}
   {%- do vcmt._check_projections(cfg) -%}
   {%- set found = vcmt._existing_objects(objs) -%}
   {%- if not rebuild -%}

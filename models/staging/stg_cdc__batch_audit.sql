@@ -21,7 +21,7 @@ with counted as (
         0 as events_in,
         1 as staged,
         0 as quarantined
-    from {{ ref('stg_orders_changes') }}
+    from {{ ref('stg_cdc__order_changes') }}
     union all
     select
         'customers' as topic,
@@ -29,7 +29,7 @@ with counted as (
         0 as events_in,
         1 as staged,
         0 as quarantined
-    from {{ ref('stg_customers_changes') }}
+    from {{ ref('stg_cdc__customer_changes') }}
     union all
     select
         topic,
@@ -37,7 +37,7 @@ with counted as (
         0 as events_in,
         0 as staged,
         1 as quarantined
-    from {{ ref('stg_cdc_quarantine') }}
+    from {{ ref('stg_cdc__quarantine') }}
 )
 
 select
