@@ -7,6 +7,7 @@ how to write a project, its profile (chdb and spark targets) and run dbt.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -47,6 +48,18 @@ def invoke(cli: list[str]) -> DbtRun:
     if result.exception is not None:
         lines.append(f"EXCEPTION: {result.exception!r}")
     return DbtRun(result=result, log="\n".join(lines))
+
+
+# The run-operation that names a model's objects from vcmt's registry (macros/vcmt/objects.sql).
+OBJECT_NAMES_OPERATION = ("run-operation", "vcmt._log_object_names", "--args")
+
+
+def object_names(run: DbtRun) -> dict[str, str]:
+    """role -> table name, from the log of OBJECT_NAMES_OPERATION."""
+    found = re.search(r"vcmt_objects (\{.*\})", run.log)
+    if not found:
+        raise RuntimeError(f"vcmt._log_object_names gave no names: {run.log[-2000:]}")
+    return json.loads(found.group(1))
 
 
 def spark_session_parameters(lab_dir: Path) -> dict[str, str]:
@@ -219,6 +232,10 @@ class DbtProject:
 
     def _invoke(self, args: list[str], common: bool = True) -> DbtRun:
         return invoke(self._cli(args, common))
+
+    def object_names(self, model: str) -> dict[str, str]:
+        """`model`'s objects, role -> table name, as vcmt.objects names them."""
+        return object_names(self.dbt(*OBJECT_NAMES_OPERATION, json.dumps({"model": model})))
 
     def load_rows(self, model: str, rows: list[dict[str, Any]]) -> str:
         """Apply rows to a vcmt_upsert model through `vcmt-load-stage`'s path (vcmt.load_stage)."""

@@ -102,6 +102,12 @@ class Pipeline:
             raise SystemExit(f"demo: dbt {' '.join(args)} --target {target} failed:\n{run.log[-5000:]}")
         return run
 
+    def object_names(self, model: str) -> dict[str, str]:
+        """`model`'s objects, role -> table name, as vcmt.objects names them."""
+        from vcmt_tools.dbt_project import OBJECT_NAMES_OPERATION, object_names
+
+        return object_names(self.dbt(*OBJECT_NAMES_OPERATION, json.dumps({"model": model}), target="chdb"))
+
 
 def _land_batch(landing: Path, lake: Path, batch: int) -> int:
     """Move one batch of raw files from the landing area into the lake, as a sink would deliver it."""
@@ -219,7 +225,8 @@ def run(args: argparse.Namespace) -> int:
     passed_c, failed_c = _test_results(ch_tests)
 
     _say("==> [4/4] comparing with the oracle")
-    report, ok = _report(work, lake, landing, manifest, timer, passed_s + passed_c, failed_s + failed_c, staging)
+    loads = {mart: pipeline.object_names(mart)["loads"] for mart in staging.marts.values()}
+    report, ok = _report(work, lake, landing, manifest, timer, passed_s + passed_c, failed_s + failed_c, staging, loads)
     _say(report)
     _say(spark.describe())
     total = time.time() - started
@@ -231,7 +238,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _report(work: Path, lake: Path, landing: Path, manifest: Any, timer: Timer, tests_passed: int,
-            tests_failed: list[str], staging: Staging) -> tuple[str, bool]:
+            tests_failed: list[str], staging: Staging, loads: dict[str, str]) -> tuple[str, bool]:
     import clickhouse_connect
 
     client = clickhouse_connect.get_client(interface="chdb", path=str(work / "chdb"), database="vcmt")
@@ -255,7 +262,7 @@ def _report(work: Path, lake: Path, landing: Path, manifest: Any, timer: Timer, 
     for mart in MARTS.values():
         s = client.query(
             f"select sum(events), sum(upserts), sum(deletes), sum(inserted), sum(updated), sum(deleted), "
-            f"sum(skipped) from {mart}__loads"
+            f"sum(skipped) from {loads[mart]}"
         ).result_rows[0]
         rows, live = client.query(f"select count(), sum(sign) from {mart}").result_rows[0]
         lines.append(f"| {mart} | " + " | ".join(f"{int(v):,}" for v in (*s, rows, live)) + " |")

@@ -114,3 +114,14 @@
   {%- set rows = run_query("select count() from system.tables where database = " ~ vcmt._sql_string(relation.schema) ~ " and name = " ~ vcmt._sql_string(relation.identifier)) -%}
   {{ return(rows.columns[0].values()[0] | int > 0) }}
 {% endmacro %}
+
+
+{#- For tools outside dbt (the bench, the demo): logs `vcmt_objects {role: name}`
+    for a model, so they find its objects without spelling their names.
+      dbt run-operation vcmt._log_object_names --args '{model: fct_orders}' -#}
+{% macro _log_object_names(model) %}
+  {%- set rel = api.Relation.create(database=target.schema, schema=target.schema, identifier=model) -%}
+  {%- set names = {} -%}
+  {%- for role, r in vcmt.objects(rel).items() -%}{%- do names.update({role: r.identifier}) -%}{%- endfor -%}
+  {{ log('vcmt_objects ' ~ tojson(names), info=true) }}
+{% endmacro %}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from collections.abc import Callable
@@ -18,17 +17,6 @@ from vcmt_tools.dbt_project import DbtProject
 
 Say = Callable[[str], None]
 Answer = list[tuple[str, int, int]]
-
-# Asks vcmt's registry (macros/vcmt/objects.sql) for a model's object names: role -> name.
-_OBJECTS_MACRO = """
-{% macro bench_objects(model) %}
-  {%- set names = {} -%}
-  {%- set rel = api.Relation.create(database=target.schema, schema=target.schema, identifier=model) -%}
-  {%- for role, r in vcmt.objects(rel).items() -%}{%- do names.update({role: r.identifier}) -%}{%- endfor -%}
-  {{ log('bench_objects ' ~ tojson(names), info=true) }}
-{% endmacro %}
-"""
-
 
 class BenchFailure(Exception):
     """Setup failed (dbt could not build a model, the loader SQL was not found...)."""
@@ -95,7 +83,6 @@ class Scenario:
             version: 2
             sources: [{{name: bench, schema: {t.db}, tables: [{tables}]}}]
         """)  # fmt: skip
-        self.project.write("macros/bench_objects.sql", _OBJECTS_MACRO)
         for m in MODELS:
             self.project.model(m.name, m.sql())
         for name in DBT_MODELS:
@@ -103,11 +90,7 @@ class Scenario:
         self.say("dbt deps + first dbt run (empty input): the materialization creates the models' objects")
         self._dbt("run", "--select", *(m.name for m in MODELS))
         for m in MODELS:
-            log = self._dbt("run-operation", "bench_objects", "--args", json.dumps({"model": m.name})).log
-            found = re.search(r"bench_objects (\{.*\})", log)
-            if not found:
-                raise BenchFailure(f"vcmt.objects gave no names for {m.name}: {log[-2000:]}")
-            t.objects[m.name] = json.loads(found.group(1))
+            t.objects[m.name] = self.project.object_names(m.name)
             t.stop_merges(m.name)
         self.out.sql["Target DDL, as the materialization created it"] = t.stored(MODEL.name, "create_table_query")
         self.out.sql["The transform view, as the materialization created it"] = t.stored(

@@ -4,7 +4,7 @@
 
 One model per K over the same base rows; before each sample the model is put
 back to the base state, then the batch is applied with `dbt run`. Reports per
-K the load's seconds as vcmt records them (`<model>__loads`), the engine's CPU
+K the load's seconds as vcmt records them (the model's `loads` table), the engine's CPU
 seconds over the same run, the throughput ratio to K = 1, and whether the
 live rows are identical for every K.
 """
@@ -55,15 +55,16 @@ def measure(engine: Engine, project: DbtProject, rows: int, batch: int, shards: 
     engine.command(f"insert into `{db}`.vs_src select cityHash64(number) % {2 * rows}, number, 'x', 2 + number, "
                    f"if(number % 20 = 0, -1, 1) from numbers({batch})")
     samples = {k: ShardSamples(k) for k in shards}
+    objects = {name: project.object_names(name) for name in models.values()}
     for r in range(repeat):
         for k, name in models.items():
-            for table in (name, f"{name}__tombstones", f"{name}__applied", f"{name}__loads"):
+            for table in (objects[name][role] for role in ("target", "tombstones", "applied", "loads")):
                 engine.command(f"truncate table `{db}`.`{table}`")
             engine.command(f"insert into `{db}`.`{name}` select * from `{db}`.vs_base")
             with measured(name) as out:
                 project.dbt("run", "--select", name)
             s = samples[k]
-            s.load_s.append(float(engine.scalar(f"select max(seconds) from `{db}`.`{name}__loads`")))
+            s.load_s.append(float(engine.scalar(f"select max(seconds) from `{db}`.`{objects[name]['loads']}`")))
             s.run_wall_s.append(out[0].wall_ms / 1000)
             s.run_cpu_s.append(out[0].cpu_ms / 1000)
             s.state = tuple(engine.rows(f"select count(), sum(cityHash64(id, a, b, _version)) from `{db}`.`{name}` "
