@@ -1,16 +1,15 @@
 """make bench-staging: where the Spark staging's time goes, next to the ClickHouse apply it feeds (issue 15).
 
-    python -m vcmt_tools.bench.staging [--sizes 5000,50000] [--batches 2] [--seed 42]
+    python -m vcmt_tools.bench.staging [--sizes 5000,50000] [--batches 2] [--landed 10,100] [--seed 42]
 
-For each batch size: generate the demo's real-encoding topics (PostgreSQL
-with schemas, MySQL without) in `batches + 1` batches, land them one by one,
-stage each with `dbt run` of the Python staging models on the vcmt_spark
-session target, and apply it to the ClickHouse marts, all in this process as
-`make demo` runs them. Batch 0 warms up (Spark start, first plans) and is not
-counted. Then one more batch holding one line per topic measures the fixed
-cost of a batch. Per batch it reads Hadoop's file-system counters of the
-Spark JVM (bytes read, read operations), to show that a batch reads its own
-raw files and not the batches staged before it, and the driver's memory.
+Per batch size, as `make demo` runs them in one process: land the demo's
+real-encoding topics batch by batch, stage each with `dbt run` of the Python
+staging models (vcmt_spark session target), apply it to the ClickHouse marts.
+Batch 0 warms up and is not counted; a last batch of one line per topic gives
+the fixed cost, split into dbt's own work and the models'. Per batch: Spark's
+own input metrics (records, bytes), its jobs, CPU time (this process and the
+JVM), driver memory. The memory line stages all but the last two of 10 (100)
+small batches at once, then those two one by one.
 """
 
 from __future__ import annotations
@@ -18,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -33,25 +33,33 @@ class BatchRun:
     lines: int
     raw_bytes: int
     staging_s: float
+    models_s: float  # the staging models' execution, as dbt reports it; the rest of staging_s is dbt's own
+    cpu_s: float  # CPU seconds of this process and the Spark JVM during the staging run
     clickhouse_s: float
+    records_read: int
     bytes_read: int
-    read_ops: int
+    jobs: int
     jvm_heap_mb: float
     rss_mb: float
 
 
-def _session():
-    """The session dbt's `method: session` runs on (created by the first staging run of this process)."""
+def _session():  # the session of dbt's `method: session` (started by the first staging run)
     from pyspark.sql import SparkSession
 
     return SparkSession.builder.getOrCreate()
 
 
-def _fs_counters() -> tuple[int, int]:
-    """Bytes read and read operations of every Hadoop file system of the session's JVM, so far."""
+def _spark_counters() -> tuple[int, int, int, float]:
+    """Spark's own metrics so far: input records and bytes of every stage, jobs run, and the JVM's CPU seconds."""
     session = _session()
-    statistics = session._jvm.org.apache.hadoop.fs.FileSystem.getAllStatistics()  # noqa: SLF001 - a bench probe
-    return (sum(s.getBytesRead() for s in statistics), sum(s.getReadOps() for s in statistics))
+    sc = session.sparkContext
+    gateway = sc._gateway  # noqa: SLF001 - a bench probe of the local session
+    stages = sc._jsc.sc().statusStore().stageList(None, False, False, gateway.new_array(gateway.jvm.double, 0), None)  # noqa: SLF001
+    data = [stages.apply(i) for i in range(stages.size())]
+    pid = session._jvm.java.lang.ProcessHandle.current().pid()  # noqa: SLF001
+    ticks = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[11:13]
+    return (sum(d.inputRecords() for d in data), sum(d.inputBytes() for d in data),
+            len(sc.statusTracker().getJobIdsForGroup(None)), sum(map(int, ticks)) / os.sysconf("SC_CLK_TCK"))
 
 
 def _memory() -> tuple[float, float]:
@@ -79,92 +87,121 @@ def _one_line_batch(landing: Path, batch: int) -> None:
 def _run_batch(pipeline: demo.Pipeline, landing: Path, lake: Path, batch: int, marts: bool = True) -> BatchRun:
     staging = demo.STAGINGS["python"]
     lines = demo._land_batch(landing, lake, batch)  # noqa: SLF001 - the demo's own landing step
-    before = _fs_counters() if batch else (0, 0)  # no session before the first run
-    t = time.perf_counter()
-    pipeline.dbt("run", "--select", *staging.select, target=staging.target)
+    from pyspark import SparkContext
+
+    # No counters before the process's first staging run has started the session.
+    before = _spark_counters() if SparkContext._active_spark_context else (0, 0, 0, 0.0)  # noqa: SLF001
+    cpu, t = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+    run = pipeline.dbt("run", "--select", *staging.select, target=staging.target)
     staging_s = time.perf_counter() - t
-    after = _fs_counters()
+    after, cpu_after = _spark_counters(), resource.getrusage(resource.RUSAGE_SELF)
+    python_cpu = cpu_after.ru_utime + cpu_after.ru_stime - cpu.ru_utime - cpu.ru_stime
     clickhouse_s = 0.0
     if marts:
         t = time.perf_counter()
         pipeline.dbt("run", "--select", "marts", target="chdb")
         clickhouse_s = time.perf_counter() - t
     heap, rss = _memory()
-    return BatchRun(lines, _raw_bytes(lake, batch), staging_s, clickhouse_s, after[0] - before[0],
-                    after[1] - before[1], heap, rss)
+    return BatchRun(lines, _raw_bytes(lake, batch), staging_s, sum(r.execution_time for r in run.result.result.results),
+                    python_cpu + after[3] - before[3], clickhouse_s, after[0] - before[0], after[1] - before[1],
+                    after[2] - before[2], heap, rss)
 
 
-def bench_size(work: Path, size: int, batches: int, seed: int) -> tuple[list[BatchRun], BatchRun]:
+def bench_size(work: Path, size: int, batches: int, seed: int, landed: int = 0) -> tuple[list[BatchRun], BatchRun]:
     from vcmt_tools.cdc import generate
 
     shutil.rmtree(work, ignore_errors=True)
     landing, lake = work / "landing", work / "lake"
     demo._configure_env(work)  # noqa: SLF001 - the demo's folders and profiles
+    pipeline = demo.Pipeline(work, "python")
+    if landed:  # the memory line: all but the last two batches staged by one run, then those two measured
+        generate(landing, events=size * landed, batches=landed, seed=seed, encoding="debezium")
+        for b in range(landed - 3):
+            demo._land_batch(landing, lake, b)  # noqa: SLF001
+        runs = [_run_batch(pipeline, landing, lake, b, marts=False) for b in range(landed - 3, landed)]
+        return runs[1:], runs[0]
     # Batch 0 warms up, batches 1..N are measured, batch N+1 is cut to one line per topic.
     generate(landing, events=size * (batches + 2), batches=batches + 2, seed=seed, encoding="debezium")
     _one_line_batch(landing, batches + 1)
-    pipeline = demo.Pipeline(work, "python")
     _run_batch(pipeline, landing, lake, 0)
     runs = [_run_batch(pipeline, landing, lake, b) for b in range(1, batches + 1)]
-    fixed = _run_batch(pipeline, landing, lake, batches + 1, marts=False)
-    return runs, fixed
+    return runs, _run_batch(pipeline, landing, lake, batches + 1, marts=False)
 
 
-def report(results: dict[int, tuple[list[BatchRun], BatchRun]]) -> str:
-    out = ["| batch size (events) | lines per batch | staging s/batch | staging lines/s | ClickHouse s/batch "
-           "| ClickHouse lines/s | staging / ClickHouse rate | raw MB per batch | MB read per batch "
-           "| read ops per batch | driver heap MB (first → last) |",
-           "|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
+def _mean(runs: list[BatchRun], field: str) -> float:
+    return sum(getattr(r, field) for r in runs) / len(runs)
+
+
+def report(results: dict[int, tuple[list[BatchRun], BatchRun]], landed: dict[int, list[BatchRun]]) -> str:
+    out = ["| batch size (events) | lines per batch | staging s/batch (CPU s) | staging lines/s | ClickHouse s/batch "
+           "| ClickHouse lines/s | staging / ClickHouse rate | lines read by Spark per batch | raw MB per batch "
+           "| MB read by Spark per batch | Spark jobs per batch |", "|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
     for size, (runs, _) in results.items():
-        n = len(runs)
-        lines = sum(r.lines for r in runs) / n
-        st = sum(r.staging_s for r in runs) / n
-        ch = sum(r.clickhouse_s for r in runs) / n
+        lines, st, ch = _mean(runs, "lines"), _mean(runs, "staging_s"), _mean(runs, "clickhouse_s")
         out.append(
-            f"| {size:,} | {lines:,.0f} | {st:.1f} | {lines / st:,.0f} | {ch:.1f} | {lines / ch:,.0f} "
-            f"| {(lines / st) / (lines / ch):.2f} | {sum(r.raw_bytes for r in runs) / n / 2**20:.1f} "
-            f"| {sum(r.bytes_read for r in runs) / n / 2**20:.1f} | {sum(r.read_ops for r in runs) / n:,.0f} "
-            f"| {runs[0].jvm_heap_mb:,.0f} → {runs[-1].jvm_heap_mb:,.0f} |"
-        )
-    out += ["", "| fixed cost: one more batch of one line per topic, `dbt run` of the staging models | seconds "
-            "| MB read | read ops |", "|---|--:|--:|--:|"]
-    for size, (_, fixed) in results.items():
-        out.append(f"| after {size:,}-event batches | {fixed.staging_s:.1f} | {fixed.bytes_read / 2**20:.2f} "
-                   f"| {fixed.read_ops:,} |")
+            f"| {size:,} | {lines:,.0f} | {st:.1f} ({_mean(runs, 'cpu_s'):.1f}) | {lines / st:,.0f} | {ch:.1f} "
+            f"| {lines / ch:,.0f} | {ch / st:.2f} | {_mean(runs, 'records_read'):,.0f} "
+            f"| {_mean(runs, 'raw_bytes') / 2**20:.1f} | {_mean(runs, 'bytes_read') / 2**20:.1f} "
+            f"| {_mean(runs, 'jobs'):.0f} |")
+    out += ["", "| fixed cost: one more batch of one line per topic | `dbt run` s (CPU s) | of which the two models s "
+            "| of which dbt itself s | lines read | Spark jobs |", "|---|--:|--:|--:|--:|--:|"]
+    for size, (_, f) in results.items():
+        out.append(f"| after {size:,}-event batches | {f.staging_s:.1f} ({f.cpu_s:.1f}) | {f.models_s:.1f} "
+                   f"| {f.staging_s - f.models_s:.1f} | {f.records_read} | {f.jobs} |")
+    if landed:
+        out += ["", "| landed batches | staging s per batch (CPU s) | lines read per batch | driver JVM heap MB "
+                "| process RSS MB |", "|--:|--:|--:|--:|--:|"]
+        for n, runs in landed.items():
+            out.append(f"| {n} | {_mean(runs, 'staging_s'):.1f} ({_mean(runs, 'cpu_s'):.1f}) "
+                       f"| {_mean(runs, 'records_read'):,.0f} | {runs[-1].jvm_heap_mb:,.0f} | {runs[-1].rss_mb:,.0f} |")
     return "\n".join(out)
+
+
+def _measure(args: argparse.Namespace, size: int, landed: int = 0) -> tuple[list[BatchRun], BatchRun] | None:
+    # Its own process: chDB opens one data directory per process, Spark one metastore.
+    proc = subprocess.run(
+        [sys.executable, "-m", "vcmt_tools.bench.staging", "--one", "--sizes", str(size), "--batches",
+         str(args.batches), "--seed", str(args.seed), "--work", str(args.work), "--landed", str(landed)],
+        capture_output=True, text=True, check=False,
+    )
+    if proc.returncode != 0:
+        print(proc.stdout[-3000:] + proc.stderr[-3000:], file=sys.stderr)
+        return None
+    data = json.loads(proc.stdout.strip().splitlines()[-1])
+    return [BatchRun(**r) for r in data["runs"]], BatchRun(**data["fixed"])
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="vcmt-bench-staging", description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="5000,50000", help="comma-separated batch sizes, in events")
     parser.add_argument("--batches", type=int, default=2, help="measured batches per size (after a warm-up batch)")
+    parser.add_argument("--landed", default="10,100", help="landed batch counts of the memory line ('' to skip)")
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--work", type=Path, default=demo.REPO_ROOT / ".local" / "bench-staging")
     parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)  # one size, as JSON
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
-    if not sizes or min(sizes) < 10 or args.batches < 1:
-        parser.error(f"--sizes must list batch sizes of 10 events or more and --batches be 1 or more; "
-                     f"got {args.sizes!r} and {args.batches}")
+    counts = [int(n) for n in str(args.landed).split(",") if n.strip() and int(n)]
+    if not sizes or min(sizes) < 10 or args.batches < 1 or min(counts, default=4) < 4:
+        parser.error(f"--sizes must list batch sizes of 10 events or more, --batches be 1 or more and --landed "
+                     f"list counts of 4 or more; got {args.sizes!r}, {args.batches} and {args.landed!r}")
     if args.one:
-        runs, fixed = bench_size(args.work.resolve() / str(sizes[0]), sizes[0], args.batches, args.seed)
+        work = args.work.resolve() / f"{sizes[0]}-{counts[0] if counts else 0}"
+        runs, fixed = bench_size(work, sizes[0], args.batches, args.seed, counts[0] if counts else 0)
         print(json.dumps({"runs": [asdict(r) for r in runs], "fixed": asdict(fixed)}))
         return 0
-    results = {}
+    results, landed = {}, {}
     for size in sizes:
-        # One process per size: chDB opens one data directory per process, Spark one metastore.
         print(f"==> {size:,}-event batches: warm-up, {args.batches} measured, one fixed-cost batch", flush=True)
-        proc = subprocess.run(
-            [sys.executable, "-m", "vcmt_tools.bench.staging", "--one", "--sizes", str(size), "--batches",
-             str(args.batches), "--seed", str(args.seed), "--work", str(args.work)],
-            capture_output=True, text=True, check=False,
-        )
-        if proc.returncode != 0:
-            print(proc.stdout[-3000:] + proc.stderr[-3000:], file=sys.stderr)
+        if (measured := _measure(args, size)) is None:
             return 1
-        data = json.loads(proc.stdout.strip().splitlines()[-1])
-        results[size] = ([BatchRun(**r) for r in data["runs"]], BatchRun(**data["fixed"]))
-    print(report(results))
+        results[size] = measured
+    for n in counts:
+        print(f"==> memory: {n} landed batches of 100 events", flush=True)
+        if (measured := _measure(args, 100, n)) is None:
+            return 1
+        landed[n] = measured[0]
+    print(report(results, landed))
     return 0
 
 
