@@ -193,9 +193,9 @@
   {%- if deterministic and names.Function -%}
     {%- set quoted = [] -%}
     {%- for f in names.Function -%}{%- do quoted.append(vcmt._sql_string(f)) -%}{%- endfor -%}
-    {%- set varying = run_query("select arrayStringConcat(arraySort(groupArray(name)), ', ') from system.functions where deterministic = 0 and name in (" ~ quoted | join(', ') ~ ')').rows[0][0] -%}
+    {%- set varying = run_query("select arrayStringConcat(arraySort(groupArray(name)), ', ') from system.functions where ifNull(deterministic, 0) != 1 and name in (" ~ quoted | join(', ') ~ ')').rows[0][0] -%}
     {%- if varying -%}
-      {{ exceptions.raise_compiler_error(what ~ " must give a key the same value every time, but " ~ varying ~ " can return another value for the same `unique_key` " ~ cfg.key_columns ~ ", which would send events of one key to two shards." ~ fix) }}
+      {{ exceptions.raise_compiler_error(what ~ " must give a key the same value every time, but " ~ varying ~ " can return another value for the same `unique_key` " ~ cfg.key_columns ~ " (the engine does not mark it deterministic; a SQL function is never marked), which would send events of one key to two shards." ~ fix) }}
     {%- endif -%}
   {%- endif -%}
   {%- set types = {} -%}

@@ -46,38 +46,32 @@
   {%- set keys = vcmt._column_list(cfg.key_columns) -%}
   {%- set wm = vcmt._highest_as_text(vcmt._quote(cfg.watermark)) if cfg.watermark else 'cast(null as Nullable(String))' -%}
 
-  {%- if cfg.foldable -%}
+  {#- Virtual shards read the events from `m__batch`, a snapshot taken once:
+      a SELECT run once per shard could see earlier shards' writes (e.g. one
+      that reads `{{ this }}`). -#}
+  {%- if cfg.foldable and cfg.virtual_shards == 1 -%}
     {%- set stats = run_query('select count(), countIf(_vcmt_sign < 0), uniqExact(' ~ keys ~ '), ' ~ wm ~ ' from (' ~ events_sql ~ ') ' ~ vcmt._read_settings()).rows[0] -%}
-    {%- set shards = 1 -%}
     {%- if stats[0] | int > 0 -%}
-      {%- set shards = vcmt._virtual_shards_for(cfg, stats[0] | int) -%}
-      {%- set statements = [] -%}
-      {%- for i in range(shards) -%}
-        {%- do statements.append(vcmt._fold_insert_sql(cfg, objs, data, events_sql, vcmt._shard_condition(cfg, i, shards))) -%}
-      {%- endfor -%}
-      {%- do vcmt._run_sharded(statements) -%}
+      {%- call statement('vcmt_load') -%}{{ vcmt._fold_insert_sql(cfg, objs, data, events_sql) }}{%- endcall -%}
     {%- endif -%}
     {{ return({'events': stats[0] | int, 'deletes': stats[1] | int, 'fed': stats[2] | int,
-               'rounds': 1 if stats[0] | int > 0 else 0, 'watermark': stats[3],
-               'virtual_shards': shards}) }}
+               'rounds': 1 if stats[0] | int > 0 else 0, 'watermark': stats[3], 'virtual_shards': 1}) }}
   {%- endif -%}
 
   {{ return(vcmt._load_in_rounds(cfg, objs, columns, data, events_sql)) }}
 {% endmacro %}
 
 
-{#- The fold's INSERT: each key's last event (docs/design.md#fold-or-rounds),
-    of the keys of one virtual shard when `shard` is a condition.
+{#- The fold's INSERT: each key's last event (docs/design.md#fold-or-rounds).
     LIMIT 1 BY over a sort is about twice as fast as argMax over a tuple here,
     and hands the transform its events in key order, so the target's part
     writer finds them (nearly) sorted. -#}
-{% macro _fold_insert_sql(cfg, objs, data, events_sql, shard=none) %}
+{% macro _fold_insert_sql(cfg, objs, data, events_sql) %}
   {%- set keys = vcmt._column_list(cfg.key_columns) -%}
   {%- set v = vcmt._quote(cfg.version) -%}
   insert into {{ vcmt._all_shards(objs, 'stage') }} ({{ vcmt._column_list(cfg.key_columns + data + [cfg.version, cfg.sign]) }})
   select {{ keys }}{% for c in data %}, {{ vcmt._quote(c) }}{% endfor %}, {{ v }}, _vcmt_sign
   from ({{ events_sql }})
-  {%- if shard %} where {{ shard }}{% endif %}
   order by {{ keys }}, {{ v }} desc, _vcmt_sign asc
   limit 1 by {{ keys }}
   {{ vcmt._stage_insert_settings(cfg) }}

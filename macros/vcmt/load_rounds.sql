@@ -29,8 +29,7 @@
                             ~ wm_read ~ ' from '
                             ~ objs.batch ~ ' ' ~ vcmt._read_settings()).rows[0] -%}
   {%- set rounds = stats[3] | int -%}
-  {#- Sized by the events fed, as the fold path's. -#}
-  {%- set shards = vcmt._virtual_shards_for(cfg, stats[2] | int) if rounds > 0 else 1 -%}
+  {%- set shards = cfg.virtual_shards if rounds > 0 else 1 -%}
   {%- for r in range(1, rounds + 1) -%}
     {%- if r % 50 == 0 -%}
       {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': round ' ~ r ~ ' of ' ~ rounds, info=true) }}

@@ -61,7 +61,10 @@
     - distributed_foreground_insert (formerly insert_distributed_sync): a
       sharded model's INSERT into its Distributed stage returns only once
       every shard has applied its part, so the run report and the next round
-      see it (docs/design.md#sharded-clusters); no effect on other tables. -#}
+      see it (docs/design.md#sharded-clusters); no effect on other tables.
+    - load_balancing: `in_order`, so a sharded model's loads reach the same
+      replica of each shard while it is up: the tombstones and other helper
+      tables are not replicated (docs/design.md#sharded-clusters). -#}
 {% macro _pinned_insert_settings() %}
   {%- set pinned = vcmt._pinned_query_settings() -%}
   {%- do pinned.update({
@@ -74,6 +77,7 @@
       'query_plan_execute_functions_after_sorting': 0,
       'optimize_read_in_order': 0,
       'distributed_foreground_insert': 1,
+      'load_balancing': 'in_order',
   }) -%}
   {{ return(pinned) }}
 {% endmacro %}

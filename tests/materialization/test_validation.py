@@ -137,8 +137,8 @@ CASES = {
         "must be an aggregating projection",
     ),
     "virtual_shards_not_a_count": (
-        "{'unique_key': 'id', 'virtual_shards': 'auto'}", SRC,
-        "`virtual_shards` must be a whole number of parallel streams from 1 to 64 (1 turns virtual shards off), or left unset",
+        "{'unique_key': 'id', 'virtual_shards': 0}", SRC,
+        "`virtual_shards` must be a whole number of parallel streams from 1 to 64; got `0`. Fix it in the model's config",
     ),
 }
 

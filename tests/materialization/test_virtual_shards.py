@@ -50,9 +50,10 @@ def test_shards_share_no_key_run_at_once_and_equal_one_stream(module_project):
         # The same result as one stream, over more than 10,000 live keys.
         assert _state(project, four) == _state(project, one)
         assert len(_state(project, one)) > 4000
-        # Each step (the fold's INSERT, or one round) was 4 INSERT queries, running at the same time...
+        # Each step (one round: with shards, a foldable model's events are read once into its batch table
+        # and folded there) was 4 INSERT queries, running at the same time...
         queries = [q for (q,) in project.query(f"select q from {four}_seen group by q order by min(t)")]
-        assert len(queries) == 4 * (1 if path == "fold" else 2), queries
+        assert len(queries) in (4, 8), queries
         assert project.scalar(f"select max(running) from {four}_seen") >= 2
         # ... and no key went into the stage through two INSERTs of one step (steps run one after another).
         for step in (queries[i:i + 4] for i in range(0, len(queries), 4)):
@@ -62,17 +63,36 @@ def test_shards_share_no_key_run_at_once_and_equal_one_stream(module_project):
         assert project.scalar(f"select count() from {four}_seen") > 4000
 
 
-def test_default_is_one_below_the_threshold_and_one_per_core_above(module_project):
-    """Unset `virtual_shards`: 1 below the threshold, the engine's max_threads (its cores) at and above it."""
+def test_shards_read_the_select_once_and_keep_the_session_settings(module_project):
+    """A SELECT that reads the model itself sees the state before the load, whatever K; a setting a hook
+    SET on dbt's connection holds for every shard (review of issue 14: shards once re-ran the SELECT
+    after other shards had written, and ran without the hook's settings)."""
+    project = module_project
+    project.command("create table vs_this (id UInt64, a Int64, _version UInt64) engine = MergeTree order by tuple()")
+    for k in (1, 4):
+        project.model(f"vs_this_{k}", f"{{{{ config(materialized='vcmt_upsert', unique_key='id', virtual_shards={k}, "
+                      "pre_hook=\"set session_timezone = 'Asia/Tokyo'\") }}\n"
+                      "select id, a, _version, toDateTime('2024-01-01 00:00:00') as ts from vs_this "
+                      "{% if vcmt.is_incremental() %} where a > (select max(a) from {{ this }}) {% endif %}")
+    for b in range(3):
+        project.command(f"insert into vs_this select number, number, 1 from numbers({b * 400}, 400)")
+        project.dbt("run", "--select", "vs_this_1", "vs_this_4")
+        for k in (1, 4):
+            assert project.scalar(f"select count() from vs_this_{k} final where sign = 1") == (b + 1) * 400, (k, b)
+    assert project.query("select distinct toUnixTimestamp(ts) from vs_this_4") == \
+        project.query("select distinct toUnixTimestamp(ts) from vs_this_1") == [(1704034800,)]
+
+
+def test_unset_is_one_and_strings_are_refused_by_name(module_project):
+    """Unset `virtual_shards` is 1 (off); a string is refused saying it is a string."""
     project = module_project
     project.write("macros/vs_default.sql", """
 {% macro vs_default() %}
-  {%- set at = vcmt._virtual_shards_min_events() -%}
-  {%- set cfg = {'virtual_shards': none} -%}
-  {{ log('vs_default ' ~ [vcmt._virtual_shards_for(cfg, at - 1), vcmt._virtual_shards_for(cfg, at),
-                          vcmt._virtual_shards_for({'virtual_shards': 3}, 1)] | join(','), info=true) }}
+  {{ log('vs_default ' ~ [vcmt._validate_virtual_shards(none), vcmt._validate_virtual_shards(3)] | join(','), info=true) }}
 {% endmacro %}
 """)
-    run = project.dbt("run-operation", "vs_default")
-    cores = project.scalar("select toUInt64(getSetting('max_threads'))")
-    assert f"vs_default 1,{cores},3" in run.log
+    assert "vs_default 1,3" in project.dbt("run-operation", "vs_default").log
+    project.model("vs_string", "{{ config(materialized='vcmt_upsert', unique_key='id', virtual_shards='2') }}\n"
+                  "select toUInt64(1) as id, toUInt64(1) as _version")
+    run = project.dbt("run", "--select", "vs_string", expect_pass=False)
+    assert "`virtual_shards` must be a number, not the string `'2'`" in run.log

@@ -149,10 +149,13 @@ class ChdbClient(ChHttpClient):
     def run_concurrently(self, statements: Sequence[str]) -> None:
         """Run `statements` at the same time, each on its own handle to the same
         engine (chDB allows several; each call releases the GIL), with the
-        connection's settings and database. Waits for all of them, then raises
-        the first error. vcmt's virtual shards (docs/design.md#virtual-shards)."""
+        connection's database and every setting changed on it (the profile's,
+        and any `SET` a hook ran), so each statement computes what it would on
+        the connection itself. Waits for all of them, then raises the first
+        error. vcmt's virtual shards (docs/design.md#virtual-shards)."""
         for sql in statements:
             self._refuse_multi_statements(sql)
+        changed = dict(self.query("select name, value from system.settings where changed").result_rows)
         while len(self._side_clients) < len(statements):
             side = self._create_client(self._credentials)
             side.database = self.database
@@ -161,7 +164,7 @@ class ChdbClient(ChHttpClient):
 
         def run(i: int) -> None:
             try:
-                self._side_clients[i].command(statements[i])
+                self._side_clients[i].command(statements[i], settings=changed)
             except BaseException as ex:  # re-raised below, in the caller's thread
                 errors[i] = ex
 
