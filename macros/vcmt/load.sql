@@ -46,35 +46,59 @@
   {%- set keys = vcmt._column_list(cfg.key_columns) -%}
   {%- set wm = vcmt._highest_as_text(vcmt._quote(cfg.watermark)) if cfg.watermark else 'cast(null as Nullable(String))' -%}
 
-  {#- Virtual shards read the events from `m__batch`, a snapshot taken once:
-      a SELECT run once per shard could see earlier shards' writes (e.g. one
-      that reads `{{ this }}`). -#}
-  {%- if cfg.foldable and cfg.virtual_shards == 1 -%}
+  {%- if cfg.foldable -%}
     {%- set stats = run_query('select count(), countIf(_vcmt_sign < 0), uniqExact(' ~ keys ~ '), ' ~ wm ~ ' from (' ~ events_sql ~ ') ' ~ vcmt._read_settings()).rows[0] -%}
-    {%- if stats[0] | int > 0 -%}
+    {%- if stats[0] | int > 0 and cfg.virtual_shards == 1 -%}
       {%- call statement('vcmt_load') -%}{{ vcmt._fold_insert_sql(cfg, objs, data, events_sql) }}{%- endcall -%}
+    {%- elif stats[0] | int > 0 -%}
+      {%- do vcmt._load_folded_in_shards(cfg, objs, data, events_sql) -%}
     {%- endif -%}
     {{ return({'events': stats[0] | int, 'deletes': stats[1] | int, 'fed': stats[2] | int,
-               'rounds': 1 if stats[0] | int > 0 else 0, 'watermark': stats[3], 'virtual_shards': 1}) }}
+               'rounds': 1 if stats[0] | int > 0 else 0, 'watermark': stats[3], 'virtual_shards': cfg.virtual_shards}) }}
   {%- endif -%}
 
   {{ return(vcmt._load_in_rounds(cfg, objs, columns, data, events_sql)) }}
 {% endmacro %}
 
 
-{#- The fold's INSERT: each key's last event (docs/design.md#fold-or-rounds).
-    LIMIT 1 BY over a sort is about twice as fast as argMax over a tuple here,
-    and hands the transform its events in key order, so the target's part
-    writer finds them (nearly) sorted. -#}
+{#- The fold's INSERT: each key's last event (docs/design.md#fold-or-rounds). -#}
 {% macro _fold_insert_sql(cfg, objs, data, events_sql) %}
+  insert into {{ vcmt._all_shards(objs, 'stage') }} ({{ vcmt._column_list(cfg.key_columns + data + [cfg.version, cfg.sign]) }})
+  {{ vcmt._fold_select_sql(cfg, data, events_sql) }}
+  {{ vcmt._stage_insert_settings(cfg) }}
+{% endmacro %}
+
+
+{#- Each key's last event. LIMIT 1 BY over a sort is about twice as fast as
+    argMax over a tuple here, and hands the transform its events in key
+    order, so the target's part writer finds them (nearly) sorted. -#}
+{% macro _fold_select_sql(cfg, data, events_sql) %}
   {%- set keys = vcmt._column_list(cfg.key_columns) -%}
   {%- set v = vcmt._quote(cfg.version) -%}
-  insert into {{ vcmt._all_shards(objs, 'stage') }} ({{ vcmt._column_list(cfg.key_columns + data + [cfg.version, cfg.sign]) }})
   select {{ keys }}{% for c in data %}, {{ vcmt._quote(c) }}{% endfor %}, {{ v }}, _vcmt_sign
   from ({{ events_sql }})
   order by {{ keys }}, {{ v }} desc, _vcmt_sign asc
   limit 1 by {{ keys }}
-  {{ vcmt._stage_insert_settings(cfg) }}
+{% endmacro %}
+
+
+{#- The fold on K virtual shards (docs/design.md#virtual-shards): the folded
+    events are written once into `m__batch` as round 1 (the SELECT is read
+    once, so a SELECT reading the model sees it as before the load), then
+    each shard inserts its keys from there. -#}
+{% macro _load_folded_in_shards(cfg, objs, data, events_sql) %}
+  {%- call statement('vcmt_batch_replace') -%}{{ vcmt._drop_sql(objs.batch) }}{%- endcall -%}
+  {%- call statement('vcmt_batch') -%}
+    create table {{ objs.batch }} engine = MergeTree order by tuple() as
+    select *, toUInt64(1) as _vcmt_round from ({{ vcmt._fold_select_sql(cfg, data, events_sql) }})
+    {{ vcmt._stage_insert_settings(cfg) }}
+  {%- endcall -%}
+  {%- set statements = [] -%}
+  {%- for i in range(cfg.virtual_shards) -%}
+    {%- do statements.append(vcmt._round_insert_sql(cfg, objs, data, 1, vcmt._shard_condition(cfg, i, cfg.virtual_shards))) -%}
+  {%- endfor -%}
+  {%- do vcmt._run_sharded(statements) -%}
+  {%- call statement('vcmt_batch_drop') -%}{{ vcmt._drop_sql(objs.batch) }}{%- endcall -%}
 {% endmacro %}
 
 
