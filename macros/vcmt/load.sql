@@ -83,19 +83,22 @@
 
 
 {#- The fold on K virtual shards (docs/design.md#virtual-shards): the folded
-    events are written once into `m__batch` as round 1 (the SELECT is read
-    once, so a SELECT reading the model sees it as before the load), then
-    each shard inserts its keys from there. -#}
+    events are written once into `m__batch` as round 1, in key order with
+    their position (the SELECT is read once, so a SELECT reading the model
+    sees it as before the load); then each shard inserts one range of
+    positions, i.e. of keys, from there. -#}
 {% macro _load_folded_in_shards(cfg, objs, data, events_sql) %}
   {%- call statement('vcmt_batch_replace') -%}{{ vcmt._drop_sql(objs.batch) }}{%- endcall -%}
   {%- call statement('vcmt_batch') -%}
     create table {{ objs.batch }} engine = MergeTree order by tuple() as
-    select *, toUInt64(1) as _vcmt_round from ({{ vcmt._fold_select_sql(cfg, data, events_sql) }})
+    select *, toUInt64(1) as _vcmt_round, rowNumberInAllBlocks() as _vcmt_pos from ({{ vcmt._fold_select_sql(cfg, data, events_sql) }})
     {{ vcmt._stage_insert_settings(cfg) }}
   {%- endcall -%}
+  {%- set n = run_query('select count() from ' ~ objs.batch ~ ' ' ~ vcmt._read_settings()).rows[0][0] | int -%}
+  {%- set k = cfg.virtual_shards -%}
   {%- set statements = [] -%}
-  {%- for i in range(cfg.virtual_shards) -%}
-    {%- do statements.append(vcmt._round_insert_sql(cfg, objs, data, 1, vcmt._shard_condition(cfg, i, cfg.virtual_shards))) -%}
+  {%- for i in range(k) -%}
+    {%- do statements.append(vcmt._round_insert_sql(cfg, objs, data, 1, vcmt._range_shard_condition(i, k, n))) -%}
   {%- endfor -%}
   {%- do vcmt._run_sharded(statements) -%}
   {%- call statement('vcmt_batch_drop') -%}{{ vcmt._drop_sql(objs.batch) }}{%- endcall -%}

@@ -31,6 +31,16 @@
 {% endmacro %}
 
 
+{#- The condition that keeps shard `i` of `k` of a folded batch of `n` events
+    numbered in key order (`_vcmt_pos`): one range of positions, so each
+    shard holds a range of keys and its lookup reads only the granules of
+    that range (1.24x at K = 2 against 1.01x with the hash). Each key is one
+    event there, so the ranges partition the keys. -#}
+{% macro _range_shard_condition(i, k, n) %}
+  {{ return('intDiv(_vcmt_pos * ' ~ k ~ ', ' ~ n ~ ') = ' ~ i) }}
+{% endmacro %}
+
+
 {#- Run the stage INSERTs of one step, one per shard: concurrently on the
     embedded engine, in turn elsewhere. -#}
 {% macro _run_sharded(statements) %}
