@@ -51,10 +51,11 @@
     {%- if stats[0] | int > 0 and cfg.virtual_shards == 1 -%}
       {%- call statement('vcmt_load') -%}{{ vcmt._fold_insert_sql(cfg, objs, data, events_sql) }}{%- endcall -%}
     {%- elif stats[0] | int > 0 -%}
-      {%- do vcmt._load_folded_in_shards(cfg, objs, data, events_sql) -%}
+      {%- do vcmt._load_folded_in_shards(cfg, objs, data, events_sql, stats[2] | int) -%}
     {%- endif -%}
     {{ return({'events': stats[0] | int, 'deletes': stats[1] | int, 'fed': stats[2] | int,
-               'rounds': 1 if stats[0] | int > 0 else 0, 'watermark': stats[3], 'virtual_shards': cfg.virtual_shards}) }}
+               'rounds': 1 if stats[0] | int > 0 else 0, 'watermark': stats[3],
+               'virtual_shards': cfg.virtual_shards if stats[0] | int > 0 else 1}) }}
   {%- endif -%}
 
   {{ return(vcmt._load_in_rounds(cfg, objs, columns, data, events_sql)) }}
@@ -86,19 +87,19 @@
     events are written once into `m__batch` as round 1, in key order with
     their position (the SELECT is read once, so a SELECT reading the model
     sees it as before the load); then each shard inserts one range of
-    positions, i.e. of keys, from there. -#}
-{% macro _load_folded_in_shards(cfg, objs, data, events_sql) %}
+    positions, i.e. of keys, from there. `keys` is the batch's number of
+    distinct keys (the stats query counted it): the folded batch's rows. -#}
+{% macro _load_folded_in_shards(cfg, objs, data, events_sql, keys) %}
   {%- call statement('vcmt_batch_replace') -%}{{ vcmt._drop_sql(objs.batch) }}{%- endcall -%}
   {%- call statement('vcmt_batch') -%}
     create table {{ objs.batch }} engine = MergeTree order by tuple() as
     select *, toUInt64(1) as _vcmt_round, rowNumberInAllBlocks() as _vcmt_pos from ({{ vcmt._fold_select_sql(cfg, data, events_sql) }})
     {{ vcmt._stage_insert_settings(cfg) }}
   {%- endcall -%}
-  {%- set n = run_query('select count() from ' ~ objs.batch ~ ' ' ~ vcmt._read_settings()).rows[0][0] | int -%}
   {%- set k = cfg.virtual_shards -%}
   {%- set statements = [] -%}
   {%- for i in range(k) -%}
-    {%- do statements.append(vcmt._round_insert_sql(cfg, objs, data, 1, vcmt._range_shard_condition(i, k, n))) -%}
+    {%- do statements.append(vcmt._round_insert_sql(cfg, objs, data, 1, vcmt._range_shard_condition(i, k, keys))) -%}
   {%- endfor -%}
   {%- do vcmt._run_sharded(statements) -%}
   {%- call statement('vcmt_batch_drop') -%}{{ vcmt._drop_sql(objs.batch) }}{%- endcall -%}
