@@ -157,9 +157,9 @@ class ChdbClient(ChHttpClient):
             self._refuse_multi_statements(sql)
         changed = dict(self.query("select name, value from system.settings where changed").result_rows)
         while len(self._side_clients) < len(statements):
-            side = self._create_client(self._credentials)
+            self._side_clients.append(self._create_client(self._credentials))
+        for side in self._side_clients:  # the connection's database now, not when the handle was opened
             side.database = self.database
-            self._side_clients.append(side)
         errors: list[BaseException | None] = [None] * len(statements)
 
         def run(i: int) -> None:
