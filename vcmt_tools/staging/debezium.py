@@ -1,8 +1,8 @@
 """Decoding Debezium change events with PySpark Column expressions (docs/staging.md).
 
 Everything here builds Column expressions: no Python UDF, no RDD, no
-SparkContext. Each raw line is parsed once into a VARIANT (Spark 4); every
-field after that is a `try_variant_get` on it, so a bad value becomes NULL
+SparkContext. Each raw line is parsed once, by `from_json`, into the fields
+staging reads (`parse`); every value is then cast from its text, so a bad value becomes NULL
 plus a reason instead of failing the batch.
 
 Types and units come from the Kafka Connect schema when the line carries one
@@ -33,9 +33,11 @@ from __future__ import annotations
 import base64
 import re
 from dataclasses import dataclass
+from decimal import Decimal
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 UNAVAILABLE = "__debezium_unavailable_value"
 # The same placeholder in a bytes column: its UTF-8 bytes, base64-encoded like every Connect bytes value.
@@ -68,7 +70,6 @@ _TIME_UNITS = {
 }
 _INTEGERS = {"tinyint": "tinyint", "byte": "tinyint", "smallint": "smallint", "short": "smallint",
              "int": "int", "integer": "int", "bigint": "bigint", "long": "bigint"}
-_NAME = re.compile(r"^[^'\\\]\[]+$")
 
 
 # -- declared types ------------------------------------------------------------------------------
@@ -113,162 +114,214 @@ class Declared:
         )
 
 
-# -- small helpers -------------------------------------------------------------------------------
+# -- the line's shape ----------------------------------------------------------------------------
+#
+# Each line is parsed once by `from_json` into the fields staging reads, and nothing else: Spark's
+# JSON reader skips every other field without building it. Envelope fields and source positions are
+# kept as their JSON text (a string as it is, anything else as JSON), and cast where they are used;
+# a declared column whose decoder must know whether the value was a JSON string, number or object
+# is kept as a VARIANT of that value alone. No field is extracted through a VARIANT cast, which
+# builds expression objects per value (docs/staging.md, "Where staging time goes").
 
-def _get(v: Column, path: str, type_: str = "variant") -> Column:
-    return F.try_variant_get(v, path, type_)
+_S = T.StringType()
+# A field of the row image: its name, Connect type, logical name and (for decimals) scale parameter.
+_FIELD = T.StructType([T.StructField(n, _S) for n in ("field", "type", "name")]
+                      + [T.StructField("parameters", T.StructType([T.StructField("scale", _S)]))])
+_SCHEMA = T.StructType([
+    T.StructField("name", _S),
+    T.StructField("fields", T.ArrayType(T.StructType([T.StructField("field", _S),
+                                                      T.StructField("fields", T.ArrayType(_FIELD))]))),
+])
+_SOURCE = T.StructType([T.StructField(n, _S) for n in ("lsn", "file", "pos", "row", "ts_ms", "ts_us")])
+# Top-level fields of the other kinds of lines: transaction markers, schema changes, heartbeats.
+_MARKERS = ("ts_ms", "status", "id", "ddl", "tableChanges")
 
 
-def _path(name: str) -> str:
-    if not _NAME.match(name):
-        raise ValueError(f"column name {name!r}: quotes, backslashes and brackets are not supported")
-    return f"$['{name}']"
+def _leaf_type(d: Declared) -> T.DataType:
+    """Text for decoders that need only the text; a VARIANT where the JSON type of the value decides
+    (a number of days against an ISO date, a base64 string against a JSON number)."""
+    return _S if d.family in ("string", "integer", "boolean") else T.VariantType()
 
 
-def _present(v: Column) -> Column:
-    """True when the value exists and is not JSON null."""
-    return v.isNotNull() & ~F.is_variant_null(v)
+def line_type(declared: dict[str, Declared]) -> T.DataType:
+    """What `parse` reads of a line: the Connect schema, the envelope (wrapped or bare) and the declared columns."""
+    image = T.StructType([T.StructField(name, _leaf_type(d)) for name, d in declared.items()])
+    envelope = [T.StructField("before", image), T.StructField("after", image), T.StructField("source", _SOURCE),
+                T.StructField("op", _S), *[T.StructField(m, _S) for m in _MARKERS]]
+    return T.ArrayType(T.StructType([T.StructField("schema", _SCHEMA),
+                                     T.StructField("payload", T.StructType(envelope)), *envelope]))
 
 
-def _shape(v: Column) -> Column:
-    """STRING, BIGINT, DECIMAL(p,s), DOUBLE, BOOLEAN, OBJECT<...>, ARRAY<...>: what the JSON value is."""
-    return F.schema_of_variant(v)
+# JSON as RFC 8259 writes it: Spark's reader also takes single quotes and NaN unless told not to.
+_STRICT_JSON = {"allowSingleQuotes": "false", "allowNonNumericNumbers": "false", "allowComments": "false",
+                "allowUnquotedFieldNames": "false", "allowNumericLeadingZeros": "false",
+                "allowBackslashEscapingAnyCharacter": "false", "allowUnquotedControlChars": "false"}
+
+
+def parse(raw: Column, declared: dict[str, Declared]) -> Column:
+    """The line parsed once, as an array: one element for one JSON value, NULL when the line is not JSON.
+
+    The brackets make the parser read the whole line: text after the first
+    value (two envelopes run together, a cut line) fails it, or shows as a
+    second element, instead of being ignored.
+    """
+    return F.from_json(F.concat(F.lit("["), raw, F.lit("]")), line_type(declared), _STRICT_JSON)
+
+
+def one_value(parsed: Column) -> Column:
+    """The line is exactly one JSON value."""
+    return F.coalesce(F.size(parsed) == 1, F.lit(False))
+
+
+def is_wrapped(line: Column) -> Column:
+    """Kafka Connect's JsonConverter with schemas enabled writes `{"schema": ..., "payload": ...}`."""
+    return line["schema"].isNotNull() | line["payload"].isNotNull()
+
+
+def envelope_field(line: Column, name: str) -> Column:
+    """A field of the Debezium envelope: in the payload of a wrapped line, else at the top."""
+    return F.when(is_wrapped(line), line["payload"][name]).otherwise(line[name])
+
+
+def _at(array: Column, position: Column) -> Column:
+    """The element at a 1-based position from array_position (0: not found), else NULL."""
+    return F.get(array, (position - 1).cast("int"))
+
+
+def image_fields(schema: Column) -> Column:
+    """The Connect schema of the row image (`after`, or `before`: same struct), as an array of field structs."""
+    fields = schema["fields"]
+    after = _at(fields, F.array_position(fields["field"], "after"))["fields"]
+    before = _at(fields, F.array_position(fields["field"], "before"))["fields"]
+    return F.coalesce(after, before)
+
+
+def field_schema(fields: Column, name: str) -> Column:
+    """One column's field struct (field, type, name, parameters), or NULL without a schema."""
+    return _at(fields, F.array_position(fields["field"], name))
+
+
+def _null_payload(raw: Column, line: Column) -> Column:
+    """A wrapped line whose payload is JSON null (a tombstone with schemas enabled: `"payload": null`).
+
+    A struct field is NULL whether the key is JSON null or missing, so the
+    text decides, and only for a line without any envelope field (the regex
+    runs on those few lines alone).
+    """
+    bare = [line[n] for n in ("op", "before", "after", "source", *_MARKERS)]
+    return (line["payload"].isNull() & ~F.greatest(*[x.isNotNull() for x in bare])
+            & raw.rlike(r'"schema"\s*:') & raw.rlike(r'"payload"\s*:\s*null'))
+
+
+def kind(raw: Column, parsed: Column, line: Column, e: dict[str, Column], schema_name: Column) -> Column:
+    """What a line is (KINDS). Tombstones are empty lines, `null`, or a wrapped null payload.
+
+    `e`: the envelope fields (`envelope_field`) by name.
+    """
+    o = e["op"]
+    others = [e[n] for n in ("before", "after", "source", "status", "id", "ddl", "tableChanges")]
+    return (
+        F.when(raw.isNull() | (F.trim(raw) == ""), F.lit("tombstone"))
+        .when(~one_value(parsed), F.lit("malformed"))
+        .when(line.isNull() | _null_payload(raw, line), F.lit("tombstone"))
+        .when(o.isin("c", "u", "d", "r"), F.lit("change"))
+        .when(o == "t", F.lit("truncate"))
+        .when(o == "m", F.lit("message"))
+        .when(o.isNotNull(), F.lit("malformed"))
+        # Transaction metadata topic: BEGIN/END markers with the transaction id.
+        .when(e["status"].isNotNull() & e["id"].isNotNull(), F.lit("transaction"))
+        # Schema change topic: DDL and the table structure after it.
+        .when(e["ddl"].isNotNull() | e["tableChanges"].isNotNull(), F.lit("schema_change"))
+        # Heartbeat topic: `{"ts_ms": ...}` alone (schema io.debezium.connector.common.Heartbeat).
+        .when(schema_name.endswith("Heartbeat")
+              | (e["ts_ms"].isNotNull() & ~F.greatest(*[x.isNotNull() for x in others])), F.lit("heartbeat"))
+        .otherwise(F.lit("malformed"))
+    )
+
+
+def image(e: dict[str, Column]) -> Column:
+    """The row image: `before` for a delete (its key), `after` otherwise."""
+    return F.when(e["op"] == "d", e["before"]).otherwise(e["after"])
+
+
+# -- values --------------------------------------------------------------------------------------
+
+def is_text(d: Declared) -> bool:
+    """Whether a declared column is parsed as its text (else as a VARIANT: the decoder needs the JSON type)."""
+    return isinstance(_leaf_type(d), T.StringType)
 
 
 @dataclass(frozen=True)
 class Parts:
-    """A field's VARIANT value and what the decoders ask of it: its shape, as text, as a number.
+    """A field's value as the decoders ask of it: whether it is there, its text, its JSON type, as a number,
+    and for decimals the bytes and scale of an encoded value.
 
-    Staging computes these once per column in their own projection and
-    passes the resulting column references, so each decoder branch refers to
-    them instead of repeating the VARIANT extraction (which made the plan,
-    and Spark's generated code, grow with every use).
+    Staging computes these in projections of their own (`Parts.columns`,
+    then `numeric_parts`) and passes the resulting column references, so
+    each decoder branch refers to them instead of repeating the extraction
+    (which made the plan, and Spark's generated code, grow with every use).
     """
 
-    raw: Column
-    shape: Column
-    text: Column
-    number: Column
+    raw: Column  # the value as parsed: its text, or a VARIANT (_leaf_type)
+    present: Column  # there and not JSON null
+    text: Column  # a string's content; a number, boolean or object as JSON text
+    is_string: Column
+    is_object: Column
+    number: Column  # the text as a BIGINT
+    octets: Column | None = None  # decimals: the encoded unscaled bytes, NULL for a plain number
+    scale: Column | None = None  # decimals: the scale of those bytes
 
     @staticmethod
-    def of(x: Column) -> Parts:
-        return Parts(x, _shape(x), _get(x, "$", "string"), _get(x, "$", "bigint"))
-
-    @property
-    def is_string(self) -> Column:
-        return self.shape == F.lit("STRING")
-
-    @property
-    def is_object(self) -> Column:
-        return self.shape.startswith("OBJECT")
+    def columns(x: Column, json: Column | None, d: Declared) -> dict[str, Column]:
+        """The parts of a parsed value `x` of declared type `d`, by name; `json` is `to_json(x)` for a VARIANT."""
+        if json is None:
+            present, text, is_string, is_object = x.isNotNull(), x, F.lit(True), F.lit(False)
+        else:
+            present = x.isNotNull() & ~F.is_variant_null(x)
+            is_string, is_object = json.startswith('"'), json.startswith("{")
+            # Strings the decoders read (base64, numbers, ISO times) have no escapes.
+            text = F.when(is_string, json.substr(F.lit(2), F.length(json) - 2)).when(present, json)
+        return {"present": present, "text": text, "is_string": is_string, "is_object": is_object,
+                "number": text.cast("bigint")}
 
 
 def _in_range(x: Column, low: int, high: int) -> Column:
     return x.between(F.lit(low), F.lit(high))
 
 
-# -- envelope ------------------------------------------------------------------------------------
-
-def document(raw: Column) -> Column:
-    """The line parsed once, as VARIANT; NULL when it is not JSON."""
-    return F.try_parse_json(raw)
-
-
-def is_wrapped(doc: Column) -> Column:
-    """Kafka Connect's JsonConverter with schemas enabled writes `{"schema": ..., "payload": ...}`."""
-    return _get(doc, "$.schema").isNotNull() & _get(doc, "$.payload").isNotNull()
-
-
-def envelope(doc: Column) -> Column:
-    """The Debezium envelope: the payload of a wrapped line, else the line itself."""
-    return F.when(is_wrapped(doc), _get(doc, "$.payload")).otherwise(doc)
-
-
-def connect_schema(doc: Column) -> Column:
-    """The Kafka Connect schema of a wrapped line, else NULL."""
-    return F.when(is_wrapped(doc), _get(doc, "$.schema"))
-
-
-def op(env: Column) -> Column:
-    return _get(env, "$.op", "string")
-
-
-_FIELD = "struct<field:string,type:string,name:string,parameters:map<string,string>>"
-
-
-def image_fields(schema: Column) -> Column:
-    """The Connect schema of the row image (`after`, or `before`: same struct), as an array of field structs."""
-    fields = _get(schema, "$.fields", f"array<struct<field:string,fields:array<{_FIELD}>>>")
-    after = F.filter(fields, lambda f: f["field"] == F.lit("after"))
-    before = F.filter(fields, lambda f: f["field"] == F.lit("before"))
-    return F.coalesce(F.element_at(after, 1)["fields"], F.element_at(before, 1)["fields"])
-
-
-def field_schema(fields: Column, name: str) -> Column:
-    """One column's field struct (field, type, name, parameters), or NULL without a schema."""
-    return F.element_at(F.filter(fields, lambda f: f["field"] == F.lit(name)), 1)
-
-
-def kind(raw: Column, doc: Column, env: Column, schema: Column) -> Column:
-    """What a line is (KINDS). Tombstones are empty lines, `null`, or a wrapped null payload."""
-    o = op(env)
-    keys = F.map_keys(_get(env, "$", "map<string,variant>"))
-    has = lambda path: _get(env, path).isNotNull()  # noqa: E731
-    schema_name = _get(schema, "$.name", "string")
-    return (
-        F.when(raw.isNull() | (F.trim(raw) == ""), F.lit("tombstone"))
-        .when(doc.isNull(), F.lit("malformed"))
-        .when(F.is_variant_null(env), F.lit("tombstone"))
-        .when(o.isin("c", "u", "d", "r"), F.lit("change"))
-        .when(o == "t", F.lit("truncate"))
-        .when(o == "m", F.lit("message"))
-        .when(o.isNotNull(), F.lit("malformed"))
-        # Transaction metadata topic: BEGIN/END markers with the transaction id.
-        .when(has("$.status") & has("$.id"), F.lit("transaction"))
-        # Schema change topic: DDL and the table structure after it.
-        .when(has("$.ddl") | has("$.tableChanges"), F.lit("schema_change"))
-        # Heartbeat topic: `{"ts_ms": ...}` alone (schema io.debezium.connector.common.Heartbeat).
-        .when(
-            (schema_name.endswith("Heartbeat")) | ((F.size(keys) == 1) & F.array_contains(keys, "ts_ms")),
-            F.lit("heartbeat"),
-        )
-        .otherwise(F.lit("malformed"))
-    )
-
-
-def image(env: Column) -> Column:
-    """The row image: `before` for a delete (its key), `after` otherwise."""
-    return F.when(op(env) == "d", _get(env, "$.before")).otherwise(_get(env, "$.after"))
-
-
-# -- values --------------------------------------------------------------------------------------
-
-def is_unavailable(x: Column, parts: Parts | None = None) -> Column:
+def is_unavailable(p: Parts) -> Column:
     """The value is Debezium's placeholder for a value it did not receive (unchanged TOAST and the like)."""
-    p = parts or Parts.of(x)
     return F.coalesce(p.is_string & p.text.isin(UNAVAILABLE, UNAVAILABLE_BASE64), F.lit(False))
 
 
-def unscaled_from_bytes(b: Column) -> Column:
-    """A big-endian two's-complement integer (binary, up to 16 bytes) as DECIMAL(38,0).
+def _powers_256() -> Column:
+    """256^n for n = 0..8 as exact DECIMAL(38,0) values (a double power would round 2^64)."""
+    return F.array(*[F.lit(Decimal(256**n)).cast("decimal(38,0)") for n in range(9)])
 
-    Horner's rule over the bytes, the first one signed: the running value
-    never exceeds the final one in magnitude, so 16-byte values (DECIMAL(38)'s
-    range) do not overflow on the way; longer ones overflow to NULL (Spark
-    without ANSI mode), which staging reports as wrong_type. `b` appears once
-    in the expression, so the plan stays small whatever computes it.
+
+def unscaled_from_bytes(b: Column) -> Column:
+    """A big-endian two's-complement integer (binary, up to 16 bytes) as DECIMAL(38,0); NULL when longer.
+
+    The last 8 bytes and the ones before them are read as unsigned numbers
+    (`conv` of their hex) and the leading part is made signed by its first
+    bit: high * 2^64 + low, each step an exact DECIMAL(38,0). 16-byte values
+    outside DECIMAL(38) overflow to NULL (Spark without ANSI mode), which
+    staging reports as wrong_type.
     """
-    pairs = F.regexp_extract_all(F.hex(b), F.lit("(..)"), 1)
-    octets = F.transform(
-        pairs,
-        lambda h, i: F.when((i == 0) & (F.conv(h, 16, 10).cast("int") >= 128), F.conv(h, 16, 10).cast("int") - 256)
-        .otherwise(F.conv(h, 16, 10).cast("int")),
-    )
-    return F.aggregate(
-        octets,
-        F.lit(0).cast("decimal(38,0)"),
-        lambda acc, o: (acc * F.lit(256) + o).cast("decimal(38,0)"),
-    )
+    h, n = F.hex(b), F.length(b)
+    high_n = F.greatest(n - 8, F.lit(0))  # the bytes before the last 8
+
+    def unsigned(hex_text: Column) -> Column:
+        return F.coalesce(F.conv(hex_text, 16, 10), F.lit("0")).cast("decimal(38,0)")
+
+    low, high = unsigned(F.substring(h, -16, 16)), unsigned(h.substr(F.lit(1), high_n * 2))
+    negative = F.substring(h, 1, 1).isin(*"89ABCDEF")
+    # The leading part carries the sign: the high bytes, or the whole value when it has 8 bytes or fewer.
+    lead_n, lead = F.when(high_n > 0, high_n).otherwise(n), F.when(high_n > 0, high).otherwise(low)
+    signed = (lead - F.when(negative, F.get(_powers_256(), lead_n.cast("int"))).otherwise(F.lit(0))).cast(
+        "decimal(38,0)")
+    value = F.when(high_n > 0, signed * F.lit(Decimal(2**64)) + low).otherwise(signed)
+    return F.when(n <= 16, value.cast("decimal(38,0)"))
 
 
 def scaled_text(unscaled: Column, scale: Column) -> Column:
@@ -280,31 +333,27 @@ def scaled_text(unscaled: Column, scale: Column) -> Column:
     return F.concat(unscaled.cast("string"), F.lit("E"), (-scale).cast("string"))
 
 
-def decimal_from_base64(text: Column, scale: Column) -> Column:
-    """Connect's Decimal: base64 of the unscaled two's-complement bytes, at `scale`, as exact decimal text."""
-    return scaled_text(unscaled_from_bytes(F.unbase64(text)), scale)
+def numeric_parts(p: Parts, field: Column, d: Declared, mode: str | Column, has_schema: Column) -> dict[str, Column]:
+    """A decimal's encoded bytes and their scale (`octets`, `scale`); `octets` is NULL for a plain number.
 
-
-def _numeric_text(p: Parts, sem: Column, stype: Column, sscale: Column, d: Declared, mode: Column,
-                  has_schema: Column) -> Column:
-    """A number's exact text, whatever the encoding; cast to the declared type by the caller."""
-    declared_scale = F.lit(d.scale if d.scale is not None else 0)
-    x, text = p.raw, p.text
+    Chosen once per value, so the byte decoding reads a column instead of repeating this choice.
+    """
+    mode = decimal_handling_column(mode)
     bytes_encoded = F.when(
-        has_schema,
+        F.coalesce(has_schema, F.lit(False)),
         # With a schema: a Decimal logical type is bytes; type string is decimal.handling.mode=string.
-        (sem == _DECIMAL_LOGICAL) | (stype == "bytes"),
+        (field["name"] == _DECIMAL_LOGICAL) | (field["type"] == "bytes"),
     ).otherwise(mode == F.lit("precise"))
-    # The bytes and scale are chosen first, so the byte decoding appears once in the plan.
+    # io.debezium.data.VariableScaleDecimal: {"scale": n, "value": base64}, read only for such values.
+    variable = F.when(p.is_object, p.raw)
     octets = (
-        F.when(p.is_object, F.unbase64(_get(x, "$.value", "string")))  # io.debezium.data.VariableScaleDecimal
-        .when(p.is_string & bytes_encoded, F.unbase64(text))
+        F.when(p.is_object, F.unbase64(F.try_variant_get(variable, "$.value", "string")))
+        .when(p.is_string & bytes_encoded, F.unbase64(p.text))
     )
-    scale = F.when(p.is_object, _get(x, "$.scale", "int")).otherwise(F.coalesce(sscale.cast("int"), declared_scale))
-    return (
-        F.when(octets.isNotNull(), scaled_text(unscaled_from_bytes(octets), scale))
-        .otherwise(text)  # a JSON number, or decimal.handling.mode=string
-    )
+    declared_scale = F.lit(d.scale if d.scale is not None else 0)
+    scale = F.when(p.is_object, F.try_variant_get(variable, "$.scale", "int")).otherwise(
+        F.coalesce(field["parameters"]["scale"].cast("int"), declared_scale))
+    return {"octets": octets, "scale": scale}
 
 
 def _micros_from(n: Column, unit: Column) -> Column:
@@ -329,32 +378,23 @@ def decimal_handling_column(mode: str | Column) -> Column:
     return F.lit(mode)
 
 
-def decode_value(x: Column, field: Column, d: Declared, decimal_handling: str | Column = "precise",
-                 has_schema: Column | None = None, parts: Parts | None = None) -> Column:
-    """One image field (VARIANT) as the declared type; NULL when absent, JSON null or not decodable.
+def decode_value(p: Parts, field: Column, d: Declared) -> Column:
+    """One image field as the declared type; NULL when absent, JSON null or not decodable.
 
     `field` is the column's Connect field schema (`field_schema`), NULL
-    without one: its logical name and parameters decide units and scale.
+    without one: its logical name decides units (`numeric_parts` the bytes and scale of decimals).
     The placeholder for an unavailable value is handled by the caller.
-    `parts`: `x`'s shape, text and number, when the caller computed them.
     """
-    decimal_handling = decimal_handling_column(decimal_handling)
-    sem, stype = field["name"], field["type"]
-    sscale = field["parameters"]["scale"]
-    if has_schema is None:
-        has_schema = field.isNotNull()
-    has_schema = F.coalesce(has_schema, F.lit(False))
-    p = parts or Parts.of(x)
+    sem = field["name"]
     text = p.text
 
-    if d.family in ("integer", "boolean"):
-        value = _get(x, "$", d.spark_type)
+    if d.family in ("integer", "boolean", "string"):
+        value = text.cast(d.spark_type)
     elif d.family in ("float", "decimal"):
-        value = _numeric_text(p, sem, stype, sscale, d, decimal_handling, has_schema).cast(d.spark_type)
+        # A JSON number, or decimal.handling.mode=string, as it is; encoded bytes at their scale.
+        number_text = F.when(p.octets.isNotNull(), scaled_text(unscaled_from_bytes(p.octets), p.scale)).otherwise(text)
+        value = number_text.cast(d.spark_type)
         # Casting text to a narrower decimal rounds; to a decimal it cannot hold gives NULL (wrong_type).
-    elif d.family == "string":
-        # A string as it is; anything else (a JSON column sent as an object) as JSON text.
-        value = text
     elif d.family == "binary":
         value = F.when(p.is_string, F.unbase64(text))
     elif d.family == "date":
@@ -377,7 +417,7 @@ def decode_value(x: Column, field: Column, d: Declared, decimal_handling: str | 
         value = F.when(_in_range(micros, 0, 86_400_000_000), micros)
     else:  # pragma: no cover - Declared.parse refuses anything else
         raise ValueError(d.family)
-    return F.when(_present(x), value).cast(d.spark_type)
+    return F.when(p.present, value).cast(d.spark_type)
 
 
 def _unit(sem: Column, units: dict[str, str], declared: str | None) -> Column:
@@ -396,7 +436,7 @@ BINLOG_FILE_BITS, BINLOG_POS_BITS, BINLOG_ROW_BITS = 19, 32, 12
 LSN_MAX = (1 << 62) - 1
 
 
-def version(env: Column, flavour: str) -> tuple[Column, Column]:
+def version(e: dict[str, Column], flavour: str) -> tuple[Column, Column]:
     """(`_version`, present): the source position as a BIGINT that orders a key's changes.
 
     `present` is False when the fields the version is made of are missing
@@ -412,18 +452,16 @@ def version(env: Column, flavour: str) -> tuple[Column, Column]:
     file << 44 | pos << 12 | row: file number < 2^19 (524,288 binlog files),
     pos < 2^32 (4 GiB binlog files), row < 2^12 (4,096 rows per binlog event).
     """
-    o = op(env)
+    source = e["source"]
     if flavour == "postgres":
-        lsn = _get(env, "$.source.lsn", "bigint")
-        present = _present(_get(env, "$.source.lsn"))
-        packed = lsn * 2 + F.when(o == "r", F.lit(0)).otherwise(F.lit(1))
-        return F.when(_in_range(lsn, 0, LSN_MAX), packed), present
+        lsn = source["lsn"].cast("bigint")
+        packed = lsn * 2 + F.when(e["op"] == "r", F.lit(0)).otherwise(F.lit(1))
+        return F.when(_in_range(lsn, 0, LSN_MAX), packed), source["lsn"].isNotNull()
     if flavour in ("mysql", "mariadb"):
-        file_text = _get(env, "$.source.file", "string")
-        file_no = F.regexp_extract(file_text, r"\.(\d+)$", 1).cast("bigint")
-        pos = _get(env, "$.source.pos", "bigint")
-        row = F.coalesce(_get(env, "$.source.row", "bigint"), F.lit(0))
-        present = _present(_get(env, "$.source.file")) & _present(_get(env, "$.source.pos"))
+        file_no = F.regexp_extract(source["file"], r"\.(\d+)$", 1).cast("bigint")
+        pos = source["pos"].cast("bigint")
+        row = F.coalesce(source["row"].cast("bigint"), F.lit(0))
+        present = source["file"].isNotNull() & source["pos"].isNotNull()
         fits = (
             _in_range(file_no, 0, (1 << BINLOG_FILE_BITS) - 1)
             & _in_range(pos, 0, (1 << BINLOG_POS_BITS) - 1)
@@ -438,10 +476,10 @@ def version(env: Column, flavour: str) -> tuple[Column, Column]:
     raise ValueError(f"flavour must be one of {FLAVOURS}, got {flavour!r}")
 
 
-def source_ts(env: Column) -> tuple[Column, Column]:
+def source_ts(e: dict[str, Column]) -> tuple[Column, Column]:
     """(`_source_ts`, present): commit time at the source, from `source.ts_us` when sent, else `source.ts_ms`."""
-    us = _get(env, "$.source.ts_us", "bigint")
-    ms = _get(env, "$.source.ts_ms", "bigint")
+    source = e["source"]
+    us, ms = source["ts_us"].cast("bigint"), source["ts_ms"].cast("bigint")
     micros = F.coalesce(us, F.when(_in_range(ms, _MIN_MICROS // 1000, _MAX_MICROS // 1000), ms * 1000))
-    present = _present(_get(env, "$.source.ts_us")) | _present(_get(env, "$.source.ts_ms"))
+    present = source["ts_us"].isNotNull() | source["ts_ms"].isNotNull()
     return F.when(_in_range(micros, _MIN_MICROS, _MAX_MICROS), F.timestamp_micros(micros)), present

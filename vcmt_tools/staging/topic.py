@@ -97,27 +97,35 @@ def _decode_steps(lines: _Steps, flavour: str, key: Sequence[str], columns: Mapp
     if clash:
         raise ValueError(f"columns {clash} collide with the staged change-event columns {RESERVED}")
     declared = {name: dbz.Declared.parse(t) for name, t in columns.items()}
+    # Spark resolves struct fields without regard to case: two such names would be one field.
+    folded: dict[str, list[str]] = {}
+    for name in declared:
+        folded.setdefault(name.lower(), []).append(name)
+    same = [names for names in folded.values() if len(names) > 1]
+    if same:
+        raise ValueError(f"columns {same} differ only in case; Spark cannot tell them apart: declare one of each")
 
-    # Stage 1: the one parse of each line.
-    parsed = lines.select("raw", "_source_file", "_batch_id", dbz.document(F.col("raw")).alias("doc"))
-    # Stage 2: the envelope and its schema, split once.
-    doc = F.col("doc")
+    # Stage 1: the one parse of each line, into the fields staging reads.
+    parsed = lines.select("raw", "_source_file", "_batch_id",
+                          dbz.parse(F.col("raw"), declared).alias("_vcmt_parsed"))
+    # Stage 2: the line's value, its envelope fields (wrapped or bare) and Connect schema.
+    line = F.get(F.col("_vcmt_parsed"), 0)
+    envelope_names = ("op", "before", "after", "source", "status", "id", "ddl", "tableChanges", "ts_ms")
     opened = parsed.select(
-        "raw", "_source_file", "_batch_id", "doc",
-        dbz.envelope(doc).alias("env"),
-        dbz.connect_schema(doc).alias("schema"),
+        "raw", "_source_file", "_batch_id", "_vcmt_parsed", line.alias("_vcmt_line"),
+        *[dbz.envelope_field(line, n).alias(f"_vcmt_e_{n}") for n in envelope_names],
     )
-    env, schema = F.col("env"), F.col("schema")
-    version, version_present = dbz.version(env, flavour)
-    ts, ts_present = dbz.source_ts(env)
-    fields = dbz.image_fields(schema)
+    e = {n: F.col(f"_vcmt_e_{n}") for n in envelope_names}
+    schema = F.col("_vcmt_line")["schema"]
+    version, version_present = dbz.version(e, flavour)
+    ts, ts_present = dbz.source_ts(e)
     typed = opened.select(
-        "raw", "_source_file", "_batch_id", "doc",
-        dbz.kind(F.col("raw"), doc, env, schema).alias("_kind"),
-        dbz.op(env).alias("_op"),
-        dbz.image(env).alias("img"),
+        "raw", "_source_file", "_batch_id", "_vcmt_parsed",
+        dbz.kind(F.col("raw"), F.col("_vcmt_parsed"), F.col("_vcmt_line"), e, schema["name"]).alias("_kind"),
+        e["op"].alias("_op"),
+        dbz.image(e).alias("img"),
         schema.isNotNull().alias("has_schema"),
-        fields.alias("fields"),
+        dbz.image_fields(schema).alias("fields"),
         version.alias("_version"),
         version_present.alias("version_present"),
         ts.alias("_source_ts"),
@@ -125,50 +133,60 @@ def _decode_steps(lines: _Steps, flavour: str, key: Sequence[str], columns: Mapp
     )
     # Each stage below is its own projection, so an expression used several times (a column's raw
     # value, the reason) is computed once and referenced, and the generated code stays small.
-    # Stage 3: each declared column's raw value and Connect field schema.
+    # Stage 3: each declared column's parsed value and Connect field schema.
     img, flds = F.col("img"), F.col("fields")
     located = typed.select("*", *[
         col
         for name in declared
-        for col in (F.try_variant_get(img, dbz._path(name), "variant").alias(f"{name}__raw"),
-                    dbz.field_schema(flds, name).alias(f"{name}__field"))
+        for col in (img[name].alias(f"{name}__raw"), dbz.field_schema(flds, name).alias(f"{name}__field"))
     ])
-    # Stage 4: what the decoders ask of each raw value (its shape, text and number), once.
-    parted = located.select("*", *[
-        col
-        for name in declared
-        for col in (F.schema_of_variant(F.col(f"{name}__raw")).alias(f"{name}__shape"),
-                    F.try_variant_get(F.col(f"{name}__raw"), "$", "string").alias(f"{name}__text"),
-                    F.try_variant_get(F.col(f"{name}__raw"), "$", "bigint").alias(f"{name}__number"))
+    # Stage 4: the JSON text of values whose JSON type matters, then what the decoders ask of each value
+    # (present, text, JSON type, number), then a decimal's encoded bytes and scale: each computed once.
+    variants = [name for name, d in declared.items() if not dbz.is_text(d)]
+    with_json = located.select("*", *[F.to_json(F.col(f"{name}__raw")).alias(f"{name}__json") for name in variants])
+    parted = with_json.select("*", *[
+        col.alias(f"{name}__{part}")
+        for name, d in declared.items()
+        for part, col in dbz.Parts.columns(F.col(f"{name}__raw"), F.col(f"{name}__json") if name in variants
+                                           else None, d).items()
     ])
+    numeric = [name for name, d in declared.items() if d.family in ("float", "decimal")]
 
-    def parts(name: str) -> dbz.Parts:
-        return dbz.Parts(*(F.col(f"{name}__{p}") for p in ("raw", "shape", "text", "number")))
+    def parts(name: str, encoded: bool = True) -> dbz.Parts:
+        """The column references of a value's parts (with a decimal's bytes and scale once `encoded`)."""
+        names = ["raw", "present", "text", "is_string", "is_object", "number"]
+        names += ["octets", "scale"] if encoded and name in numeric else []
+        return dbz.Parts(*[F.col(f"{name}__{p}") for p in names])
 
+    encoded = parted.select("*", *[
+        col.alias(f"{name}__{part}")
+        for name in numeric
+        for part, col in dbz.numeric_parts(parts(name, encoded=False), F.col(f"{name}__field"), declared[name],
+                                           decimal_handling, F.col("has_schema")).items()
+    ])
     # Stage 5: whether it is the placeholder, and its decoded value.
-    values = parted.select("*", *[
+    values = encoded.select("*", *[
         col
         for name, d in declared.items()
-        for col in (dbz.is_unavailable(F.col(f"{name}__raw"), parts(name)).alias(f"{name}__unavailable"),
-                    dbz.decode_value(F.col(f"{name}__raw"), F.col(f"{name}__field"), d, decimal_handling,
-                                     F.col("has_schema"), parts(name)).alias(f"{name}__value"))
+        for col in (dbz.is_unavailable(parts(name)).alias(f"{name}__unavailable"),
+                    dbz.decode_value(parts(name), F.col(f"{name}__field"), d).alias(f"{name}__value"))
     ])
 
     def bad_value(name: str) -> Column:
-        raw = F.col(f"{name}__raw")
-        return dbz._present(raw) & ~F.col(f"{name}__unavailable") & F.col(f"{name}__value").isNull()
+        return F.col(f"{name}__present") & ~F.col(f"{name}__unavailable") & F.col(f"{name}__value").isNull()
 
-    null_key = F.col("img").isNull() | F.is_variant_null(F.col("img"))
+    null_key = F.col("img").isNull()
     for k in key:
         # A placeholder is not a key value either.
-        null_key = null_key | ~dbz._present(F.col(f"{k}__raw")) | F.col(f"{k}__unavailable")
+        null_key = null_key | ~F.col(f"{k}__present") | F.col(f"{k}__unavailable")
     # A source time that is sent but not a time is a wrong type; a missing one is not a reason.
     wrong_type = F.col("ts_present") & F.col("_source_ts").isNull()
     for name in declared:
         wrong_type = wrong_type | bad_value(name)
     kind = F.col("_kind")
     reason = (
-        F.when(kind == "malformed", F.when(F.col("doc").isNull(), F.lit("bad_json")).otherwise(F.lit("unknown_op")))
+        F.when(kind == "malformed",
+               F.when(dbz.one_value(F.col("_vcmt_parsed")), F.lit("unknown_op")).otherwise(F.lit("bad_json")))
         .when(kind != "change", F.lit(None).cast("string"))
         .when(null_key, F.lit("null_key"))
         .when(~F.col("version_present"), F.lit("null_version"))
