@@ -235,6 +235,28 @@ def test_every_kind_is_recognised(spark) -> None:
     assert truncate["_version"] is not None and truncate["_version"] == 2 * envelope(op="t", after=None)["source"]["lsn"] + 1
 
 
+def test_lines_that_are_not_exactly_one_json_envelope_are_bad_json(spark) -> None:
+    """The whole line must be one strict JSON value: nothing after it is ignored, nothing lenient accepted."""
+    one = json.dumps(envelope(after={"id": 1, "name": "a"}))
+    rows = decode(spark, [
+        one + one,  # two envelopes run together: neither may be staged as if the other were not there
+        one + "," + one,
+        one + " trailing",
+        one[:-5],  # a cut line
+        str(envelope(after={"id": 1, "name": "a"})),  # single quotes (a Python dict's repr)
+        one.replace('"lsn": 100', '"lsn": NaN'),
+        one.replace('"lsn": 100', '"lsn": 0100'),
+        one,
+    ], {"id": "bigint", "name": "string"})
+    assert [(r["_kind"], r["_reason"]) for r in rows] == [("malformed", "bad_json")] * 7 + [("change", None)]
+    assert all(r["_raw"] for r in rows[:7]) and rows[7]["id"] == 1
+
+
+def test_column_names_differing_only_in_case_are_refused(spark) -> None:
+    with pytest.raises(ValueError, match=r"differ only in case"):
+        decode(spark, [envelope(after={"id": 1})], {"id": "bigint", "Name": "string", "name": "string"})
+
+
 def test_quarantine_reasons_in_order(spark) -> None:
     rows = decode(spark, [
         envelope(after={"name": "no key"}),
