@@ -139,8 +139,9 @@ class DbtProject:
                             **({"custom_settings": self.custom_settings} if self.custom_settings else {}),
                         },
                         "spark": {"type": "spark", **spark_session_target},
-                        # dbt-spark plus Python models on the same session (dbt/adapters/vcmt_spark).
-                        "vcmt_spark": {"type": "vcmt_spark", **spark_session_target},
+                        # dbt-spark plus Python models on the same session (dbt/adapters/vcmt_spark); two
+                        # threads, as in profiles.yml: independent models run at the same time.
+                        "vcmt_spark": {"type": "vcmt_spark", **spark_session_target, "threads": 2},
                         **self._spark_server_targets(),
                     },
                 }

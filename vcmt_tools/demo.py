@@ -94,9 +94,12 @@ class Pipeline:
         self.vars = json.dumps({"vcmt_lake_root": str(work / "lake"), "vcmt_staging": staging})
 
     def dbt(self, *args: str, target: str, expect_pass: bool = True) -> Any:
+        # --no-write-json: dbt would write manifest.json before and after each run and run_results.json
+        # after each model, about half a second per run that nothing here reads (docs/staging.md,
+        # "Where staging time goes"); partial parsing keeps its own file.
         cli = [*args, "--target", target, "--vars", self.vars, "--project-dir", str(REPO_ROOT),
                "--profiles-dir", str(REPO_ROOT), "--target-path", str(self.work / "target" / target),
-               "--log-path", str(self.work / "logs")]
+               "--log-path", str(self.work / "logs"), "--no-write-json"]
         run = self._invoke(cli)
         if expect_pass and not run.success:
             raise SystemExit(f"demo: dbt {' '.join(args)} --target {target} failed:\n{run.log[-5000:]}")

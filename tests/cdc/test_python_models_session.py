@@ -2,8 +2,10 @@
 
 One `dbt run` builds a SQL model and Python models side by side on the local
 SparkSession; the results are read back from that same session. The
-incremental Python model is run twice to go through dbt-spark's incremental
-materialization (its `__dbt_tmp` table and insert overwrite of partitions).
+incremental Python model is run twice to go through the plugin's incremental
+materialization (insert overwrite of the partitions a run writes). Two more
+incremental models are written at the same time (threads: 2), each keeping
+its table's other partitions.
 """
 
 from __future__ import annotations
@@ -46,6 +48,17 @@ def spark_project(tmp_path_factory, chdb_path: Path, lab_dir: Path):
                 return df.where("id <= 2").select("id", F.when(F.col("id") == 1, 0).otherwise(1).alias("_batch_id"))
             return df.select("id", F.lit(0).alias("_batch_id"))
     """)
+    for name in ("topic_a", "topic_b"):
+        # Two staging-like models: the first run writes batch 0, every later run batch 1 only.
+        proj.write(f"models/concurrent/{name}.py", """
+            import pyspark.sql.functions as F
+
+
+            def model(dbt, session):
+                dbt.config(materialized="incremental", incremental_strategy="insert_overwrite",
+                           file_format="parquet", partition_by=["_batch_id"])
+                return dbt.ref("numbers").select("id", F.lit(1 if dbt.is_incremental else 0).alias("_batch_id"))
+        """)
     return proj
 
 
@@ -58,7 +71,7 @@ def _spark():
 
 def test_python_and_sql_models_in_one_run(spark_project, lab_dir: Path, monkeypatch) -> None:
     monkeypatch.chdir(lab_dir)
-    run = spark_project.dbt("run", target="vcmt_spark")
+    run = spark_project.dbt("run", "--exclude", "concurrent", target="vcmt_spark")
     assert "doubled" in run.log and "numbers" in run.log
     spark = _spark()
     schema = spark_project.schema
@@ -80,3 +93,36 @@ def test_sql_models_still_run_on_plain_spark_target(spark_project, lab_dir: Path
     monkeypatch.chdir(lab_dir)
     spark_project.dbt("run", "--select", "numbers", target="spark")
     assert _spark().table(f"{spark_project.schema}.numbers").count() == 5
+
+
+def test_concurrent_partition_overwrites_keep_other_partitions(spark_project, lab_dir: Path, monkeypatch) -> None:
+    """Two partitioned Python models written at once (threads: 2) each replace only their own new partition.
+
+    The session's spark.sql.sources.partitionOverwriteMode is switched to static over and over while they
+    run, as another model restoring the setting around its own write would: a write that depends on the
+    session setting would replace every partition of its table (batch 0 lost).
+    """
+    import threading
+
+    monkeypatch.chdir(lab_dir)
+    spark_project.dbt("run", "--select", "numbers", "concurrent", "--full-refresh", target="vcmt_spark")
+    spark, schema = _spark(), spark_project.schema
+    stop, switches = threading.Event(), []
+
+    def restore_static() -> None:
+        while not stop.is_set():
+            spark.conf.set("spark.sql.sources.partitionOverwriteMode", "static")
+            switches.append(1)
+
+    switcher = threading.Thread(target=restore_static, daemon=True)
+    switcher.start()
+    try:
+        run = spark_project.dbt("run", "--select", "concurrent", target="vcmt_spark")
+    finally:
+        stop.set()
+        switcher.join(timeout=10)
+    assert "Concurrency: 2 threads" in run.log, run.log[-2000:]
+    assert len(switches) > 10
+    for name in ("topic_a", "topic_b"):
+        rows = sorted(tuple(r) for r in spark.table(f"{schema}.{name}").collect())
+        assert rows == sorted([(i, 0) for i in range(1, 6)] + [(i, 1) for i in range(1, 6)]), (name, rows)

@@ -33,7 +33,7 @@ class BatchRun:
     lines: int
     raw_bytes: int
     staging_s: float
-    models_s: float  # the staging models' execution, as dbt reports it; the rest of staging_s is dbt's own
+    models_s: float  # the models' wall time, first start to last end as dbt reports it; the rest is dbt's own
     cpu_s: float  # CPU seconds of this process and the Spark JVM during the staging run
     clickhouse_s: float
     records_read: int
@@ -84,6 +84,12 @@ def _one_line_batch(landing: Path, batch: int) -> None:
         path.write_text(first)
 
 
+def _models_wall_s(results: list) -> float:
+    """Seconds from the first model's start to the last one's end: the models run in threads, at the same time."""
+    spans = [(t.started_at, t.completed_at) for r in results for t in r.timing if t.started_at and t.completed_at]
+    return (max(e for _, e in spans) - min(s for s, _ in spans)).total_seconds() if spans else 0.0
+
+
 def _run_batch(pipeline: demo.Pipeline, landing: Path, lake: Path, batch: int, marts: bool = True) -> BatchRun:
     staging = demo.STAGINGS["python"]
     lines = demo._land_batch(landing, lake, batch)  # noqa: SLF001 - the demo's own landing step
@@ -102,7 +108,7 @@ def _run_batch(pipeline: demo.Pipeline, landing: Path, lake: Path, batch: int, m
         pipeline.dbt("run", "--select", "marts", target="chdb")
         clickhouse_s = time.perf_counter() - t
     heap, rss = _memory()
-    return BatchRun(lines, _raw_bytes(lake, batch), staging_s, sum(r.execution_time for r in run.result.result.results),
+    return BatchRun(lines, _raw_bytes(lake, batch), staging_s, _models_wall_s(run.result.result.results),
                     python_cpu + after[3] - before[3], clickhouse_s, after[0] - before[0], after[1] - before[1],
                     after[2] - before[2], heap, rss)
 
@@ -143,8 +149,9 @@ def report(results: dict[int, tuple[list[BatchRun], BatchRun]], landed: dict[int
             f"| {lines / ch:,.0f} | {ch / st:.2f} | {_mean(runs, 'records_read'):,.0f} "
             f"| {_mean(runs, 'raw_bytes') / 2**20:.1f} | {_mean(runs, 'bytes_read') / 2**20:.1f} "
             f"| {_mean(runs, 'jobs'):.0f} |")
-    out += ["", "| fixed cost: one more batch of one line per topic | `dbt run` s (CPU s) | of which the two models s "
-            "| of which dbt itself s | lines read | Spark jobs |", "|---|--:|--:|--:|--:|--:|"]
+    out += ["", "| fixed cost: one more batch of one line per topic | `dbt run` s (CPU s) "
+            "| of which the two models (wall) s | of which dbt itself s | lines read | Spark jobs |",
+            "|---|--:|--:|--:|--:|--:|"]
     for size, (_, f) in results.items():
         out.append(f"| after {size:,}-event batches | {f.staging_s:.1f} ({f.cpu_s:.1f}) | {f.models_s:.1f} "
                    f"| {f.staging_s - f.models_s:.1f} | {f.records_read} | {f.jobs} |")

@@ -255,6 +255,11 @@ def staged_batches(session, table: str) -> list[int]:
     """
     if not session.catalog.tableExists(table):
         return []
+    return _partition_batches(session, table)
+
+
+def _partition_batches(session, table: str) -> list[int]:
+    """The `_batch_id` partitions of `table`, which exists: one metastore call (`show partitions`)."""
     batches = []
     for row in session.sql(f"show partitions {table}").collect():
         for part in row[0].split("/"):
@@ -276,6 +281,7 @@ def stage_new_batches(dbt, session, topic_path: str, flavour: str, key: Sequence
         raise ValueError(f"{dbt.this}: `topic_path` is empty; set `meta: {{topic_path: ...}}` in the model's yml "
                          "config to the topic's folder of `_batch_id=<N>/` batches, e.g. "
                          "\"{{ var('vcmt_lake_root') }}/raw/<topic>\", and pass dbt.config.meta_get(\"topic_path\")")
-    done = staged_batches(session, str(dbt.this)) if dbt.is_incremental else []
+    # An incremental run's table exists (dbt found it): no `tableExists` round trip before the partitions.
+    done = _partition_batches(session, str(dbt.this)) if dbt.is_incremental else []
     return stage_topic(session, topic_path, flavour, key, columns, exclude_batches=done,
                        decimal_handling=decimal_handling)

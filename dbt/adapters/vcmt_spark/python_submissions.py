@@ -97,6 +97,29 @@ class SessionPythonJobHelper(PythonJobHelper):
         exec(compile(compiled_code, name, "exec"), namespace)  # noqa: S102 - this is what running a model means
 
 
+# insertInto replaces only the partitions it writes when the TABLE's own options say so: Spark's
+# InsertIntoHadoopFsRelationCommand reads `partitionOverwriteMode` from the relation's options (the table's
+# storage properties) before the session's spark.sql.sources.partitionOverwriteMode, while insertInto
+# ignores the writer's options. A session setting switched around the write is not safe when dbt runs
+# models in threads: another model's restore could leave it static (every partition replaced) mid-write.
+# docs/design.md#spark-targets
+DYNAMIC_OVERWRITE_OPTION = ("partitionOverwriteMode", "dynamic")
+# Tables of this process whose option is known to be set (checked once per table and process).
+_dynamic_tables: set[str] = set()
+
+
+def _ensure_dynamic_overwrite(session: Any, table: str) -> None:
+    """Give `table` the dynamic partition overwrite option, once per process (tables created before it)."""
+    if table in _dynamic_tables:
+        return
+    key, value = DYNAMIC_OVERWRITE_OPTION
+    rows = session.sql(f"describe table extended {table}").collect()
+    storage = next((str(r[1]) for r in rows if r[0] == "Storage Properties"), "")
+    if f"{key}={value}" not in storage.strip("[]").split(", "):
+        session.sql(f"alter table {table} set serdeproperties ('{key}' = '{value}')")
+    _dynamic_tables.add(table)
+
+
 def save_model_result(
     session: Any,
     df: Any,
@@ -128,15 +151,9 @@ def save_model_result(
     if not isinstance(df, DataFrame):
         raise DbtRuntimeError(f"{table}: a Python model must return a Spark or pandas DataFrame, not {type(df)}")
     if mode in ("overwrite_partitions", "append"):
-        # Spark's dynamic partition overwrite: only the partitions present in `df` are replaced. insertInto
-        # ignores the writer option, so the session setting is set (as dbt-spark's SQL path sets it) and restored.
-        key = "spark.sql.sources.partitionOverwriteMode"
-        previous = session.conf.get(key)
-        session.conf.set(key, "dynamic")
-        try:
-            df.write.insertInto(table, overwrite=mode != "append")
-        finally:
-            session.conf.set(key, previous)
+        if mode == "overwrite_partitions":
+            _ensure_dynamic_overwrite(session, table)
+        df.write.insertInto(table, overwrite=mode == "overwrite_partitions")
         return
     if mode != "create":
         raise DbtRuntimeError(f"{table}: unknown write mode {mode!r}; expected create, overwrite_partitions or append")
@@ -148,3 +165,4 @@ def save_model_result(
     if location:
         writer = writer.option("path", location)
     writer.saveAsTable(table)
+    _dynamic_tables.discard(table)  # a new table: its first partition overwrite sets the option again
