@@ -1,11 +1,12 @@
 """make bench-staging: where the Spark staging's time goes, next to the ClickHouse apply it feeds (issue 15).
 
-    python -m vcmt_tools.bench.staging [--sizes 5000,50000] [--batches 2] [--landed 10,100] [--seed 42]
+    python -m vcmt_tools.bench.staging [--sizes 5000,50000] [--batches 2] [--warmup 1] [--landed 10,100] [--seed 42]
 
 Per batch size, as `make demo` runs them in one process: land the demo's
 real-encoding topics batch by batch, stage each with `dbt run` of the Python
 staging models (vcmt_spark session target), apply it to the ClickHouse marts.
-Batch 0 warms up and is not counted; a last batch of one line per topic gives
+The first `--warmup` batches warm up (Spark compiles its code, the JVM its hot paths) and are not
+counted; a last batch of one line per topic gives
 the fixed cost, split into dbt's own work and the models'. Per batch: Spark's
 own input metrics (records, bytes), its jobs, CPU time (this process and the
 JVM), driver memory. The memory line stages all but the last two of 10 (100)
@@ -113,7 +114,8 @@ def _run_batch(pipeline: demo.Pipeline, landing: Path, lake: Path, batch: int, m
                     after[2] - before[2], heap, rss)
 
 
-def bench_size(work: Path, size: int, batches: int, seed: int, landed: int = 0) -> tuple[list[BatchRun], BatchRun]:
+def bench_size(work: Path, size: int, batches: int, seed: int, landed: int = 0,
+               warmup: int = 1) -> tuple[list[BatchRun], BatchRun]:
     from vcmt_tools.cdc import generate
 
     shutil.rmtree(work, ignore_errors=True)
@@ -126,12 +128,14 @@ def bench_size(work: Path, size: int, batches: int, seed: int, landed: int = 0) 
             demo._land_batch(landing, lake, b)  # noqa: SLF001
         runs = [_run_batch(pipeline, landing, lake, b, marts=False) for b in range(landed - 3, landed)]
         return runs[1:], runs[0]
-    # Batch 0 warms up, batches 1..N are measured, batch N+1 is cut to one line per topic.
-    generate(landing, events=size * (batches + 2), batches=batches + 2, seed=seed, encoding="debezium")
-    _one_line_batch(landing, batches + 1)
-    _run_batch(pipeline, landing, lake, 0)
-    runs = [_run_batch(pipeline, landing, lake, b) for b in range(1, batches + 1)]
-    return runs, _run_batch(pipeline, landing, lake, batches + 1, marts=False)
+    # Batches 0..W-1 warm up, the next N are measured, the last one is cut to one line per topic.
+    total = warmup + batches + 1
+    generate(landing, events=size * total, batches=total, seed=seed, encoding="debezium")
+    _one_line_batch(landing, total - 1)
+    for b in range(warmup):
+        _run_batch(pipeline, landing, lake, b)
+    runs = [_run_batch(pipeline, landing, lake, b) for b in range(warmup, warmup + batches)]
+    return runs, _run_batch(pipeline, landing, lake, total - 1, marts=False)
 
 
 def _mean(runs: list[BatchRun], field: str) -> float:
@@ -168,7 +172,8 @@ def _measure(args: argparse.Namespace, size: int, landed: int = 0) -> tuple[list
     # Its own process: chDB opens one data directory per process, Spark one metastore.
     proc = subprocess.run(
         [sys.executable, "-m", "vcmt_tools.bench.staging", "--one", "--sizes", str(size), "--batches",
-         str(args.batches), "--seed", str(args.seed), "--work", str(args.work), "--landed", str(landed)],
+         str(args.batches), "--seed", str(args.seed), "--work", str(args.work), "--landed", str(landed),
+         "--warmup", str(args.warmup)],
         capture_output=True, text=True, check=False,
     )
     if proc.returncode != 0:
@@ -181,7 +186,8 @@ def _measure(args: argparse.Namespace, size: int, landed: int = 0) -> tuple[list
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="vcmt-bench-staging", description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="5000,50000", help="comma-separated batch sizes, in events")
-    parser.add_argument("--batches", type=int, default=2, help="measured batches per size (after a warm-up batch)")
+    parser.add_argument("--batches", type=int, default=2, help="measured batches per size (after the warm-up)")
+    parser.add_argument("--warmup", type=int, default=1, help="batches staged first and not counted, per size")
     parser.add_argument("--landed", default="10,100", help="landed batch counts of the memory line ('' to skip)")
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--work", type=Path, default=demo.REPO_ROOT / ".local" / "bench-staging")
@@ -189,17 +195,19 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     counts = [int(n) for n in str(args.landed).split(",") if n.strip() and int(n)]
-    if not sizes or min(sizes) < 10 or args.batches < 1 or min(counts, default=4) < 4:
-        parser.error(f"--sizes must list batch sizes of 10 events or more, --batches be 1 or more and --landed "
-                     f"list counts of 4 or more; got {args.sizes!r}, {args.batches} and {args.landed!r}")
+    if not sizes or min(sizes) < 10 or args.batches < 1 or args.warmup < 1 or min(counts, default=4) < 4:
+        parser.error(f"--sizes must list batch sizes of 10 events or more, --batches and --warmup be 1 or more and "
+                     f"--landed list counts of 4 or more; got {args.sizes!r}, {args.batches}, {args.warmup} and "
+                     f"{args.landed!r}")
     if args.one:
         work = args.work.resolve() / f"{sizes[0]}-{counts[0] if counts else 0}"
-        runs, fixed = bench_size(work, sizes[0], args.batches, args.seed, counts[0] if counts else 0)
+        runs, fixed = bench_size(work, sizes[0], args.batches, args.seed, counts[0] if counts else 0, args.warmup)
         print(json.dumps({"runs": [asdict(r) for r in runs], "fixed": asdict(fixed)}))
         return 0
     results, landed = {}, {}
     for size in sizes:
-        print(f"==> {size:,}-event batches: warm-up, {args.batches} measured, one fixed-cost batch", flush=True)
+        print(f"==> {size:,}-event batches: {args.warmup} warm-up, {args.batches} measured, one fixed-cost batch",
+              flush=True)
         if (measured := _measure(args, size)) is None:
             return 1
         results[size] = measured
