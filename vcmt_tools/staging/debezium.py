@@ -213,16 +213,16 @@ def _null_payload(raw: Column, line: Column) -> Column:
             & raw.rlike(r'"schema"\s*:') & raw.rlike(r'"payload"\s*:\s*null'))
 
 
-def kind(raw: Column, parsed: Column, line: Column, e: dict[str, Column], schema_name: Column) -> Column:
+def kind(raw: Column, one: Column, line: Column, e: dict[str, Column], schema_name: Column) -> Column:
     """What a line is (KINDS). Tombstones are empty lines, `null`, or a wrapped null payload.
 
-    `e`: the envelope fields (`envelope_field`) by name.
+    `one`: the line is one JSON value (`one_value`); `e`: the envelope fields (`envelope_field`) by name.
     """
     o = e["op"]
     others = [e[n] for n in ("before", "after", "source", "status", "id", "ddl", "tableChanges")]
     return (
         F.when(raw.isNull() | (F.trim(raw) == ""), F.lit("tombstone"))
-        .when(~one_value(parsed), F.lit("malformed"))
+        .when(~one, F.lit("malformed"))
         .when(line.isNull() | _null_payload(raw, line), F.lit("tombstone"))
         .when(o.isin("c", "u", "d", "r"), F.lit("change"))
         .when(o == "t", F.lit("truncate"))

@@ -112,7 +112,10 @@ def _decode_steps(lines: _Steps, flavour: str, key: Sequence[str], columns: Mapp
     line = F.get(F.col("_vcmt_parsed"), 0)
     envelope_names = ("op", "before", "after", "source", "status", "id", "ddl", "tableChanges", "ts_ms")
     opened = parsed.select(
-        "raw", "_source_file", "_batch_id", "_vcmt_parsed", line.alias("_vcmt_line"),
+        # Only the line's value travels on: the parse's wide type would make every later projection costly
+        # to analyse.
+        "raw", "_source_file", "_batch_id", dbz.one_value(F.col("_vcmt_parsed")).alias("_vcmt_one"),
+        line.alias("_vcmt_line"),
         *[dbz.envelope_field(line, n).alias(f"_vcmt_e_{n}") for n in envelope_names],
     )
     e = {n: F.col(f"_vcmt_e_{n}") for n in envelope_names}
@@ -120,8 +123,8 @@ def _decode_steps(lines: _Steps, flavour: str, key: Sequence[str], columns: Mapp
     version, version_present = dbz.version(e, flavour)
     ts, ts_present = dbz.source_ts(e)
     typed = opened.select(
-        "raw", "_source_file", "_batch_id", "_vcmt_parsed",
-        dbz.kind(F.col("raw"), F.col("_vcmt_parsed"), F.col("_vcmt_line"), e, schema["name"]).alias("_kind"),
+        "raw", "_source_file", "_batch_id", "_vcmt_one",
+        dbz.kind(F.col("raw"), F.col("_vcmt_one"), F.col("_vcmt_line"), e, schema["name"]).alias("_kind"),
         e["op"].alias("_op"),
         dbz.image(e).alias("img"),
         schema.isNotNull().alias("has_schema"),
@@ -186,7 +189,7 @@ def _decode_steps(lines: _Steps, flavour: str, key: Sequence[str], columns: Mapp
     kind = F.col("_kind")
     reason = (
         F.when(kind == "malformed",
-               F.when(dbz.one_value(F.col("_vcmt_parsed")), F.lit("unknown_op")).otherwise(F.lit("bad_json")))
+               F.when(F.col("_vcmt_one"), F.lit("unknown_op")).otherwise(F.lit("bad_json")))
         .when(kind != "change", F.lit(None).cast("string"))
         .when(null_key, F.lit("null_key"))
         .when(~F.col("version_present"), F.lit("null_version"))
