@@ -91,6 +91,39 @@ def test_decimal_bytes_with_scale_from_schema_or_declared(spark) -> None:
     assert rows[0]["amount"] == Decimal(big)
 
 
+def test_decimal_bytes_at_the_edges_of_decimal38(spark) -> None:
+    """Negative 16-byte values next to the limit, sign padding beyond 16 bytes, and what does not fit."""
+    limit = 10**38 - 1
+    padded = lambda unscaled, pad: base64.b64encode(pad + unscaled.to_bytes(16, "big", signed=True)).decode()  # noqa: E731
+    rows = decode(spark, [
+        envelope(after={"id": 1, "a": b64(-limit + 255)}),
+        envelope(after={"id": 2, "a": b64(-limit)}),
+        envelope(after={"id": 3, "a": b64(limit)}),
+        envelope(after={"id": 4, "a": padded(1, b"\x00")}),  # 17 bytes: sign padding, still 1
+        envelope(after={"id": 5, "a": padded(-1, b"\xff\xff")}),
+        envelope(after={"id": 6, "a": padded(1, b"\x01")}),  # 17 bytes that are not padding: too large
+        envelope(after={"id": 7, "a": b64(limit + 1)}),
+    ], {"id": "bigint", "a": "decimal(38,0)"})
+    assert [(r["a"], r["_reason"]) for r in rows] == [
+        (Decimal(-limit + 255), None), (Decimal(-limit), None), (Decimal(limit), None), (Decimal(1), None),
+        (Decimal(-1), None), (None, "wrong_type"), (None, "wrong_type")]
+
+
+def test_not_finite_doubles_are_not_base64(spark) -> None:
+    """A double column without a schema: "NaN" and the infinities are values, also where Spark turned a
+    JSON number beyond a double into "Infinity"; `precise` decimal handling does not make them bytes."""
+    rows = decode(spark, [
+        envelope(after={"id": 1, "x": "NaN"}),
+        envelope(after={"id": 2, "x": "Infinity"}),
+        envelope(after={"id": 3, "x": "-Infinity"}),
+        '{"op": "c", "after": {"id": 4, "x": 1e400}, "source": {"lsn": 1}}',
+        envelope(after={"id": 5, "x": 2.5}),
+    ], {"id": "bigint", "x": "double"})
+    got = [r["x"] for r in rows]
+    assert got[0] != got[0] and got[1:] == [float("inf"), float("-inf"), float("inf"), 2.5]
+    assert all(r["_reason"] is None for r in rows)
+
+
 def test_schema_scale_wins_over_declared_scale(spark) -> None:
     """The schema says the bytes are at scale 3; the declared decimal(12,2) only rounds the result."""
     fields = [field("id", "int64"), field("amount", "bytes", dbz._DECIMAL_LOGICAL, scale="3")]

@@ -56,6 +56,7 @@ _MIN_MICROS, _MAX_MICROS = -62135596800000000, 253402300799999999
 _MIN_DAYS, _MAX_DAYS = -719162, 2932896
 
 _DECIMAL_LOGICAL = "org.apache.kafka.connect.data.Decimal"
+_NOT_FINITE = ("NaN", "Infinity", "-Infinity")
 _TS_UNITS = {
     "io.debezium.time.Timestamp": "millis",
     "org.apache.kafka.connect.data.Timestamp": "millis",
@@ -300,15 +301,20 @@ def _powers_256() -> Column:
 
 
 def unscaled_from_bytes(b: Column) -> Column:
-    """A big-endian two's-complement integer (binary, up to 16 bytes) as DECIMAL(38,0); NULL when longer.
+    """A big-endian two's-complement integer (binary) as DECIMAL(38,0); NULL when it does not fit.
 
-    The last 8 bytes and the ones before them are read as unsigned numbers
-    (`conv` of their hex) and the leading part is made signed by its first
-    bit: high * 2^64 + low, each step an exact DECIMAL(38,0). 16-byte values
-    outside DECIMAL(38) overflow to NULL (Spark without ANSI mode), which
-    staging reports as wrong_type.
+    Bytes beyond the last 16 must be sign padding (00 before a positive
+    value, FF before a negative one). The last 8 bytes and the ones before
+    them are read as unsigned numbers (`conv` of their hex) and the leading
+    part is made signed by its first bit: high * 2^64 + low, each step an
+    exact DECIMAL(38,0) (for a negative value, (high + 1) * 2^64 - (2^64 -
+    low), so no step goes below the result). Values outside DECIMAL(38)
+    overflow to NULL (Spark without ANSI mode), which staging reports as
+    wrong_type.
     """
-    h, n = F.hex(b), F.length(b)
+    whole, whole_n = F.hex(b), F.length(b)
+    h = F.substring(whole, -32, 32)  # the last 16 bytes
+    n = F.least(whole_n, F.lit(16))
     high_n = F.greatest(n - 8, F.lit(0))  # the bytes before the last 8
 
     def unsigned(hex_text: Column) -> Column:
@@ -316,12 +322,19 @@ def unscaled_from_bytes(b: Column) -> Column:
 
     low, high = unsigned(F.substring(h, -16, 16)), unsigned(h.substr(F.lit(1), high_n * 2))
     negative = F.substring(h, 1, 1).isin(*"89ABCDEF")
+    padding = whole.substr(F.lit(1), (whole_n - n) * 2)
+    padded_right = (padding == "") | F.when(negative, padding.rlike("^(FF)+$")).otherwise(padding.rlike("^(00)+$"))
     # The leading part carries the sign: the high bytes, or the whole value when it has 8 bytes or fewer.
     lead_n, lead = F.when(high_n > 0, high_n).otherwise(n), F.when(high_n > 0, high).otherwise(low)
     signed = (lead - F.when(negative, F.get(_powers_256(), lead_n.cast("int"))).otherwise(F.lit(0))).cast(
         "decimal(38,0)")
-    value = F.when(high_n > 0, signed * F.lit(Decimal(2**64)) + low).otherwise(signed)
-    return F.when(n <= 16, value.cast("decimal(38,0)"))
+    two_64 = F.lit(Decimal(2**64)).cast("decimal(38,0)")
+    value = (
+        F.when(high_n == 0, signed)
+        .when(negative, (signed + 1) * two_64 + (low - two_64))
+        .otherwise(signed * two_64 + low)
+    )
+    return F.when(padded_right, value.cast("decimal(38,0)"))
 
 
 def scaled_text(unscaled: Column, scale: Column) -> Column:
@@ -348,7 +361,10 @@ def numeric_parts(p: Parts, field: Column, d: Declared, mode: str | Column, has_
     variable = F.when(p.is_object, p.raw)
     octets = (
         F.when(p.is_object, F.unbase64(F.try_variant_get(variable, "$.value", "string")))
-        .when(p.is_string & bytes_encoded, F.unbase64(p.text))
+        # NaN and infinities are a double's, never base64 (Spark also makes a JSON number beyond a double
+        # the string "Infinity").
+        .when(p.is_string & bytes_encoded & ~(F.lit(d.family == "float") & p.text.isin(*_NOT_FINITE)),
+              F.unbase64(p.text))
     )
     declared_scale = F.lit(d.scale if d.scale is not None else 0)
     scale = F.when(p.is_object, F.try_variant_get(variable, "$.scale", "int")).otherwise(
