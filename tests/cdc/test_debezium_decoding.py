@@ -285,9 +285,15 @@ def test_lines_that_are_not_exactly_one_json_envelope_are_bad_json(spark) -> Non
     assert all(r["_raw"] for r in rows[:7]) and rows[7]["id"] == 1
 
 
-def test_column_names_differing_only_in_case_are_refused(spark) -> None:
+def test_column_names_spark_or_parquet_cannot_hold_are_refused(spark) -> None:
     with pytest.raises(ValueError, match=r"differ only in case"):
         decode(spark, [envelope(after={"id": 1})], {"id": "bigint", "Name": "string", "name": "string"})
+    for name in ("a.b", "a b", "", "a`b", "x=y"):
+        with pytest.raises(ValueError, match=r"a declared name must be non-empty"):
+            decode(spark, [envelope(after={"id": 1})], {"id": "bigint", name: "string"})
+    # Quotes and brackets are fine now: names are struct fields, not JSON paths.
+    (row,) = decode(spark, [envelope(after={"id": 1, "it's[x]": "v"})], {"id": "bigint", "it's[x]": "string"})
+    assert row["it's[x]"] == "v" and row["_reason"] is None
 
 
 def test_quarantine_reasons_in_order(spark) -> None:

@@ -31,6 +31,7 @@ Encodings handled, per the Debezium and Kafka Connect documentation:
 from __future__ import annotations
 
 import base64
+import dataclasses
 import re
 from dataclasses import dataclass
 from decimal import Decimal
@@ -136,6 +137,8 @@ _SCHEMA = T.StructType([
 _SOURCE = T.StructType([T.StructField(n, _S) for n in ("lsn", "file", "pos", "row", "ts_ms", "ts_us")])
 # Top-level fields of the other kinds of lines: transaction markers, schema changes, heartbeats.
 _MARKERS = ("ts_ms", "status", "id", "ddl", "tableChanges")
+# Every envelope field staging reads, in a wrapped line's payload or at the top of a bare one.
+ENVELOPE_FIELDS = ("op", "before", "after", "source", *_MARKERS)
 
 
 def _leaf_type(d: Declared) -> T.DataType:
@@ -209,7 +212,7 @@ def _null_payload(raw: Column, line: Column) -> Column:
     text decides, and only for a line without any envelope field (the regex
     runs on those few lines alone).
     """
-    bare = [line[n] for n in ("op", "before", "after", "source", *_MARKERS)]
+    bare = [line[n] for n in ENVELOPE_FIELDS]
     return (line["payload"].isNull() & ~F.greatest(*[x.isNotNull() for x in bare])
             & raw.rlike(r'"schema"\s*:') & raw.rlike(r'"payload"\s*:\s*null'))
 
@@ -220,7 +223,7 @@ def kind(raw: Column, one: Column, line: Column, e: dict[str, Column], schema_na
     `one`: the line is one JSON value (`one_value`); `e`: the envelope fields (`envelope_field`) by name.
     """
     o = e["op"]
-    others = [e[n] for n in ("before", "after", "source", "status", "id", "ddl", "tableChanges")]
+    others = [e[n] for n in ENVELOPE_FIELDS if n not in ("op", "ts_ms")]
     return (
         F.when(raw.isNull() | (F.trim(raw) == ""), F.lit("tombstone"))
         .when(~one, F.lit("malformed"))
@@ -271,6 +274,12 @@ class Parts:
     number: Column  # the text as a BIGINT
     octets: Column | None = None  # decimals: the encoded unscaled bytes, NULL for a plain number
     scale: Column | None = None  # decimals: the scale of those bytes
+
+    @staticmethod
+    def named(prefix: str, encoded: bool) -> Parts:
+        """The parts computed earlier as columns `<prefix>__<part>` (`octets`, `scale` only when `encoded`)."""
+        names = [f.name for f in dataclasses.fields(Parts) if encoded or f.name not in ("octets", "scale")]
+        return Parts(*[F.col(f"{prefix}__{n}") for n in names])
 
     @staticmethod
     def columns(x: Column, json: Column | None, d: Declared) -> dict[str, Column]:
@@ -363,7 +372,7 @@ def numeric_parts(p: Parts, field: Column, d: Declared, mode: str | Column, has_
         F.when(p.is_object, F.unbase64(F.try_variant_get(variable, "$.value", "string")))
         # NaN and infinities are a double's, never base64 (Spark also makes a JSON number beyond a double
         # the string "Infinity").
-        .when(p.is_string & bytes_encoded & ~(F.lit(d.family == "float") & p.text.isin(*_NOT_FINITE)),
+        .when(p.is_string & bytes_encoded & (~p.text.isin(*_NOT_FINITE) if d.family == "float" else F.lit(True)),
               F.unbase64(p.text))
     )
     declared_scale = F.lit(d.scale if d.scale is not None else 0)

@@ -19,6 +19,8 @@ from pyspark.sql import functions as F
 
 from vcmt_tools.staging import debezium as dbz
 
+# Characters a declared column name may not contain (see _decode_steps).
+_NAME_REFUSED = (" ", ",", ";", "{", "}", "(", ")", "\n", "\t", "=", ".", "`")
 RESERVED = ("_unavailable", "_version", "sign", "_op", "_source_ts", "_kind", "_reason", "_raw",
             "_source_file", "_batch_id")
 
@@ -97,6 +99,12 @@ def _decode_steps(lines: _Steps, flavour: str, key: Sequence[str], columns: Mapp
     if clash:
         raise ValueError(f"columns {clash} collide with the staged change-event columns {RESERVED}")
     declared = {name: dbz.Declared.parse(t) for name, t in columns.items()}
+    # A name is a column of the staged Parquet table and a Spark column reference: Parquet refuses these
+    # characters, and a dot or backtick would be read as a path.
+    odd = [name for name in declared if not name or any(c in name for c in _NAME_REFUSED)]
+    if odd:
+        raise ValueError(f"columns {odd}: a declared name must be non-empty, without any of "
+                         f"{' '.join(repr(c) for c in _NAME_REFUSED)}; rename it in the model's `columns`")
     # Spark resolves struct fields without regard to case: two such names would be one field.
     folded: dict[str, list[str]] = {}
     for name in declared:
@@ -110,15 +118,14 @@ def _decode_steps(lines: _Steps, flavour: str, key: Sequence[str], columns: Mapp
                           dbz.parse(F.col("raw"), declared).alias("_vcmt_parsed"))
     # Stage 2: the line's value, its envelope fields (wrapped or bare) and Connect schema.
     line = F.get(F.col("_vcmt_parsed"), 0)
-    envelope_names = ("op", "before", "after", "source", "status", "id", "ddl", "tableChanges", "ts_ms")
     opened = parsed.select(
         # Only the line's value travels on: the parse's wide type would make every later projection costly
         # to analyse.
         "raw", "_source_file", "_batch_id", dbz.one_value(F.col("_vcmt_parsed")).alias("_vcmt_one"),
         line.alias("_vcmt_line"),
-        *[dbz.envelope_field(line, n).alias(f"_vcmt_e_{n}") for n in envelope_names],
+        *[dbz.envelope_field(line, n).alias(f"_vcmt_e_{n}") for n in dbz.ENVELOPE_FIELDS],
     )
-    e = {n: F.col(f"_vcmt_e_{n}") for n in envelope_names}
+    e = {n: F.col(f"_vcmt_e_{n}") for n in dbz.ENVELOPE_FIELDS}
     schema = F.col("_vcmt_line")["schema"]
     version, version_present = dbz.version(e, flavour)
     ts, ts_present = dbz.source_ts(e)
@@ -157,9 +164,7 @@ def _decode_steps(lines: _Steps, flavour: str, key: Sequence[str], columns: Mapp
 
     def parts(name: str, encoded: bool = True) -> dbz.Parts:
         """The column references of a value's parts (with a decimal's bytes and scale once `encoded`)."""
-        names = ["raw", "present", "text", "is_string", "is_object", "number"]
-        names += ["octets", "scale"] if encoded and name in numeric else []
-        return dbz.Parts(*[F.col(f"{name}__{p}") for p in names])
+        return dbz.Parts.named(name, encoded and name in numeric)
 
     encoded = parted.select("*", *[
         col.alias(f"{name}__{part}")
