@@ -288,6 +288,9 @@ def test_lines_that_are_not_exactly_one_json_envelope_are_bad_json(spark) -> Non
 def test_column_names_spark_or_parquet_cannot_hold_are_refused(spark) -> None:
     with pytest.raises(ValueError, match=r"differ only in case"):
         decode(spark, [envelope(after={"id": 1})], {"id": "bigint", "Name": "string", "name": "string"})
+    for name in ("sign", "SIGN", "_Kind", "_VCMT_one"):  # Spark would take them for the staged columns
+        with pytest.raises(ValueError, match=r"collide with the staged change-event columns"):
+            decode(spark, [envelope(after={"id": 1})], {"id": "bigint", name: "string"})
     for name in ("a.b", "a b", "", "a`b", "x=y"):
         with pytest.raises(ValueError, match=r"a declared name must be non-empty"):
             decode(spark, [envelope(after={"id": 1})], {"id": "bigint", name: "string"})

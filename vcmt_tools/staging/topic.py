@@ -95,9 +95,11 @@ def _decode_steps(lines: _Steps, flavour: str, key: Sequence[str], columns: Mapp
     missing = [k for k in key if k not in columns]
     if missing:
         raise ValueError(f"key columns {missing} must be declared in columns {list(columns)}")
-    clash = [c for c in columns if c in RESERVED or c.startswith("_vcmt_")]
+    # Spark resolves column names without regard to case: `SIGN` is `sign`.
+    clash = [c for c in columns if c.lower() in RESERVED or c.lower().startswith("_vcmt_")]
     if clash:
-        raise ValueError(f"columns {clash} collide with the staged change-event columns {RESERVED}")
+        raise ValueError(f"columns {clash} collide with the staged change-event columns {RESERVED} (in any case) "
+                         "or the decoding's own `_vcmt_` columns; rename them in the model's `columns`")
     declared = {name: dbz.Declared.parse(t) for name, t in columns.items()}
     # A name is a column of the staged Parquet table and a Spark column reference: Parquet refuses these
     # characters, and a dot or backtick would be read as a path.
