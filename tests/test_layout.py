@@ -87,3 +87,13 @@ def test_design_pointers_land_on_headings() -> None:
         assert not elsewhere, f"{path.relative_to(ROOT)} points to {elsewhere}; point to docs/design.md instead"
         broken += [f"{path.relative_to(ROOT)}: #{a}" for a in re.findall(r"design\.md#([A-Za-z0-9_-]+)", text) if a not in anchors]
     assert not broken, f"pointers to docs/design.md sections that do not exist: {broken}"
+
+
+def test_installed_packages_name_every_source_folder() -> None:
+    """pyproject.toml lists the packages (setuptools' finder loops on dbt deps' link): none may be missing."""
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    folders = {".".join(d.relative_to(ROOT).parts) for top in ("dbt", "vcmt_tools") for d in [ROOT / top, *(ROOT / top).rglob("*")]
+               if d.is_dir() and d.name != "__pycache__" and d.name != "macros"}
+    assert listed == folders, f"pyproject.toml [tool.setuptools] packages: add {sorted(folders - listed)}, drop {sorted(listed - folders)}"
