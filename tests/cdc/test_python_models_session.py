@@ -78,10 +78,6 @@ def test_python_and_sql_models_in_one_run(spark_project, lab_dir: Path, monkeypa
     rows = sorted(tuple(r) for r in spark.table(f"{schema}.doubled").collect())
     assert rows == [(i, i * 20) for i in range(1, 6)]
     assert sorted(r.id for r in spark.table(f"{schema}.batches").collect()) == [1, 2, 3, 4, 5]
-    # The plugin's session defaults reached the session (the profile here does not set them).
-    from dbt.adapters.vcmt_spark.credentials import SESSION_DEFAULTS
-
-    assert {k: spark.conf.get(k) for k in SESSION_DEFAULTS} == SESSION_DEFAULTS
     # The partitioned Python model is a real partitioned table, as the SQL path makes it.
     parts = [r[0] for r in spark.sql(f"show partitions {schema}.batches").collect()]
     assert parts == ["_batch_id=0"]
@@ -93,19 +89,22 @@ def test_python_and_sql_models_in_one_run(spark_project, lab_dir: Path, monkeypa
     assert not spark.catalog.tableExists(f"{schema}.batches__dbt_tmp")
 
 
-def test_session_defaults_yield_to_the_profile() -> None:
-    """vcmt_spark sessions get spark.sql.codegen.hugeMethodLimit 8000 (docs/staging.md) unless the profile sets it."""
-    from dbt.adapters.vcmt_spark.credentials import SESSION_DEFAULTS, VcmtSparkCredentials
+def test_connect_session_defaults_yield_to_the_profile() -> None:
+    """`method: connect` sessions get spark.sql.codegen.hugeMethodLimit 8000 unless the profile sets it;
+    `method: session` profiles decide for themselves (docs/design.md#spark-targets)."""
+    from dbt.adapters.vcmt_spark.credentials import CONNECT_SESSION_DEFAULTS, VcmtSparkCredentials
 
     key = "spark.sql.codegen.hugeMethodLimit"
-    assert SESSION_DEFAULTS[key] == "8000"
-    plain = VcmtSparkCredentials.from_dict({"host": "localhost", "method": "session", "schema": "s",
-                                            "server_side_parameters": {"spark.master": "local[1]"}})
-    assert plain.server_side_parameters[key] == "8000"
-    assert plain.server_side_parameters["spark.master"] == "local[1]"
-    own = VcmtSparkCredentials.from_dict({"host": "localhost", "method": "session", "schema": "s",
-                                          "server_side_parameters": {key: 65535}})
-    assert own.server_side_parameters[key] == "65535"
+    assert CONNECT_SESSION_DEFAULTS[key] == "8000"
+
+    def parameters(method: str, given: dict) -> dict:
+        return VcmtSparkCredentials.from_dict({"host": "localhost", "method": method, "schema": "s",
+                                               "server_side_parameters": given}).server_side_parameters
+
+    connect = parameters("connect", {"spark.sql.session.timeZone": "UTC"})
+    assert connect[key] == "8000" and connect["spark.sql.session.timeZone"] == "UTC"
+    assert parameters("connect", {key: 65535})[key] == "65535"
+    assert key not in parameters("session", {"spark.master": "local[1]"})
 
 
 def test_sql_models_still_run_on_plain_spark_target(spark_project, lab_dir: Path, monkeypatch) -> None:

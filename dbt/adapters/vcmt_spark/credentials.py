@@ -4,13 +4,15 @@ from dbt.adapters.spark.connections import SparkCredentials
 from dbt_common.dataclass_schema import StrEnum
 from dbt_common.exceptions import DbtRuntimeError
 
-# Settings every vcmt_spark session gets unless the profile's `server_side_parameters` name them (the
+# Settings a Spark Connect session gets unless the profile's `server_side_parameters` name them (the
 # profile's value wins). spark.sql.codegen.hugeMethodLimit: HotSpot does not JIT-compile a method over
 # 8,000 bytes of bytecode, and the staging decoding's whole-stage generated method is larger (about 21 KB
-# for the demo's PostgreSQL topic), so under Spark's default limit (65535) it ran in the bytecode
+# for the demo's PostgreSQL topic), so under Spark's default limit (65535) it runs in the bytecode
 # interpreter. At 8000, Spark runs such a stage without whole-stage code generation, its expressions
-# compiled in small methods (docs/staging.md, "Where staging time goes").
-SESSION_DEFAULTS = {"spark.sql.codegen.hugeMethodLimit": "8000"}
+# compiled in small methods: warm batches cost a fifth less, the first batch of a JVM a little more. A
+# Connect server's JVM outlives the dbt runs, so only it gets the default; `method: session` starts a
+# JVM per dbt process and its profile decides (docs/design.md#spark-targets).
+CONNECT_SESSION_DEFAULTS = {"spark.sql.codegen.hugeMethodLimit": "8000"}
 
 
 class VcmtSparkConnectionMethod(StrEnum):
@@ -31,16 +33,16 @@ class VcmtSparkCredentials(SparkCredentials):
     `sc://host:port/;param=value` URL) and `port` (Spark Connect's default is
     15002) name the server; `token` and `use_ssl` become URL parameters.
     `server_side_parameters` are set on the remote session (SQL settings only:
-    the cluster's static settings belong to the server). On every method they
-    start from SESSION_DEFAULTS.
+    the cluster's static settings belong to the server); they start from
+    CONNECT_SESSION_DEFAULTS.
     """
 
     method: VcmtSparkConnectionMethod = None  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        self.server_side_parameters = {**SESSION_DEFAULTS, **self.server_side_parameters}
         if self.method == VcmtSparkConnectionMethod.CONNECT:
+            self.server_side_parameters = {**CONNECT_SESSION_DEFAULTS, **self.server_side_parameters}
             try:
                 from pyspark.sql.connect.utils import check_dependencies
 
