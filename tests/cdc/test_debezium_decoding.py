@@ -401,6 +401,45 @@ def test_stage_topic_reads_only_new_batches(spark, tmp_path: Path, capsys) -> No
     assert plan.count("from_json(") == 1 and "parseJson(" not in plan, plan
 
 
+def test_many_landed_batches_are_listed_without_a_spark_job(spark, tmp_path: Path) -> None:
+    """A topic folder gains a folder per landed batch. With the threshold a local `method: session` profile
+    gets (LOCAL_SESSION_DEFAULTS), building the next batch's DataFrame lists them on the driver: no Spark
+    job per run whose tasks grow with the batches ever landed. Under Spark's own threshold (32) it runs one."""
+    from dbt.adapters.vcmt_spark.credentials import LOCAL_SESSION_DEFAULTS
+
+    for batch in range(40):
+        folder = tmp_path / "orders" / f"_batch_id={batch}"
+        folder.mkdir(parents=True)
+        (folder / "orders+0+0.json").write_text(json.dumps(envelope(after={"id": batch}, lsn=batch + 1)) + "\n")
+    tracker = spark.sparkContext.statusTracker()
+
+    def jobs_to_build(group: str) -> tuple[list[int], Any]:
+        """The Spark jobs run while the next batch's DataFrame is built, and the DataFrame."""
+        spark.sparkContext.setJobGroup(group, group)
+        try:
+            df = stage_topic(spark, str(tmp_path / "orders"), "postgres", ["id"], {"id": "bigint"},
+                             exclude_batches=range(39))
+            return list(tracker.getJobIdsForGroup(group)), df
+        finally:
+            spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
+
+    (key, value), = LOCAL_SESSION_DEFAULTS.items()
+    before = spark.conf.get(key)
+    try:
+        spark.conf.set(key, "32")
+        listing_jobs, _ = jobs_to_build("spark-default")
+        spark.conf.set(key, value)
+        no_jobs, df = jobs_to_build("local-default")
+    finally:
+        spark.conf.set(key, before)
+    assert len(listing_jobs) == 1 and no_jobs == [], (listing_jobs, no_jobs)
+    # Only the new batch is read; staged batches with gaps between them leave the gaps to read.
+    assert [(r.id, r._batch_id) for r in df.collect()] == [(39, 39)]
+    gaps = stage_topic(spark, str(tmp_path / "orders"), "postgres", ["id"], {"id": "bigint"},
+                       exclude_batches=[*range(11), *range(12, 30), 31, *range(32, 39)])
+    assert sorted((r.id, r._batch_id) for r in gaps.collect()) == [(11, 11), (30, 30), (39, 39)]
+
+
 def test_staging_code_uses_only_the_dataframe_api() -> None:
     """No Python UDFs on the hot path, and nothing that needs a local SparkContext (Spark Connect)."""
     root = Path(__file__).resolve().parents[2]

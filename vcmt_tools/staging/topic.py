@@ -12,6 +12,7 @@ the same staged table. See docs/staging.md.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping, Sequence
 
 from pyspark.sql import Column, DataFrame
@@ -39,12 +40,27 @@ def read_lines(session, topic_path: str, exclude_batches: Iterable[int] = (),
         F.col("_metadata.file_name").alias("_source_file"),
         F.col("_batch_id").cast("int").alias("_batch_id"),
     )
-    excluded = sorted({int(b) for b in exclude_batches})
+    excluded = _ranges(exclude_batches)
     if excluded:
-        lines = lines.where(~F.col("_batch_id").isin(excluded))
+        # As ranges: the staged batches are mostly one run of numbers, and a literal per staged batch made
+        # every later run's plan grow with the batches ever staged (docs/staging.md, "One read and one
+        # parse per batch").
+        staged = functools.reduce(Column.__or__, [F.col("_batch_id").between(lo, hi) for lo, hi in excluded])
+        lines = lines.where(~staged)
     if only_batches is not None:
         lines = lines.where(F.col("_batch_id").isin(sorted({int(b) for b in only_batches})))
     return lines
+
+
+def _ranges(batches: Iterable[int]) -> list[tuple[int, int]]:
+    """The batch numbers as the fewest closed ranges: [0, 1, 2, 5] -> [(0, 2), (5, 5)]."""
+    out: list[list[int]] = []
+    for b in sorted({int(b) for b in batches}):
+        if out and b == out[-1][1] + 1:
+            out[-1][1] = b
+        else:
+            out.append([b, b])
+    return [(lo, hi) for lo, hi in out]
 
 
 class _Steps:
