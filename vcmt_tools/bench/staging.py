@@ -160,11 +160,12 @@ def report(results: dict[int, tuple[list[BatchRun], BatchRun]], landed: dict[int
         out.append(f"| after {size:,}-event batches | {f.staging_s:.1f} ({f.cpu_s:.1f}) | {f.models_s:.1f} "
                    f"| {f.staging_s - f.models_s:.1f} | {f.records_read} | {f.jobs} |")
     if landed:
-        out += ["", "| landed batches | staging s per batch (CPU s) | lines read per batch | driver JVM heap MB "
-                "| process RSS MB |", "|--:|--:|--:|--:|--:|"]
+        out += ["", "| landed batches | staging s per batch (CPU s) | lines read per batch | Spark jobs per batch "
+                "| driver JVM heap MB | process RSS MB |", "|--:|--:|--:|--:|--:|--:|"]
         for n, runs in landed.items():
             out.append(f"| {n} | {_mean(runs, 'staging_s'):.1f} ({_mean(runs, 'cpu_s'):.1f}) "
-                       f"| {_mean(runs, 'records_read'):,.0f} | {runs[-1].jvm_heap_mb:,.0f} | {runs[-1].rss_mb:,.0f} |")
+                       f"| {_mean(runs, 'records_read'):,.0f} | {_mean(runs, 'jobs'):.0f} "
+                       f"| {runs[-1].jvm_heap_mb:,.0f} | {runs[-1].rss_mb:,.0f} |")
     return "\n".join(out)
 
 
