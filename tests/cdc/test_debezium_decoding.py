@@ -402,42 +402,73 @@ def test_stage_topic_reads_only_new_batches(spark, tmp_path: Path, capsys) -> No
 
 
 def test_many_landed_batches_are_listed_without_a_spark_job(spark, tmp_path: Path) -> None:
-    """A topic folder gains a folder per landed batch. With the threshold a local `method: session` profile
-    gets (LOCAL_SESSION_DEFAULTS), building the next batch's DataFrame lists them on the driver: no Spark
-    job per run whose tasks grow with the batches ever landed. Under Spark's own threshold (32) it runs one."""
+    """A topic folder gains a folder per landed batch. Under Spark's listing threshold (32), building the
+    next batch's DataFrame runs a Spark job of one task per folder; on a local master the plugin raises the
+    threshold (apply_local_session_defaults) unless the profile names it or it was changed, and no job
+    runs. The staged batches, gaps and all, are excluded exactly."""
+    import uuid
+
     from dbt.adapters.vcmt_spark.credentials import LOCAL_SESSION_DEFAULTS
+    from dbt.adapters.vcmt_spark.python_submissions import apply_local_session_defaults
 
     for batch in range(40):
         folder = tmp_path / "orders" / f"_batch_id={batch}"
         folder.mkdir(parents=True)
         (folder / "orders+0+0.json").write_text(json.dumps(envelope(after={"id": batch}, lsn=batch + 1)) + "\n")
-    tracker = spark.sparkContext.statusTracker()
+    sc = spark.sparkContext
 
-    def jobs_to_build(group: str) -> tuple[list[int], Any]:
-        """The Spark jobs run while the next batch's DataFrame is built, and the DataFrame."""
-        spark.sparkContext.setJobGroup(group, group)
+    def jobs_to_build(exclude) -> tuple[list[int], Any]:
+        """The Spark jobs run while the DataFrame of the batches not in `exclude` is built, and the DataFrame."""
+        group = f"build-{uuid.uuid4()}"
+        sc.setJobGroup(group, group)
         try:
             df = stage_topic(spark, str(tmp_path / "orders"), "postgres", ["id"], {"id": "bigint"},
-                             exclude_batches=range(39))
-            return list(tracker.getJobIdsForGroup(group)), df
+                             exclude_batches=exclude)
         finally:
-            spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
+            sc.setLocalProperty("spark.jobGroup.id", None)
+        sc._jsc.sc().listenerBus().waitUntilEmpty()  # the job list is filled by Spark's listener bus
+        return list(sc.statusTracker().getJobIdsForGroup(group)), df
 
-    (key, value), = LOCAL_SESSION_DEFAULTS.items()
+    (key, (spark_default, ours)), = LOCAL_SESSION_DEFAULTS.items()
     before = spark.conf.get(key)
     try:
-        spark.conf.set(key, "32")
-        listing_jobs, _ = jobs_to_build("spark-default")
-        spark.conf.set(key, value)
-        no_jobs, df = jobs_to_build("local-default")
+        spark.conf.set(key, spark_default)
+        listing_jobs, _ = jobs_to_build(range(39))
+        apply_local_session_defaults(spark, {key: spark_default})  # the profile names it: left alone
+        assert spark.conf.get(key) == spark_default
+        spark.conf.set(key, "64")
+        apply_local_session_defaults(spark, {})  # changed by someone: left alone
+        assert spark.conf.get(key) == "64"
+        spark.conf.set(key, spark_default)
+        apply_local_session_defaults(spark, {})
+        assert spark.conf.get(key) == ours
+        no_jobs, df = jobs_to_build(range(39))
+        # Staged batches with gaps between them leave exactly the gaps to read (a run is one BETWEEN, the
+        # single batches one IN).
+        _, gaps = jobs_to_build([*range(11), *range(12, 30), 31, *range(32, 37), 38])
     finally:
         spark.conf.set(key, before)
     assert len(listing_jobs) == 1 and no_jobs == [], (listing_jobs, no_jobs)
-    # Only the new batch is read; staged batches with gaps between them leave the gaps to read.
     assert [(r.id, r._batch_id) for r in df.collect()] == [(39, 39)]
-    gaps = stage_topic(spark, str(tmp_path / "orders"), "postgres", ["id"], {"id": "bigint"},
-                       exclude_batches=[*range(11), *range(12, 30), 31, *range(32, 39)])
-    assert sorted((r.id, r._batch_id) for r in gaps.collect()) == [(11, 11), (30, 30), (39, 39)]
+    assert sorted(r._batch_id for r in gaps.collect()) == [11, 30, 37, 39]
+
+
+def test_staged_batches_are_excluded_by_a_plan_that_does_not_grow_with_them() -> None:
+    """However many batches a topic has staged, the exclusion is one term per run of consecutive batches
+    plus one IN, OR-ed as a balanced tree: a Spark Connect plan holds it (a chain of ORs deeper than about
+    50 is refused by protobuf), built here without a server."""
+    from pyspark.sql.connect import functions as CF
+
+    from vcmt_tools.staging.topic import staged_predicate
+
+    batch = CF.col("_batch_id")
+    assert staged_predicate(batch, []) is None
+    assert str(staged_predicate(batch, range(400))) == str(batch.between(0, 399))
+    assert "in(_batch_id, 5, 10)" in str(staged_predicate(batch, [0, 1, 2, 5, 7, 8, 10]))
+    # 1,500 runs of two with a single batch between each: every shape at once, deep enough to break a chain.
+    sparse = [b for i in range(3000) for b in ((4 * i, 4 * i + 1) if i % 2 else (4 * i,))]
+    plan = staged_predicate(batch, sparse).to_plan(None)
+    assert plan.ByteSize() > 0
 
 
 def test_staging_code_uses_only_the_dataframe_api() -> None:

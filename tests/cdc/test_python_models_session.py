@@ -108,23 +108,21 @@ def test_connect_session_defaults_yield_to_the_profile() -> None:
 
 
 def test_local_session_defaults_only_on_a_local_master() -> None:
-    """`method: session` with a local master lists a read's folders on the driver unless the profile says
-    otherwise; a cluster master and Spark Connect keep Spark's parallel listing (docs/design.md#spark-targets)."""
-    from dbt.adapters.vcmt_spark.credentials import LOCAL_SESSION_DEFAULTS, VcmtSparkCredentials
+    """Which masters run Spark on the driver's machine (LOCAL_SESSION_DEFAULTS apply there only), and the
+    defaults are not profile parameters: a Connect or cluster profile never gets them
+    (docs/design.md#spark-targets)."""
+    from dbt.adapters.vcmt_spark.credentials import LOCAL_SESSION_DEFAULTS, VcmtSparkCredentials, is_local_master
 
-    key = "spark.sql.sources.parallelPartitionDiscovery.threshold"
-    assert int(LOCAL_SESSION_DEFAULTS[key]) >= 100_000
-
-    def parameters(method: str, given: dict) -> dict:
-        return VcmtSparkCredentials.from_dict({"host": "localhost", "method": method, "schema": "s",
-                                               "server_side_parameters": given}).server_side_parameters
-
-    for master in ({}, {"spark.master": "local"}, {"spark.master": "local[2]"}, {"spark.master": " local[*, 3]"}):
-        assert parameters("session", master)[key] == LOCAL_SESSION_DEFAULTS[key], master
-    assert parameters("session", {"spark.master": "local[2]", key: 64})[key] == "64"
-    for master in ("spark://10.0.0.5:7077", "yarn", "k8s://https://k8s:443", "localhost"):
-        assert key not in parameters("session", {"spark.master": master}), master
-    assert key not in parameters("connect", {})
+    for master in ("local", "local[2]", "local[*]", "local[2,3]", " local[4] "):
+        assert is_local_master(master), master
+    for master in ("", "spark://10.0.0.5:7077", "yarn", "k8s://https://k8s:443", "localhost", "local-cluster[2,1,1024]"):
+        assert not is_local_master(master), master
+    (key, (spark_default, ours)), = LOCAL_SESSION_DEFAULTS.items()
+    assert key == "spark.sql.sources.parallelPartitionDiscovery.threshold" and int(ours) > int(spark_default)
+    for method in ("session", "connect"):
+        given = VcmtSparkCredentials.from_dict({"host": "localhost", "method": method, "schema": "s",
+                                                "server_side_parameters": {}}).server_side_parameters
+        assert key not in given, method
 
 
 def test_sql_models_still_run_on_plain_spark_target(spark_project, lab_dir: Path, monkeypatch) -> None:

@@ -12,7 +12,6 @@ the same staged table. See docs/staging.md.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterable, Mapping, Sequence
 
 from pyspark.sql import Column, DataFrame
@@ -40,27 +39,37 @@ def read_lines(session, topic_path: str, exclude_batches: Iterable[int] = (),
         F.col("_metadata.file_name").alias("_source_file"),
         F.col("_batch_id").cast("int").alias("_batch_id"),
     )
-    excluded = _ranges(exclude_batches)
-    if excluded:
-        # As ranges: the staged batches are mostly one run of numbers, and a literal per staged batch made
-        # every later run's plan grow with the batches ever staged (docs/staging.md, "One read and one
-        # parse per batch").
-        staged = functools.reduce(Column.__or__, [F.col("_batch_id").between(lo, hi) for lo, hi in excluded])
+    staged = staged_predicate(F.col("_batch_id"), exclude_batches)
+    if staged is not None:
         lines = lines.where(~staged)
     if only_batches is not None:
         lines = lines.where(F.col("_batch_id").isin(sorted({int(b) for b in only_batches})))
     return lines
 
 
-def _ranges(batches: Iterable[int]) -> list[tuple[int, int]]:
-    """The batch numbers as the fewest closed ranges: [0, 1, 2, 5] -> [(0, 2), (5, 5)]."""
-    out: list[list[int]] = []
+def staged_predicate(batch: Column, batches: Iterable[int]) -> Column | None:
+    """`batch` is one of `batches` (None for none): each run of two or more consecutive numbers as one
+    BETWEEN, the single numbers in one IN, OR-ed as a balanced tree.
+
+    With a literal per staged batch, every run's plan grew with the batches ever staged, and its analysis
+    with it; a run is one term whatever its length (docs/staging.md, "One read and one parse per batch").
+    The tree is balanced because a Spark Connect plan is a protobuf message, refused past a nesting depth
+    that a chain of about 50 ORs reaches (a quiet topic's batches have gaps: batch numbers are shared by
+    all topics and a batch without lines lands nothing).
+    """
+    runs: list[list[int]] = []
     for b in sorted({int(b) for b in batches}):
-        if out and b == out[-1][1] + 1:
-            out[-1][1] = b
+        if runs and b == runs[-1][1] + 1:
+            runs[-1][1] = b
         else:
-            out.append([b, b])
-    return [(lo, hi) for lo, hi in out]
+            runs.append([b, b])
+    terms = [batch.between(lo, hi) for lo, hi in runs if hi > lo]
+    single = [lo for lo, hi in runs if hi == lo]
+    if single:
+        terms.append(batch.isin(single))
+    while len(terms) > 1:
+        terms = [a | b for a, b in zip(terms[::2], terms[1::2], strict=False)] + terms[len(terms) - len(terms) % 2:]
+    return terms[0] if terms else None
 
 
 class _Steps:

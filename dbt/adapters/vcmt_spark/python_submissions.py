@@ -16,7 +16,7 @@ from typing import Any
 
 from dbt.adapters.base import PythonJobHelper
 from dbt.adapters.spark.connections import SparkCredentials
-from dbt.adapters.vcmt_spark.credentials import VcmtSparkConnectionMethod
+from dbt.adapters.vcmt_spark.credentials import LOCAL_SESSION_DEFAULTS, VcmtSparkConnectionMethod, is_local_master
 from dbt_common.exceptions import DbtRuntimeError
 
 # One Spark Connect session per server URL and process: SQL and Python models share its temp views and settings.
@@ -76,7 +76,19 @@ def spark_session(credentials: SparkCredentials) -> Any:
     builder = SparkSession.builder.enableHiveSupport()
     for parameter, value in credentials.server_side_parameters.items():
         builder = builder.config(parameter, value)
-    return builder.getOrCreate()
+    session = builder.getOrCreate()
+    apply_local_session_defaults(session, credentials.server_side_parameters)
+    return session
+
+
+def apply_local_session_defaults(session: Any, profile_parameters: dict) -> None:
+    """LOCAL_SESSION_DEFAULTS on `session` when its master is local: each key the profile does not name
+    and that still has Spark's default value (docs/design.md#spark-targets)."""
+    if not is_local_master(str(session.conf.get("spark.master", ""))):
+        return
+    for key, (spark_default, value) in LOCAL_SESSION_DEFAULTS.items():
+        if key not in profile_parameters and session.conf.get(key) == spark_default:
+            session.conf.set(key, value)
 
 
 class SessionPythonJobHelper(PythonJobHelper):
