@@ -404,8 +404,8 @@ def test_stage_topic_reads_only_new_batches(spark, tmp_path: Path, capsys) -> No
 def test_many_landed_batches_are_listed_without_a_spark_job(spark, tmp_path: Path) -> None:
     """A topic folder gains a folder per landed batch. Under Spark's listing threshold (32), building the
     next batch's DataFrame runs a Spark job of one task per folder; on a local master the plugin raises the
-    threshold (apply_local_session_defaults) unless the profile names it or it was changed, and no job
-    runs. The staged batches, gaps and all, are excluded exactly."""
+    threshold (apply_local_session_defaults) unless something set it, and no job runs. The staged
+    batches, gaps and all, are excluded exactly."""
     import uuid
 
     from dbt.adapters.vcmt_spark.credentials import LOCAL_SESSION_DEFAULTS
@@ -429,25 +429,26 @@ def test_many_landed_batches_are_listed_without_a_spark_job(spark, tmp_path: Pat
         sc._jsc.sc().listenerBus().waitUntilEmpty()  # the job list is filled by Spark's listener bus
         return list(sc.statusTracker().getJobIdsForGroup(group)), df
 
-    (key, (spark_default, ours)), = LOCAL_SESSION_DEFAULTS.items()
-    before = spark.conf.get(key)
+    (key, ours), = LOCAL_SESSION_DEFAULTS.items()
+    before = spark.conf.get(key, None)
     try:
-        spark.conf.set(key, spark_default)
+        # Set by the profile (the builder), spark-defaults.conf or a hook, even to Spark's own default: left alone.
+        spark.conf.set(key, "32")
         listing_jobs, _ = jobs_to_build(range(39))
-        apply_local_session_defaults(spark, {key: spark_default})  # the profile names it: left alone
-        assert spark.conf.get(key) == spark_default
-        spark.conf.set(key, "64")
-        apply_local_session_defaults(spark, {})  # changed by someone: left alone
-        assert spark.conf.get(key) == "64"
-        spark.conf.set(key, spark_default)
-        apply_local_session_defaults(spark, {})
+        apply_local_session_defaults(spark)
+        assert spark.conf.get(key) == "32"
+        spark.conf.unset(key)
+        apply_local_session_defaults(spark)
         assert spark.conf.get(key) == ours
         no_jobs, df = jobs_to_build(range(39))
         # Staged batches with gaps between them leave exactly the gaps to read (a run is one BETWEEN, the
         # single batches one IN).
         _, gaps = jobs_to_build([*range(11), *range(12, 30), 31, *range(32, 37), 38])
     finally:
-        spark.conf.set(key, before)
+        if before is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, before)
     assert len(listing_jobs) == 1 and no_jobs == [], (listing_jobs, no_jobs)
     assert [(r.id, r._batch_id) for r in df.collect()] == [(39, 39)]
     assert sorted(r._batch_id for r in gaps.collect()) == [11, 30, 37, 39]

@@ -68,7 +68,8 @@ def staged_predicate(batch: Column, batches: Iterable[int]) -> Column | None:
     if single:
         terms.append(batch.isin(single))
     while len(terms) > 1:
-        terms = [a | b for a, b in zip(terms[::2], terms[1::2], strict=False)] + terms[len(terms) - len(terms) % 2:]
+        odd = [terms[-1]] if len(terms) % 2 else []
+        terms = [a | b for a, b in zip(terms[::2], terms[1::2], strict=False)] + odd
     return terms[0] if terms else None
 
 

@@ -14,17 +14,17 @@ from dbt_common.exceptions import DbtRuntimeError
 # JVM per dbt process and its profile decides (docs/design.md#spark-targets).
 CONNECT_SESSION_DEFAULTS = {"spark.sql.codegen.hugeMethodLimit": "8000"}
 
-# Settings a `method: session` session whose master is local gets, key by key, unless the profile's
-# server_side_parameters name the key or it is no longer Spark's default (spark-defaults.conf, a hook):
-# key -> (Spark's default, ours). Applied to the live session (python_submissions.spark_session), where
-# the master is known whatever set it (profile, spark-defaults.conf, PYSPARK_SUBMIT_ARGS).
+# Settings a `method: session` session whose master is local gets, key by key, unless something set the
+# key already (the profile's server_side_parameters, spark-defaults.conf, a hook). Applied to the live
+# session (python_submissions.apply_local_session_defaults), where the master is known whatever set it
+# (profile, spark-defaults.conf, PYSPARK_SUBMIT_ARGS).
 # spark.sql.sources.parallelPartitionDiscovery.threshold: Spark lists the folders of a read with a Spark
 # job of one task per folder once there are more than 32 of them; a staging model reads its topic folder,
 # which gains a `_batch_id=<N>` folder per landed batch, so under the default every run paid one task per
 # batch ever landed (about 1.5 s per model at 400 landed batches on 2 cores, against 0.05 s listed on the
 # driver). A local master's tasks run on the driver's own machine: the job only adds its overhead.
 # Clusters keep Spark's default (docs/design.md#spark-targets).
-LOCAL_SESSION_DEFAULTS = {"spark.sql.sources.parallelPartitionDiscovery.threshold": ("32", "1000000")}
+LOCAL_SESSION_DEFAULTS = {"spark.sql.sources.parallelPartitionDiscovery.threshold": "1000000"}
 
 
 def is_local_master(master: str) -> bool:
@@ -53,7 +53,7 @@ class VcmtSparkCredentials(SparkCredentials):
     `server_side_parameters` are set on the remote session (SQL settings only:
     the cluster's static settings belong to the server); they start from
     CONNECT_SESSION_DEFAULTS. A `method: session` session with a local master
-    gets LOCAL_SESSION_DEFAULTS for the keys they do not name.
+    gets LOCAL_SESSION_DEFAULTS for the keys nothing has set.
     """
 
     method: VcmtSparkConnectionMethod = None  # type: ignore[assignment]

@@ -77,17 +77,18 @@ def spark_session(credentials: SparkCredentials) -> Any:
     for parameter, value in credentials.server_side_parameters.items():
         builder = builder.config(parameter, value)
     session = builder.getOrCreate()
-    apply_local_session_defaults(session, credentials.server_side_parameters)
+    apply_local_session_defaults(session)
     return session
 
 
-def apply_local_session_defaults(session: Any, profile_parameters: dict) -> None:
-    """LOCAL_SESSION_DEFAULTS on `session` when its master is local: each key the profile does not name
-    and that still has Spark's default value (docs/design.md#spark-targets)."""
+def apply_local_session_defaults(session: Any) -> None:
+    """LOCAL_SESSION_DEFAULTS on `session` when its master is local, for each key nothing has set: the
+    profile's server_side_parameters reach the session's settings through the builder, as do
+    spark-defaults.conf and a hook's SET, so any value given anywhere wins (docs/design.md#spark-targets)."""
     if not is_local_master(str(session.conf.get("spark.master", ""))):
         return
-    for key, (spark_default, value) in LOCAL_SESSION_DEFAULTS.items():
-        if key not in profile_parameters and session.conf.get(key) == spark_default:
+    for key, value in LOCAL_SESSION_DEFAULTS.items():
+        if session.conf.get(key, None) is None:
             session.conf.set(key, value)
 
 
