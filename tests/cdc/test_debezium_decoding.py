@@ -109,6 +109,29 @@ def test_decimal_bytes_at_the_edges_of_decimal38(spark) -> None:
         (Decimal(-1), None), (None, "wrong_type"), (None, "wrong_type")]
 
 
+def test_decimal_bytes_of_every_length_read_as_two_s_complement(spark) -> None:
+    """Up to 8 bytes take the 64-bit path, longer ones the 16-byte one: both read every length the
+    same as Python does, at the sign and length boundaries and with redundant sign bytes."""
+    values = []
+    for n in range(0, 18):
+        bits = 8 * n
+        values += [0, 1, -1] if n == 0 else [(1 << (bits - 1)) - 1, -(1 << (bits - 1)), (1 << (bits - 2)) + 3,
+                                             -(1 << (bits - 2)) - 5]
+    encodings = {base64.b64encode(v.to_bytes(max(1, (v + (v < 0)).bit_length() // 8 + 1), "big", signed=True))
+                 .decode(): v for v in values}
+    for pad_to in (3, 8, 9, 16):  # non-minimal: sign bytes in front, up to and across the 8-byte boundary
+        for v in (5, -5, 300, -300):
+            encodings[base64.b64encode(v.to_bytes(pad_to, "big", signed=True)).decode()] = v
+    encodings[""] = 0  # no bytes at all: Connect never writes it; read as zero
+    lines = [envelope(after={"id": i, "a": text}) for i, text in enumerate(encodings)]
+    rows = decode(spark, lines, {"id": "bigint", "a": "decimal(38,0)"})
+    # In the lines' order; a line that does not fit has no typed columns, its id included.
+    expected = [(Decimal(v), None) if abs(v) < 10**38 else (None, "wrong_type") for v in encodings.values()]
+    assert [(r["a"], r["_reason"]) for r in rows] == expected
+    assert [r["id"] for r in rows if r["_reason"] is None] == [i for i, (_, why) in enumerate(expected) if not why]
+    assert any(len(base64.b64decode(t)) == 8 for t in encodings) and any(len(base64.b64decode(t)) == 9 for t in encodings)
+
+
 def test_not_finite_doubles_are_not_base64(spark) -> None:
     """A double column without a schema: "NaN" and the infinities are values, also where Spark turned a
     JSON number beyond a double into "Infinity"; `precise` decimal handling does not make them bytes."""
@@ -377,6 +400,94 @@ def test_mysql_version_packs_file_pos_row(spark) -> None:
     assert [r["_reason"] for r in rows[5:]] == ["version_out_of_range", "version_out_of_range", "null_version"]
 
 
+# -- known schema prefixes ---------------------------------------------------------------------
+
+def test_schema_prefix_is_the_text_up_to_the_payload_of_a_wrapped_line() -> None:
+    fields = [field("id", "int64", doc='a "payload": {"x": 1} in a string')]
+    line = json.dumps(wrap(envelope(after={"id": 1}), fields))
+    prefix = dbz.schema_prefix(line)
+    assert prefix == line[: line.index('"payload": {"before"') + len('"payload":')]
+    compact = json.dumps(wrap(envelope(after={"id": 1}), fields), separators=(",", ":"))
+    assert dbz.schema_prefix(compact) == compact[: compact.index('"payload":{"before"') + len('"payload":')]
+    assert dbz.schema_prefix(" \t" + line) == " \t" + prefix  # JSON whitespace in front is part of it
+    for other in (json.dumps(envelope(after={"id": 1})),  # bare: no schema
+                  json.dumps({"payload": None, "schema": {"type": "struct"}}),  # payload first
+                  json.dumps({"schema": {"type": "struct"}, "op": "c", "payload": None}),  # a third key between
+                  '{"schema": {"n": NaN}, "payload": null}',  # not JSON
+                  '{"schema": {"n": 1}', "", "null", "\u00a0" + line):  # cut; not an object; not JSON whitespace
+        assert dbz.schema_prefix(other) is None, other
+
+
+def test_lines_with_a_known_schema_prefix_stage_exactly_as_parsed_whole(spark) -> None:
+    """The payload-only parse of a known prefix's lines gives the same rows as parsing them whole, for
+    good lines and for every way a line can go wrong after (or instead of) the prefix."""
+    fields = [field("id", "int64"), field("amount", "bytes", dbz._DECIMAL_LOGICAL, scale="2"),
+              field("at", "int64", "io.debezium.time.MicroTimestamp")]
+    after = {"id": 1, "amount": b64(12345), "at": 1_700_000_000_000_000}
+    good = json.dumps(wrap(envelope(after=after), fields))
+    prefix = dbz.schema_prefix(good)
+    rest = good[len(prefix):]
+    # A prefix Python's reader takes and Spark's refuses (a number longer than Jackson allows).
+    refused = '{"schema": {"name": "n", "fields": [], "n": ' + "1" * 1200 + '}, "payload":'
+    assert dbz.schema_prefix(refused + " null}") == refused
+    lines = [
+        good,
+        json.dumps(wrap(envelope(op="d", before={"id": 2}), fields)),
+        json.dumps(wrap(envelope(after=after), fields), separators=(",", ":")),  # same schema, other text
+        json.dumps(wrap(envelope(after=after), [*fields[:1], field("amount", "bytes", dbz._DECIMAL_LOGICAL,
+                                                                     scale="3")])),  # another schema
+        json.dumps(envelope(after=after)),  # bare
+        prefix + " null}",  # tombstone with a schema
+        prefix + rest[:-9],  # cut
+        prefix + rest + ' {"op": "c"}',  # two values run together
+        prefix + rest + " 7",
+        prefix + rest[:-1] + ', "op": "u"}',  # an envelope field after the payload, at the top
+        prefix + rest[:-1] + ', "schema": {"name": "x.Heartbeat"}}',  # the schema named again
+        prefix + ' "x"}', prefix + " 5}", prefix + "}", prefix, prefix + " {}}", prefix + ' {"op": "t"}}',
+        refused + rest, refused + " null}",
+        "", "null", "{", "[]",
+    ]
+    columns = {"id": "bigint", "amount": "decimal(12,2)", "at": "timestamp"}
+    whole = decode(spark, lines, columns)
+    known = decode(spark, lines, columns, prefixes=(prefix, refused))
+    assert known == whole
+    assert whole[0]["amount"] == Decimal("123.45") and whole[0]["_kind"] == "change"
+    assert [r["_reason"] for r in whole[-6:-4]] == ["bad_json", "bad_json"]  # Spark refuses the long number
+    assert [r["_kind"] for r in whole[5:9]] == ["tombstone", "malformed", "malformed", "malformed"]
+    # The known path was taken: the line's text is matched against the prefix, the schema is a constant.
+    df = spark.createDataFrame([(t, "f.json", 0) for t in lines], "raw string, _source_file string, _batch_id int")
+    plan = decode_lines(df, "postgres", ["id"], columns, prefixes=(prefix,))._jdf.queryExecution().optimizedPlan()
+    assert "StartsWith(raw" in plan.toString() and '[{"payload":' in plan.toString()
+
+
+def test_stage_topic_reads_the_first_line_once_per_session_for_its_schema_prefix(spark, tmp_path: Path) -> None:
+    from vcmt_tools.staging import topic
+
+    fields = [field("id", "int64")]
+    folder = tmp_path / "t" / "_batch_id=0"
+    folder.mkdir(parents=True)
+    lines = [json.dumps(wrap(envelope(after={"id": i}, lsn=i), fields)) for i in (1, 2)]
+    (folder / "t+0+0.json").write_text("\n".join(lines) + "\n")
+    path = str(tmp_path / "t")
+    df = stage_topic(spark, path, "postgres", ["id"], {"id": "bigint"})
+    assert topic._PREFIXES[path] == (spark, (dbz.schema_prefix(lines[0]),))
+    assert sorted(r.id for r in df.collect()) == [1, 2]
+    # Known for this session: the next batches are not peeked at, whatever their first line.
+    (tmp_path / "t" / "_batch_id=1").mkdir()
+    (tmp_path / "t" / "_batch_id=1" / "t+0+0.json").write_text(json.dumps(envelope(after={"id": 3})) + "\n")
+    again = stage_topic(spark, path, "postgres", ["id"], {"id": "bigint"}, exclude_batches=[0])
+    assert topic._PREFIXES[path] == (spark, (dbz.schema_prefix(lines[0]),))
+    assert [r.id for r in again.collect()] == [3]
+    # Nothing new to read: nothing learnt, asked again next time; a bare first line: no prefix.
+    other = str(tmp_path / "u")
+    (tmp_path / "u" / "_batch_id=0").mkdir(parents=True)
+    (tmp_path / "u" / "_batch_id=0" / "u+0+0.json").write_text(json.dumps(envelope(after={"id": 3})) + "\n")
+    stage_topic(spark, other, "postgres", ["id"], {"id": "bigint"}, exclude_batches=[0])
+    assert other not in topic._PREFIXES
+    stage_topic(spark, other, "postgres", ["id"], {"id": "bigint"})
+    assert topic._PREFIXES[other] == (spark, ())
+
+
 # -- reading a topic ---------------------------------------------------------------------------
 
 def test_stage_topic_reads_only_new_batches(spark, tmp_path: Path, capsys) -> None:
@@ -431,6 +542,8 @@ def test_many_landed_batches_are_listed_without_a_spark_job(spark, tmp_path: Pat
 
     (key, ours), = LOCAL_SESSION_DEFAULTS.items()
     before = spark.conf.get(key, None)
+    # The session's first read of the topic also reads its first line, once (schema_prefixes): not counted.
+    stage_topic(spark, str(tmp_path / "orders"), "postgres", ["id"], {"id": "bigint"}, exclude_batches=range(39))
     try:
         # Set by the profile (the builder), spark-defaults.conf or a hook, even to Spark's own default: left alone.
         spark.conf.set(key, "32")

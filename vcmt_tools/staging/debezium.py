@@ -32,7 +32,9 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -162,14 +164,86 @@ _STRICT_JSON = {"allowSingleQuotes": "false", "allowNonNumericNumbers": "false",
                 "allowBackslashEscapingAnyCharacter": "false", "allowUnquotedControlChars": "false"}
 
 
-def parse(raw: Column, declared: dict[str, Declared]) -> Column:
+def schema_prefix(line: str) -> str | None:
+    """The text of `line` up to its payload's value, when the line is Kafka Connect's JsonConverter wrapping
+    `{"schema": <schema>, "payload": ...}` with those two keys in that order; else None.
+
+    Lines of one table carry the same schema text, most of a line's bytes:
+    staging parses it once per prefix (`known_prefix`) instead of once per
+    line (docs/staging.md, "Known Connect schemas").
+    """
+    head = _PREFIX_HEAD.match(line)
+    if head is None:
+        return None
+    try:
+        _, end = _PREFIX_DECODER.raw_decode(line, head.end())
+    except ValueError:
+        return None
+    tail = _PREFIX_TAIL.match(line, end)
+    return line[: tail.end()] if tail else None
+
+
+def _refuse_constant(name: str) -> None:
+    raise ValueError(name)
+
+
+# JSON whitespace only (RFC 8259): space, tab, line feed, carriage return.
+_PREFIX_HEAD = re.compile(r'[ \t\n\r]*\{[ \t\n\r]*"schema"[ \t\n\r]*:[ \t\n\r]*')
+_PREFIX_TAIL = re.compile(r'[ \t\n\r]*,[ \t\n\r]*"payload"[ \t\n\r]*:')
+_PREFIX_DECODER = json.JSONDecoder(parse_constant=_refuse_constant)
+
+
+def _prefix_schema(prefix: str, declared: dict[str, Declared]) -> Column:
+    """The Connect schema of lines that start with `prefix`, parsed by the same reader as a whole line.
+
+    A constant: Spark's optimizer parses it once, while planning. NULL when that reader refuses the prefix.
+    """
+    return F.get(F.from_json(F.lit(f"[{prefix}null}}]"), line_type(declared), _STRICT_JSON), 0)["schema"]
+
+
+def known_prefix(raw: Column, prefixes: Sequence[str], declared: dict[str, Declared]) -> Column:
+    """Which of `prefixes` (`schema_prefix`) the line starts with, 1-based; 0 for none.
+
+    A prefix that Spark's reader refuses is never taken: its lines go the whole way through `parse` and
+    fail there, as they would without it.
+    """
+    known = F.lit(0)
+    for i, prefix in reversed(list(enumerate(prefixes, 1))):
+        known = F.when(raw.startswith(prefix) & _prefix_schema(prefix, declared).isNotNull(), F.lit(i)).otherwise(known)
+    return known
+
+
+def parse(raw: Column, declared: dict[str, Declared], known: Column | None = None,
+          prefixes: Sequence[str] = ()) -> Column:
     """The line parsed once, as an array: one element for one JSON value, NULL when the line is not JSON.
 
     The brackets make the parser read the whole line: text after the first
     value (two envelopes run together, a cut line) fails it, or shows as a
     second element, instead of being ignored.
+
+    A line that starts with one of `prefixes` (`known` is its number) is
+    parsed from its payload on, as `{"payload": ...`: the reader is in the
+    same state there as after the prefix, so the rest of the line parses
+    (or fails) as it would whole. `line_schema` gives its schema.
     """
-    return F.from_json(F.concat(F.lit("["), raw, F.lit("]")), line_type(declared), _STRICT_JSON)
+    text = F.concat(F.lit("["), raw, F.lit("]"))
+    for i, prefix in enumerate(prefixes, 1):
+        rest = F.substring(raw, len(prefix) + 1, 2**31 - 1)
+        text = F.when(known == i, F.concat(F.lit('[{"payload":'), rest, F.lit("]"))).otherwise(text)
+    return F.from_json(text, line_type(declared), _STRICT_JSON)
+
+
+def line_schema(line: Column, declared: dict[str, Declared], known: Column | None = None,
+                prefixes: Sequence[str] = ()) -> Column:
+    """The line's Connect schema: parsed with it, or the constant of its known prefix (`parse`).
+
+    A known line that names `schema` again after its payload keeps the later one, as a whole parse would
+    (a JSON null there is not told apart from none: the prefix's schema stays).
+    """
+    schema = line["schema"]
+    for i, prefix in enumerate(prefixes, 1):
+        schema = F.when(known == i, F.coalesce(line["schema"], _prefix_schema(prefix, declared))).otherwise(schema)
+    return schema
 
 
 def one_value(parsed: Column) -> Column:
@@ -177,14 +251,15 @@ def one_value(parsed: Column) -> Column:
     return F.coalesce(F.size(parsed) == 1, F.lit(False))
 
 
-def is_wrapped(line: Column) -> Column:
-    """Kafka Connect's JsonConverter with schemas enabled writes `{"schema": ..., "payload": ...}`."""
-    return line["schema"].isNotNull() | line["payload"].isNotNull()
+def is_wrapped(line: Column, schema: Column) -> Column:
+    """Kafka Connect's JsonConverter with schemas enabled writes `{"schema": ..., "payload": ...}`;
+    `schema` is the line's (`line_schema`)."""
+    return schema.isNotNull() | line["payload"].isNotNull()
 
 
-def envelope_field(line: Column, name: str) -> Column:
+def envelope_field(line: Column, name: str, schema: Column) -> Column:
     """A field of the Debezium envelope: in the payload of a wrapped line, else at the top."""
-    return F.when(is_wrapped(line), line["payload"][name]).otherwise(line[name])
+    return F.when(is_wrapped(line, schema), line["payload"][name]).otherwise(line[name])
 
 
 def _at(array: Column, position: Column) -> Column:
@@ -346,13 +421,24 @@ def unscaled_from_bytes(b: Column) -> Column:
     return F.when(padded_right, value.cast("decimal(38,0)"))
 
 
+def unscaled_text(b: Column) -> Column:
+    """`unscaled_from_bytes(b)` as decimal text. Up to 8 bytes (every DECIMAL(18) value, the usual
+    column) are sign-extended to 8 and read as one signed 64-bit number, with no decimal arithmetic:
+    the 16-byte path costs about a third of a decimal column's decoding (docs/staging.md)."""
+    digits = F.hex(b)
+    negative = F.substring(digits, 1, 1).isin(*"89ABCDEF")
+    extended = F.lpad(digits, 16, F.when(negative, F.lit("F")).otherwise(F.lit("0")))
+    return F.when(F.length(b) <= 8, F.conv(extended, 16, -10)).otherwise(unscaled_from_bytes(b).cast("string"))
+
+
 def scaled_text(unscaled: Column, scale: Column) -> Column:
-    """`unscaled * 10^-scale` as exact decimal text in scientific notation ("-1E-2" for -1 at scale 2).
+    """`unscaled * 10^-scale` as exact decimal text in scientific notation ("-1E-2" for -1 at scale 2);
+    `unscaled` is integer text (`unscaled_text`).
 
     Spark casts such text to DECIMAL exactly (and to DOUBLE), whatever the
     scale of each row, with `unscaled` evaluated once.
     """
-    return F.concat(unscaled.cast("string"), F.lit("E"), (-scale).cast("string"))
+    return F.concat(unscaled, F.lit("E"), (-scale).cast("string"))
 
 
 def numeric_parts(p: Parts, field: Column, d: Declared, mode: str | Column, has_schema: Column) -> dict[str, Column]:
@@ -417,7 +503,7 @@ def decode_value(p: Parts, field: Column, d: Declared) -> Column:
         value = text.cast(d.spark_type)
     elif d.family in ("float", "decimal"):
         # A JSON number, or decimal.handling.mode=string, as it is; encoded bytes at their scale.
-        number_text = F.when(p.octets.isNotNull(), scaled_text(unscaled_from_bytes(p.octets), p.scale)).otherwise(text)
+        number_text = F.when(p.octets.isNotNull(), scaled_text(unscaled_text(p.octets), p.scale)).otherwise(text)
         value = number_text.cast(d.spark_type)
         # Casting text to a narrower decimal rounds; to a decimal it cannot hold gives NULL (wrong_type).
     elif d.family == "binary":

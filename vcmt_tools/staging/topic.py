@@ -93,17 +93,17 @@ _RECORDED: dict[tuple, tuple[object, tuple]] = {}
 
 
 def decode_lines(lines: DataFrame, flavour: str, key: Sequence[str], columns: Mapping[str, str],
-                 decimal_handling: str | Column = "precise") -> DataFrame:
+                 decimal_handling: str | Column = "precise", prefixes: Sequence[str] = ()) -> DataFrame:
     """Every line of `lines` (columns raw, _source_file, _batch_id) decoded; see `stage_topic`."""
     session = lines.sparkSession
     if not isinstance(decimal_handling, str):
         # A Column decimal mode is an expression of the caller's: built afresh, not recorded.
-        steps = _decode_steps(_Steps(), flavour, key, columns, decimal_handling).steps
+        steps = _decode_steps(_Steps(), flavour, key, columns, decimal_handling, prefixes).steps
     else:
-        shape = (flavour, tuple(key), tuple(columns.items()), decimal_handling)
+        shape = (flavour, tuple(key), tuple(columns.items()), decimal_handling, tuple(prefixes))
         recorded = _RECORDED.get(shape)
         if recorded is None or recorded[0] is not session:
-            recorded = (session, _decode_steps(_Steps(), flavour, key, columns, decimal_handling).steps)
+            recorded = (session, _decode_steps(_Steps(), flavour, key, columns, decimal_handling, prefixes).steps)
             _RECORDED[shape] = recorded
         steps = recorded[1]
     for cols in steps:
@@ -112,7 +112,7 @@ def decode_lines(lines: DataFrame, flavour: str, key: Sequence[str], columns: Ma
 
 
 def _decode_steps(lines: _Steps, flavour: str, key: Sequence[str], columns: Mapping[str, str],
-                  decimal_handling: str | Column = "precise") -> _Steps:
+                  decimal_handling: str | Column = "precise", prefixes: Sequence[str] = ()) -> _Steps:
     """The decoding's projections, recorded on `lines`."""
     if flavour not in dbz.FLAVOURS:
         raise ValueError(f"flavour must be one of {dbz.FLAVOURS}, got {flavour!r}")
@@ -141,25 +141,33 @@ def _decode_steps(lines: _Steps, flavour: str, key: Sequence[str], columns: Mapp
     if same:
         raise ValueError(f"columns {same} differ only in case; Spark cannot tell them apart: declare one of each")
 
-    # Stage 1: the one parse of each line, into the fields staging reads.
+    # Stage 1: the one parse of each line, into the fields staging reads; a line with a known schema
+    # prefix from its payload on.
+    known = None
+    if prefixes:
+        lines = lines.select("raw", "_source_file", "_batch_id",
+                             dbz.known_prefix(F.col("raw"), prefixes, declared).alias("_vcmt_known"))
+        known = F.col("_vcmt_known")
     parsed = lines.select("raw", "_source_file", "_batch_id",
-                          dbz.parse(F.col("raw"), declared).alias("_vcmt_parsed"))
-    # Stage 2: the line's value, its envelope fields (wrapped or bare) and Connect schema.
+                          dbz.parse(F.col("raw"), declared, known, prefixes).alias("_vcmt_parsed"),
+                          *([known] if prefixes else []))
+    # Stage 2: the line's value and Connect schema, then its envelope fields (wrapped or bare).
     line = F.get(F.col("_vcmt_parsed"), 0)
     opened = parsed.select(
         # Only the line's value travels on: the parse's wide type would make every later projection costly
         # to analyse.
         "raw", "_source_file", "_batch_id", dbz.one_value(F.col("_vcmt_parsed")).alias("_vcmt_one"),
-        line.alias("_vcmt_line"),
-        *[dbz.envelope_field(line, n).alias(f"_vcmt_e_{n}") for n in dbz.ENVELOPE_FIELDS],
+        line.alias("_vcmt_line"), dbz.line_schema(line, declared, known, prefixes).alias("_vcmt_schema"),
     )
+    line, schema = F.col("_vcmt_line"), F.col("_vcmt_schema")
+    opened = opened.select("*", *[dbz.envelope_field(line, n, schema).alias(f"_vcmt_e_{n}")
+                                  for n in dbz.ENVELOPE_FIELDS])
     e = {n: F.col(f"_vcmt_e_{n}") for n in dbz.ENVELOPE_FIELDS}
-    schema = F.col("_vcmt_line")["schema"]
     version, version_present = dbz.version(e, flavour)
     ts, ts_present = dbz.source_ts(e)
     typed = opened.select(
         "raw", "_source_file", "_batch_id", "_vcmt_one",
-        dbz.kind(F.col("raw"), F.col("_vcmt_one"), F.col("_vcmt_line"), e, schema["name"]).alias("_kind"),
+        dbz.kind(F.col("raw"), F.col("_vcmt_one"), line, e, schema["name"]).alias("_kind"),
         e["op"].alias("_op"),
         dbz.image(e).alias("img"),
         schema.isNotNull().alias("has_schema"),
@@ -280,7 +288,28 @@ def stage_topic(session, topic_path: str, flavour: str, key: Sequence[str], colu
     removes every row at or below a truncate's `_version`).
     """
     lines = read_lines(session, topic_path, exclude_batches, only_batches)
-    return decode_lines(lines, flavour, key, columns, decimal_handling)
+    return decode_lines(lines, flavour, key, columns, decimal_handling, schema_prefixes(session, topic_path, lines))
+
+
+_PREFIXES: dict[str, tuple[object, tuple[str, ...]]] = {}
+
+
+def schema_prefixes(session, topic_path: str, lines: DataFrame) -> tuple[str, ...]:
+    """The Connect schema prefixes (`dbz.schema_prefix`) staging parses once for `topic_path`: the first
+    line's, read once per session and topic (a one-line Spark job), () when it carries no schema.
+
+    Lines with another schema (after a DDL change, say) are parsed whole, with the same result, until a
+    new session reads the topic again (docs/staging.md, "Known Connect schemas").
+    """
+    known = _PREFIXES.get(topic_path)
+    if known is not None and known[0] is session:
+        return known[1]
+    first = lines.select("raw").limit(1).collect()
+    if not first:  # nothing new to read: ask again next time
+        return ()
+    prefix = dbz.schema_prefix(first[0]["raw"] or "")
+    _PREFIXES[topic_path] = (session, (prefix,) if prefix else ())
+    return _PREFIXES[topic_path][1]
 
 
 def staged_batches(session, table: str) -> list[int]:
