@@ -165,8 +165,8 @@ _STRICT_JSON = {"allowSingleQuotes": "false", "allowNonNumericNumbers": "false",
 
 
 def schema_prefix(line: str) -> str | None:
-    """The text of `line` up to its payload's value, when the line is Kafka Connect's JsonConverter wrapping
-    `{"schema": <schema>, "payload": ...}` with those two keys in that order; else None.
+    """The text of `line` up to its payload's value, when the line starts as Kafka Connect's JsonConverter
+    wraps a value, `{"schema": <schema>, "payload":`, those two keys first and in that order; else None.
 
     Lines of one table carry the same schema text, most of a line's bytes:
     staging parses it once per prefix (`known_prefix`) instead of once per
@@ -177,7 +177,7 @@ def schema_prefix(line: str) -> str | None:
         return None
     try:
         _, end = _PREFIX_DECODER.raw_decode(line, head.end())
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested deeper than Python reads (Spark refuses it too)
         return None
     tail = _PREFIX_TAIL.match(line, end)
     return line[: tail.end()] if tail else None

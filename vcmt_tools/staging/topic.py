@@ -294,9 +294,15 @@ def stage_topic(session, topic_path: str, flavour: str, key: Sequence[str], colu
 _PREFIXES: dict[str, tuple[object, tuple[str, ...]]] = {}
 
 
+# How many of a topic's first new lines are looked at for a schema prefix (a tombstone or a heartbeat
+# may come first).
+PEEK_LINES = 16
+
+
 def schema_prefixes(session, topic_path: str, lines: DataFrame) -> tuple[str, ...]:
-    """The Connect schema prefixes (`dbz.schema_prefix`) staging parses once for `topic_path`: the first
-    line's, read once per session and topic (a one-line Spark job), () when it carries no schema.
+    """The Connect schema prefix (`dbz.schema_prefix`) staging parses once for `topic_path`: the first
+    one among the first new lines, read once per session and topic (one small Spark job), () when none
+    carries a schema.
 
     Lines with another schema (after a DDL change, say) are parsed whole, with the same result, until a
     new session reads the topic again (docs/staging.md, "Known Connect schemas").
@@ -304,12 +310,22 @@ def schema_prefixes(session, topic_path: str, lines: DataFrame) -> tuple[str, ..
     known = _PREFIXES.get(topic_path)
     if known is not None and known[0] is session:
         return known[1]
-    first = lines.select("raw").limit(1).collect()
+    # As bytes: a line that is not UTF-8 reaches Python as text only through a lossy (classic) or failing
+    # (Spark Connect) conversion; such a line has no prefix.
+    first = lines.select(F.col("raw").cast("binary").alias("raw")).limit(PEEK_LINES).collect()
     if not first:  # nothing new to read: ask again next time
         return ()
-    prefix = dbz.schema_prefix(first[0]["raw"] or "")
-    _PREFIXES[topic_path] = (session, (prefix,) if prefix else ())
-    return _PREFIXES[topic_path][1]
+    prefixes = ()
+    for row in first:
+        try:
+            prefix = dbz.schema_prefix(bytes(row["raw"] or b"").decode("utf-8"))
+        except UnicodeDecodeError:
+            continue
+        if prefix:
+            prefixes = (prefix,)
+            break
+    _PREFIXES[topic_path] = (session, prefixes)
+    return prefixes
 
 
 def staged_batches(session, table: str) -> list[int]:
