@@ -450,15 +450,21 @@ def test_lines_with_a_known_schema_prefix_stage_exactly_as_parsed_whole(spark) -
     ]
     columns = {"id": "bigint", "amount": "decimal(12,2)", "at": "timestamp"}
     whole = decode(spark, lines, columns)
-    known = decode(spark, lines, columns, prefixes=(prefix, refused))
-    assert known == whole
+    assert decode(spark, lines, columns, prefix=prefix) == whole
+    assert decode(spark, lines, columns, prefix=refused) == whole
     assert whole[0]["amount"] == Decimal("123.45") and whole[0]["_kind"] == "change"
     assert [r["_reason"] for r in whole[-6:-4]] == ["bad_json", "bad_json"]  # Spark refuses the long number
     assert [r["_kind"] for r in whole[5:9]] == ["tombstone", "malformed", "malformed", "malformed"]
     # The known path was taken: the line's text is matched against the prefix, the schema is a constant.
     df = spark.createDataFrame([(t, "f.json", 0) for t in lines], "raw string, _source_file string, _batch_id int")
-    plan = decode_lines(df, "postgres", ["id"], columns, prefixes=(prefix,))._jdf.queryExecution().optimizedPlan()
-    assert "StartsWith(raw" in plan.toString() and '[{"payload":' in plan.toString()
+    assert uses_prefix(decode_lines(df, "postgres", ["id"], columns, prefix=prefix))
+    assert not uses_prefix(decode_lines(df, "postgres", ["id"], columns, prefix=refused))  # folded away
+
+
+def uses_prefix(df) -> bool:
+    """The decoding matches lines against a schema prefix and parses them from the payload on."""
+    plan = df._jdf.queryExecution().optimizedPlan().toString()
+    return "StartsWith(raw" in plan and '[{"payload":' in plan
 
 
 def test_stage_topic_reads_the_first_lines_once_per_session_for_a_schema_prefix(spark, tmp_path: Path) -> None:
@@ -473,22 +479,23 @@ def test_stage_topic_reads_the_first_lines_once_per_session_for_a_schema_prefix(
                                         + "\n".join(lines).encode() + b"\n")
     path = str(tmp_path / "t")
     df = stage_topic(spark, path, "postgres", ["id"], {"id": "bigint"})
-    assert topic._PREFIXES[path] == (spark, (dbz.schema_prefix(lines[0]),))
+    assert topic._PREFIXES[path] == (spark, dbz.schema_prefix(lines[0]))
+    assert uses_prefix(df)
     assert sorted(r.id for r in df.collect() if r._kind == "change") == [1, 2]
     # Known for this session: the next batches are not peeked at, whatever their first line.
     (tmp_path / "t" / "_batch_id=1").mkdir()
     (tmp_path / "t" / "_batch_id=1" / "t+0+0.json").write_text(json.dumps(envelope(after={"id": 3})) + "\n")
     again = stage_topic(spark, path, "postgres", ["id"], {"id": "bigint"}, exclude_batches=[0])
-    assert topic._PREFIXES[path] == (spark, (dbz.schema_prefix(lines[0]),))
-    assert [r.id for r in again.collect()] == [3]
+    assert topic._PREFIXES[path] == (spark, dbz.schema_prefix(lines[0]))
+    assert uses_prefix(again) and [r.id for r in again.collect()] == [3]
     # Nothing new to read: nothing learnt, asked again next time; a bare first line: no prefix.
     other = str(tmp_path / "u")
     (tmp_path / "u" / "_batch_id=0").mkdir(parents=True)
     (tmp_path / "u" / "_batch_id=0" / "u+0+0.json").write_text(json.dumps(envelope(after={"id": 3})) + "\n")
     stage_topic(spark, other, "postgres", ["id"], {"id": "bigint"}, exclude_batches=[0])
     assert other not in topic._PREFIXES
-    stage_topic(spark, other, "postgres", ["id"], {"id": "bigint"})
-    assert topic._PREFIXES[other] == (spark, ())
+    assert not uses_prefix(stage_topic(spark, other, "postgres", ["id"], {"id": "bigint"}))
+    assert topic._PREFIXES[other] == (spark, None)
 
 
 # -- reading a topic ---------------------------------------------------------------------------
@@ -545,7 +552,7 @@ def test_many_landed_batches_are_listed_without_a_spark_job(spark, tmp_path: Pat
 
     (key, ours), = LOCAL_SESSION_DEFAULTS.items()
     before = spark.conf.get(key, None)
-    # The session's first read of the topic also reads its first line, once (schema_prefixes): not counted.
+    # The session's first read of the topic also reads its first lines, once (schema_prefix_of): not counted.
     stage_topic(spark, str(tmp_path / "orders"), "postgres", ["id"], {"id": "bigint"}, exclude_batches=range(39))
     try:
         # Set by the profile (the builder), spark-defaults.conf or a hook, even to Spark's own default: left alone.

@@ -34,7 +34,6 @@ import base64
 import dataclasses
 import json
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -169,8 +168,8 @@ def schema_prefix(line: str) -> str | None:
     wraps a value, `{"schema": <schema>, "payload":`, those two keys first and in that order; else None.
 
     Lines of one table carry the same schema text, most of a line's bytes:
-    staging parses it once per prefix (`known_prefix`) instead of once per
-    line (docs/staging.md, "Known Connect schemas").
+    staging parses it once per topic and session (`parse`) instead of once
+    per line (docs/staging.md, "Known Connect schemas").
     """
     head = _PREFIX_HEAD.match(line)
     if head is None:
@@ -201,49 +200,41 @@ def _prefix_schema(prefix: str, declared: dict[str, Declared]) -> Column:
     return F.get(F.from_json(F.lit(f"[{prefix}null}}]"), line_type(declared), _STRICT_JSON), 0)["schema"]
 
 
-def known_prefix(raw: Column, prefixes: Sequence[str], declared: dict[str, Declared]) -> Column:
-    """Which of `prefixes` (`schema_prefix`) the line starts with, 1-based; 0 for none.
-
-    A prefix that Spark's reader refuses is never taken: its lines go the whole way through `parse` and
-    fail there, as they would without it.
-    """
-    known = F.lit(0)
-    for i, prefix in reversed(list(enumerate(prefixes, 1))):
-        known = F.when(raw.startswith(prefix) & _prefix_schema(prefix, declared).isNotNull(), F.lit(i)).otherwise(known)
-    return known
+def _known(raw: Column, prefix: str, declared: dict[str, Declared]) -> Column:
+    """The line starts with `prefix` (`schema_prefix`), and Spark's reader takes that prefix: one it refuses
+    is never used, so its lines go the whole way through the parse and fail there, as they would without it."""
+    return raw.startswith(prefix) & _prefix_schema(prefix, declared).isNotNull()
 
 
-def parse(raw: Column, declared: dict[str, Declared], known: Column | None = None,
-          prefixes: Sequence[str] = ()) -> Column:
+def parse(raw: Column, declared: dict[str, Declared], prefix: str | None = None) -> Column:
     """The line parsed once, as an array: one element for one JSON value, NULL when the line is not JSON.
 
     The brackets make the parser read the whole line: text after the first
     value (two envelopes run together, a cut line) fails it, or shows as a
     second element, instead of being ignored.
 
-    A line that starts with one of `prefixes` (`known` is its number) is
-    parsed from its payload on, as `{"payload": ...`: the reader is in the
-    same state there as after the prefix, so the rest of the line parses
-    (or fails) as it would whole. `line_schema` gives its schema.
+    A line that starts with `prefix` (the topic's `schema_prefix`) is parsed
+    from its payload on, as `{"payload": ...`: the reader is in the same
+    state there as after the prefix, so the rest of the line parses (or
+    fails) as it would whole. `line_schema` gives its schema.
     """
     text = F.concat(F.lit("["), raw, F.lit("]"))
-    for i, prefix in enumerate(prefixes, 1):
+    if prefix is not None:
         rest = F.substring(raw, len(prefix) + 1, 2**31 - 1)
-        text = F.when(known == i, F.concat(F.lit('[{"payload":'), rest, F.lit("]"))).otherwise(text)
+        text = F.when(_known(raw, prefix, declared), F.concat(F.lit('[{"payload":'), rest, F.lit("]"))).otherwise(text)
     return F.from_json(text, line_type(declared), _STRICT_JSON)
 
 
-def line_schema(line: Column, declared: dict[str, Declared], known: Column | None = None,
-                prefixes: Sequence[str] = ()) -> Column:
-    """The line's Connect schema: parsed with it, or the constant of its known prefix (`parse`).
+def line_schema(line: Column, raw: Column, declared: dict[str, Declared], prefix: str | None = None) -> Column:
+    """The Connect schema of the parsed `line` (`parse` of `raw`): its own, or the constant of `prefix`.
 
-    A known line that names `schema` again after its payload keeps the later one, as a whole parse would
-    (a JSON null there is not told apart from none: the prefix's schema stays).
+    A line with the prefix that names `schema` again after its payload keeps the later one, as a whole
+    parse would (a JSON null there is not told apart from none: the prefix's schema stays).
     """
-    schema = line["schema"]
-    for i, prefix in enumerate(prefixes, 1):
-        schema = F.when(known == i, F.coalesce(line["schema"], _prefix_schema(prefix, declared))).otherwise(schema)
-    return schema
+    if prefix is None:
+        return line["schema"]
+    return F.when(_known(raw, prefix, declared),
+                  F.coalesce(line["schema"], _prefix_schema(prefix, declared))).otherwise(line["schema"])
 
 
 def one_value(parsed: Column) -> Column:

@@ -93,17 +93,18 @@ _RECORDED: dict[tuple, tuple[object, tuple]] = {}
 
 
 def decode_lines(lines: DataFrame, flavour: str, key: Sequence[str], columns: Mapping[str, str],
-                 decimal_handling: str | Column = "precise", prefixes: Sequence[str] = ()) -> DataFrame:
-    """Every line of `lines` (columns raw, _source_file, _batch_id) decoded; see `stage_topic`."""
+                 decimal_handling: str | Column = "precise", prefix: str | None = None) -> DataFrame:
+    """Every line of `lines` (columns raw, _source_file, _batch_id) decoded; see `stage_topic`. `prefix`:
+    the topic's Connect schema prefix (`schema_prefix_of`), None to parse every line whole."""
     session = lines.sparkSession
     if not isinstance(decimal_handling, str):
         # A Column decimal mode is an expression of the caller's: built afresh, not recorded.
-        steps = _decode_steps(_Steps(), flavour, key, columns, decimal_handling, prefixes).steps
+        steps = _decode_steps(_Steps(), flavour, key, columns, decimal_handling, prefix).steps
     else:
-        shape = (flavour, tuple(key), tuple(columns.items()), decimal_handling, tuple(prefixes))
+        shape = (flavour, tuple(key), tuple(columns.items()), decimal_handling, prefix)
         recorded = _RECORDED.get(shape)
         if recorded is None or recorded[0] is not session:
-            recorded = (session, _decode_steps(_Steps(), flavour, key, columns, decimal_handling, prefixes).steps)
+            recorded = (session, _decode_steps(_Steps(), flavour, key, columns, decimal_handling, prefix).steps)
             _RECORDED[shape] = recorded
         steps = recorded[1]
     for cols in steps:
@@ -112,7 +113,7 @@ def decode_lines(lines: DataFrame, flavour: str, key: Sequence[str], columns: Ma
 
 
 def _decode_steps(lines: _Steps, flavour: str, key: Sequence[str], columns: Mapping[str, str],
-                  decimal_handling: str | Column = "precise", prefixes: Sequence[str] = ()) -> _Steps:
+                  decimal_handling: str | Column = "precise", prefix: str | None = None) -> _Steps:
     """The decoding's projections, recorded on `lines`."""
     if flavour not in dbz.FLAVOURS:
         raise ValueError(f"flavour must be one of {dbz.FLAVOURS}, got {flavour!r}")
@@ -141,23 +142,17 @@ def _decode_steps(lines: _Steps, flavour: str, key: Sequence[str], columns: Mapp
     if same:
         raise ValueError(f"columns {same} differ only in case; Spark cannot tell them apart: declare one of each")
 
-    # Stage 1: the one parse of each line, into the fields staging reads; a line with a known schema
+    # Stage 1: the one parse of each line, into the fields staging reads; a line with the topic's schema
     # prefix from its payload on.
-    known = None
-    if prefixes:
-        lines = lines.select("raw", "_source_file", "_batch_id",
-                             dbz.known_prefix(F.col("raw"), prefixes, declared).alias("_vcmt_known"))
-        known = F.col("_vcmt_known")
     parsed = lines.select("raw", "_source_file", "_batch_id",
-                          dbz.parse(F.col("raw"), declared, known, prefixes).alias("_vcmt_parsed"),
-                          *([known] if prefixes else []))
+                          dbz.parse(F.col("raw"), declared, prefix).alias("_vcmt_parsed"))
     # Stage 2: the line's value and Connect schema, then its envelope fields (wrapped or bare).
     line = F.get(F.col("_vcmt_parsed"), 0)
     opened = parsed.select(
         # Only the line's value travels on: the parse's wide type would make every later projection costly
         # to analyse.
         "raw", "_source_file", "_batch_id", dbz.one_value(F.col("_vcmt_parsed")).alias("_vcmt_one"),
-        line.alias("_vcmt_line"), dbz.line_schema(line, declared, known, prefixes).alias("_vcmt_schema"),
+        line.alias("_vcmt_line"), dbz.line_schema(line, F.col("raw"), declared, prefix).alias("_vcmt_schema"),
     )
     line, schema = F.col("_vcmt_line"), F.col("_vcmt_schema")
     opened = opened.select("*", *[dbz.envelope_field(line, n, schema).alias(f"_vcmt_e_{n}")
@@ -288,20 +283,19 @@ def stage_topic(session, topic_path: str, flavour: str, key: Sequence[str], colu
     removes every row at or below a truncate's `_version`).
     """
     lines = read_lines(session, topic_path, exclude_batches, only_batches)
-    return decode_lines(lines, flavour, key, columns, decimal_handling, schema_prefixes(session, topic_path, lines))
-
-
-_PREFIXES: dict[str, tuple[object, tuple[str, ...]]] = {}
+    return decode_lines(lines, flavour, key, columns, decimal_handling, schema_prefix_of(session, topic_path, lines))
 
 
 # How many of a topic's first new lines are looked at for a schema prefix (a tombstone or a heartbeat
 # may come first).
 PEEK_LINES = 16
+# topic path -> (the session that read it, its schema prefix or None): read once per session and topic.
+_PREFIXES: dict[str, tuple[object, str | None]] = {}
 
 
-def schema_prefixes(session, topic_path: str, lines: DataFrame) -> tuple[str, ...]:
+def schema_prefix_of(session, topic_path: str, lines: DataFrame) -> str | None:
     """The Connect schema prefix (`dbz.schema_prefix`) staging parses once for `topic_path`: the first
-    one among the first new lines, read once per session and topic (one small Spark job), () when none
+    among the first new `lines`, read once per session and topic (one small Spark job); None when none
     carries a schema.
 
     Lines with another schema (after a DDL change, say) are parsed whole, with the same result, until a
@@ -314,18 +308,17 @@ def schema_prefixes(session, topic_path: str, lines: DataFrame) -> tuple[str, ..
     # (Spark Connect) conversion; such a line has no prefix.
     first = lines.select(F.col("raw").cast("binary").alias("raw")).limit(PEEK_LINES).collect()
     if not first:  # nothing new to read: ask again next time
-        return ()
-    prefixes = ()
+        return None
+    prefix = None
     for row in first:
         try:
             prefix = dbz.schema_prefix(bytes(row["raw"] or b"").decode("utf-8"))
         except UnicodeDecodeError:
             continue
         if prefix:
-            prefixes = (prefix,)
             break
-    _PREFIXES[topic_path] = (session, prefixes)
-    return prefixes
+    _PREFIXES[topic_path] = (session, prefix)
+    return prefix
 
 
 def staged_batches(session, table: str) -> list[int]:
