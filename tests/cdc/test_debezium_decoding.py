@@ -455,6 +455,12 @@ def test_lines_with_a_known_schema_prefix_stage_exactly_as_parsed_whole(spark) -
     assert whole[0]["amount"] == Decimal("123.45") and whole[0]["_kind"] == "change"
     assert [r["_reason"] for r in whole[-6:-4]] == ["bad_json", "bad_json"]  # Spark refuses the long number
     assert [r["_kind"] for r in whole[5:9]] == ["tombstone", "malformed", "malformed", "malformed"]
+    # A prefix of more bytes than characters: the line is cut after the prefix's bytes.
+    wide = dbz.schema_prefix(json.dumps(wrap(None, [*fields, field("ü", "string", doc="när 😀")]), ensure_ascii=False))
+    wide_lines = [wide + rest, wide + rest.replace("\"id\": 1", "\"id\": 3"), wide + " null}", wide + rest + " 7"]
+    wide_whole = decode(spark, wide_lines, columns)
+    assert decode(spark, wide_lines, columns, prefix=wide) == wide_whole
+    assert wide_whole[0]["amount"] == Decimal("123.45") and wide_whole[3]["_reason"] == "bad_json"
     # The known path was taken: the line's text is matched against the prefix, the schema is a constant.
     df = spark.createDataFrame([(t, "f.json", 0) for t in lines], "raw string, _source_file string, _batch_id int")
     assert uses_prefix(decode_lines(df, "postgres", ["id"], columns, prefix=prefix))
@@ -464,7 +470,7 @@ def test_lines_with_a_known_schema_prefix_stage_exactly_as_parsed_whole(spark) -
 def uses_prefix(df) -> bool:
     """The decoding matches lines against a schema prefix and parses them from the payload on."""
     plan = df._jdf.queryExecution().optimizedPlan().toString()
-    return "StartsWith(raw" in plan and '[{"payload":' in plan
+    return "StartsWith(raw" in plan and f"0x{dbz.PAYLOAD_OPENING.hex().upper()}" in plan
 
 
 def test_stage_topic_reads_the_first_lines_once_per_session_for_a_schema_prefix(spark, tmp_path: Path) -> None:

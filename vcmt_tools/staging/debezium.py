@@ -182,6 +182,10 @@ def schema_prefix(line: str) -> str | None:
     return line[: tail.end()] if tail else None
 
 
+# What a known line is parsed as, before its text after the prefix (`parse`).
+PAYLOAD_OPENING = b'[{"payload":'
+
+
 def _refuse_constant(name: str) -> None:
     raise ValueError(name)
 
@@ -220,8 +224,11 @@ def parse(raw: Column, declared: dict[str, Declared], prefix: str | None = None)
     """
     text = F.concat(F.lit("["), raw, F.lit("]"))
     if prefix is not None:
-        rest = F.substring(raw, len(prefix) + 1, 2**31 - 1)
-        text = F.when(_known(raw, prefix, declared), F.concat(F.lit('[{"payload":'), rest, F.lit("]"))).otherwise(text)
+        # Cut as bytes: a string's substring counts characters from the start of the line, a walk over the
+        # whole line per line (Spark evaluates the parse's input without generated code).
+        rest = F.substring(raw.cast("binary"), len(prefix.encode()) + 1, 2**31 - 1)
+        payload = F.concat(F.lit(bytearray(PAYLOAD_OPENING)), rest, F.lit(bytearray(b"]"))).cast("string")
+        text = F.when(_known(raw, prefix, declared), payload).otherwise(text)
     return F.from_json(text, line_type(declared), _STRICT_JSON)
 
 
