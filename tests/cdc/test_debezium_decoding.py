@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pyspark.sql import functions as F
 
 from vcmt_tools.staging import debezium as dbz
 from vcmt_tools.staging.topic import decode_lines, stage_topic
@@ -461,6 +462,15 @@ def test_lines_with_a_known_schema_prefix_stage_exactly_as_parsed_whole(spark) -
     wide_whole = decode(spark, wide_lines, columns)
     assert decode(spark, wide_lines, columns, prefix=wide) == wide_whole
     assert wide_whole[0]["amount"] == Decimal("123.45") and wide_whole[3]["_reason"] == "bad_json"
+    # Bytes that are not UTF-8 after the prefix (in a field staging skips, and in a value) reach the parser as
+    # they are, as in a whole parse.
+    raw = [prefix.encode() + rest.encode().replace(b'"op"', b'"x": "caf\xe9", "op"'),
+           prefix.encode() + rest.encode().replace(b"MDk=", b"MD\xe9k=")]
+    odd = spark.createDataFrame([(b, "f.json", 0) for b in raw], "b binary, _source_file string, _batch_id int")
+    odd = odd.select(F.col("b").cast("string").alias("raw"), "_source_file", "_batch_id")
+    odd_whole = [r.asDict() for r in decode_lines(odd, "postgres", ["id"], columns).collect()]
+    assert [r.asDict() for r in decode_lines(odd, "postgres", ["id"], columns, prefix=prefix).collect()] == odd_whole
+    assert odd_whole[0]["_kind"] == "change" and odd_whole[0]["amount"] == Decimal("123.45")
     # The known path was taken: the line's text is matched against the prefix, the schema is a constant.
     df = spark.createDataFrame([(t, "f.json", 0) for t in lines], "raw string, _source_file string, _batch_id int")
     assert uses_prefix(decode_lines(df, "postgres", ["id"], columns, prefix=prefix))
