@@ -73,12 +73,6 @@ def _memory() -> tuple[float, float]:
     return heap, rss
 
 
-def _collectors() -> str:
-    """The driver JVM's garbage collectors, as the JVM names them (the profile's JVM options choose them)."""
-    beans = _session()._jvm.java.lang.management.ManagementFactory.getGarbageCollectorMXBeans()  # noqa: SLF001
-    return ", ".join(bean.getName() for bean in beans)
-
-
 def _raw_bytes(lake: Path, batch: int) -> int:
     return sum(p.stat().st_size for p in (lake / "raw").glob(f"*/_batch_id={batch}/*.json"))
 
@@ -175,8 +169,7 @@ def report(results: dict[int, tuple[list[BatchRun], BatchRun]], landed: dict[int
     return "\n".join(out)
 
 
-def _measure(args: argparse.Namespace, size: int, landed: int = 0) -> tuple[list[BatchRun], BatchRun, str] | None:
-    """One size measured in its own process: its batches, its fixed-cost batch, its Spark JVM's garbage collectors."""
+def _measure(args: argparse.Namespace, size: int, landed: int = 0) -> tuple[list[BatchRun], BatchRun] | None:
     # Its own process: chDB opens one data directory per process, Spark one metastore.
     proc = subprocess.run(
         [sys.executable, "-m", "vcmt_tools.bench.staging", "--one", "--sizes", str(size), "--batches",
@@ -188,7 +181,7 @@ def _measure(args: argparse.Namespace, size: int, landed: int = 0) -> tuple[list
         print(proc.stdout[-3000:] + proc.stderr[-3000:], file=sys.stderr)
         return None
     data = json.loads(proc.stdout.strip().splitlines()[-1])
-    return [BatchRun(**r) for r in data["runs"]], BatchRun(**data["fixed"]), data["collectors"]
+    return [BatchRun(**r) for r in data["runs"]], BatchRun(**data["fixed"])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -210,24 +203,21 @@ def main(argv: list[str] | None = None) -> int:
     if args.one:
         work = args.work.resolve() / f"{sizes[0]}-{counts[0] if counts else 0}"
         runs, fixed = bench_size(work, sizes[0], args.batches, args.seed, counts[0] if counts else 0, args.warmup)
-        print(json.dumps({"runs": [asdict(r) for r in runs], "fixed": asdict(fixed), "collectors": _collectors()}))
+        print(json.dumps({"runs": [asdict(r) for r in runs], "fixed": asdict(fixed)}))
         return 0
-    results, landed, collectors = {}, {}, set()
+    results, landed = {}, {}
     for size in sizes:
         print(f"==> {size:,}-event batches: {args.warmup} warm-up, {args.batches} measured, one fixed-cost batch",
               flush=True)
         if (measured := _measure(args, size)) is None:
             return 1
-        results[size] = measured[:2]
-        collectors.add(measured[2])
+        results[size] = measured
     for n in counts:
         print(f"==> memory: {n} landed batches of 100 events", flush=True)
         if (measured := _measure(args, 100, n)) is None:
             return 1
         landed[n] = measured[0]
-        collectors.add(measured[2])
     print(report(results, landed))
-    print(f"\nSpark driver JVM garbage collectors: {'; '.join(sorted(collectors))}")
     return 0
 
 
