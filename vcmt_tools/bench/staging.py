@@ -1,15 +1,16 @@
 """make bench-staging: where the Spark staging's time goes, next to the ClickHouse apply it feeds (issue 15).
 
-    python -m vcmt_tools.bench.staging [--sizes 5000,50000] [--batches 2] [--warmup 1] [--landed 10,100] [--seed 42]
+    python -m vcmt_tools.bench.staging [--sizes 5000,50000] [--batches 3] [--warmup 25] [--landed 10,100] [--seed 42]
 
 Per batch size, as `make demo` runs them in one process: land the demo's
 real-encoding topics batch by batch, stage each with `dbt run` of the Python
 staging models (vcmt_spark session target), apply it to the ClickHouse marts.
 The first `--warmup` batches warm up (Spark compiles its code, the JVM its hot paths) and are not
-counted; a last batch of one line per topic gives
+counted in the rates; the report shows how their staging time fell, and the measured batches' JIT
+time shows whether the JVM was still compiling. A last batch of one line per topic gives
 the fixed cost, split into dbt's own work and the models'. Per batch: Spark's
 own input metrics (records, bytes), its jobs, CPU time (this process and the
-JVM). The memory line stages all but the last two of 10 (100)
+JVM) and the JVM's JIT compilation time. The memory line stages all but the last two of 10 (100)
 small batches at once, then those two one by one, and reads the driver's
 heap after a full GC (only there: it slows the batch after it).
 """
@@ -29,6 +30,12 @@ from pathlib import Path
 
 from vcmt_tools import demo
 
+# Batches staged before the measured ones, in the same process. The JVM's JIT keeps compiling Spark's,
+# the Hive metastore's and Derby's code for many batches (about 1.5 CPU-s of a 50,000-event batch's 4.5
+# after 8 batches, about 0.8 after 25): a staging process that runs for long, a Spark Connect or Thrift
+# server, is past that (docs/staging.md, "Where staging time goes"). The report shows the warm-up too.
+WARMUP = 25
+
 
 @dataclass
 class BatchRun:
@@ -37,6 +44,7 @@ class BatchRun:
     staging_s: float
     models_s: float  # the models' wall time, first start to last end as dbt reports it; the rest is dbt's own
     cpu_s: float  # CPU seconds of this process and the Spark JVM during the staging run
+    jit_s: float  # the JVM's JIT compilation time during the staging run (CompilationMXBean), summed over its threads
     clickhouse_s: float
     records_read: int
     bytes_read: int
@@ -51,8 +59,9 @@ def _session():  # the session of dbt's `method: session` (started by the first 
     return SparkSession.builder.getOrCreate()
 
 
-def _spark_counters() -> tuple[int, int, int, float]:
-    """Spark's own metrics so far: input records and bytes of every stage, jobs run, and the JVM's CPU seconds."""
+def _spark_counters() -> tuple[int, int, int, float, float]:
+    """Spark's own metrics so far: input records and bytes of every stage, jobs run, the JVM's CPU seconds
+    and its JIT compilation seconds."""
     session = _session()
     sc = session.sparkContext
     gateway = sc._gateway  # noqa: SLF001 - a bench probe of the local session
@@ -60,8 +69,10 @@ def _spark_counters() -> tuple[int, int, int, float]:
     data = [stages.apply(i) for i in range(stages.size())]
     pid = session._jvm.java.lang.ProcessHandle.current().pid()  # noqa: SLF001
     ticks = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[11:13]
+    jit_ms = session._jvm.java.lang.management.ManagementFactory.getCompilationMXBean().getTotalCompilationTime()  # noqa: SLF001
     return (sum(d.inputRecords() for d in data), sum(d.inputBytes() for d in data),
-            len(sc.statusTracker().getJobIdsForGroup(None)), sum(map(int, ticks)) / os.sysconf("SC_CLK_TCK"))
+            len(sc.statusTracker().getJobIdsForGroup(None)), sum(map(int, ticks)) / os.sysconf("SC_CLK_TCK"),
+            jit_ms / 1000)
 
 
 def _memory() -> tuple[float, float]:
@@ -104,7 +115,7 @@ def _run_batch(pipeline: demo.Pipeline, landing: Path, lake: Path, batch: int, m
     from pyspark import SparkContext
 
     # No counters before the process's first staging run has started the session.
-    before = _spark_counters() if SparkContext._active_spark_context else (0, 0, 0, 0.0)  # noqa: SLF001
+    before = _spark_counters() if SparkContext._active_spark_context else (0, 0, 0, 0.0, 0.0)  # noqa: SLF001
     cpu, t = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
     run = pipeline.dbt("run", "--select", *staging.select, target=staging.target)
     staging_s = time.perf_counter() - t
@@ -117,12 +128,15 @@ def _run_batch(pipeline: demo.Pipeline, landing: Path, lake: Path, batch: int, m
         clickhouse_s = time.perf_counter() - t
     heap, rss = _memory() if memory else (0.0, 0.0)
     return BatchRun(lines, _raw_bytes(lake, batch), staging_s, _models_wall_s(run.result.result.results),
-                    python_cpu + after[3] - before[3], clickhouse_s, after[0] - before[0], after[1] - before[1],
+                    python_cpu + after[3] - before[3], after[4] - before[4], clickhouse_s, after[0] - before[0],
+                    after[1] - before[1],
                     after[2] - before[2], heap, rss)
 
 
 def bench_size(work: Path, size: int, batches: int, seed: int, landed: int = 0,
-               warmup: int = 1) -> tuple[list[BatchRun], BatchRun]:
+               warmup: int = 1) -> tuple[list[BatchRun], list[BatchRun], BatchRun | None]:
+    """(warm-up runs, measured runs, the fixed-cost run) of one batch size, or of the memory line (`landed`:
+    its first run is the warm-up, no fixed-cost run)."""
     from vcmt_tools.cdc import generate
 
     shutil.rmtree(work, ignore_errors=True)
@@ -134,36 +148,55 @@ def bench_size(work: Path, size: int, batches: int, seed: int, landed: int = 0,
         for b in range(landed - 3):
             demo._land_batch(landing, lake, b)  # noqa: SLF001
         runs = [_run_batch(pipeline, landing, lake, b, marts=False, memory=True) for b in range(landed - 3, landed)]
-        return runs[1:], runs[0]
+        return runs[:1], runs[1:], None
     # Batches 0..W-1 warm up, the next N are measured, the last one is cut to one line per topic.
     total = warmup + batches + 1
     generate(landing, events=size * total, batches=total, seed=seed, encoding="debezium")
     _one_line_batch(landing, total - 1)
-    for b in range(warmup):
-        _run_batch(pipeline, landing, lake, b)
+    warm = [_run_batch(pipeline, landing, lake, b) for b in range(warmup)]
     runs = [_run_batch(pipeline, landing, lake, b) for b in range(warmup, warmup + batches)]
-    return runs, _run_batch(pipeline, landing, lake, total - 1, marts=False)
+    return warm, runs, _run_batch(pipeline, landing, lake, total - 1, marts=False)
 
 
 def _mean(runs: list[BatchRun], field: str) -> float:
     return sum(getattr(r, field) for r in runs) / len(runs)
 
 
-def report(results: dict[int, tuple[list[BatchRun], BatchRun]], landed: dict[int, list[BatchRun]]) -> str:
-    out = ["| batch size (events) | lines per batch | staging s/batch (CPU s) | staging lines/s | ClickHouse s/batch "
-           "| ClickHouse lines/s | staging / ClickHouse rate | lines read by Spark per batch | raw MB per batch "
-           "| MB read by Spark per batch | Spark jobs per batch |", "|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
-    for size, (runs, _) in results.items():
+# The warm-up table's groups of batches (1-based, inclusive): the first batch (Spark starts, compiles the
+# plans' code), the next few (the JVM compiles the hot paths), the rest (the JIT's long tail).
+WARMUP_GROUPS = ((1, 1), (2, 8), (9, 24), (25, None))
+
+
+def _warmup_cells(warm: list[BatchRun]) -> list[str]:
+    cells = []
+    for lo, hi in WARMUP_GROUPS:
+        group = warm[lo - 1:hi]
+        cells.append(f"{_mean(group, 'staging_s'):.1f} ({_mean(group, 'jit_s'):.1f})" if group else "")
+    return cells
+
+
+def report(results: dict[int, tuple[list[BatchRun], list[BatchRun], BatchRun]],
+           landed: dict[int, list[BatchRun]]) -> str:
+    out = ["| batch size (events) | lines per batch | staging s/batch (CPU s) | JVM JIT s/batch | staging lines/s "
+           "| ClickHouse s/batch | ClickHouse lines/s | staging / ClickHouse rate | lines read by Spark per batch "
+           "| raw MB per batch | MB read by Spark per batch | Spark jobs per batch |",
+           "|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
+    for size, (_, runs, _) in results.items():
         lines, st, ch = _mean(runs, "lines"), _mean(runs, "staging_s"), _mean(runs, "clickhouse_s")
         out.append(
-            f"| {size:,} | {lines:,.0f} | {st:.1f} ({_mean(runs, 'cpu_s'):.1f}) | {lines / st:,.0f} | {ch:.1f} "
-            f"| {lines / ch:,.0f} | {ch / st:.2f} | {_mean(runs, 'records_read'):,.0f} "
+            f"| {size:,} | {lines:,.0f} | {st:.1f} ({_mean(runs, 'cpu_s'):.1f}) | {_mean(runs, 'jit_s'):.1f} "
+            f"| {lines / st:,.0f} | {ch:.1f} | {lines / ch:,.0f} | {ch / st:.2f} | {_mean(runs, 'records_read'):,.0f} "
             f"| {_mean(runs, 'raw_bytes') / 2**20:.1f} | {_mean(runs, 'bytes_read') / 2**20:.1f} "
             f"| {_mean(runs, 'jobs'):.0f} |")
+    heads = [f"batch {lo}" if lo == hi else f"batches {lo}–{hi or 'last'}" for lo, hi in WARMUP_GROUPS]
+    out += ["", "| warm-up, staging s/batch (JVM JIT s) | " + " | ".join(heads) + " |",
+            "|---|" + "--:|" * len(heads)]
+    for size, (warm, _, _) in results.items():
+        out.append(f"| {len(warm)} batches of {size:,} events | " + " | ".join(_warmup_cells(warm)) + " |")
     out += ["", "| fixed cost: one more batch of one line per topic | `dbt run` s (CPU s) "
             "| of which the two models (wall) s | of which dbt itself s | lines read | Spark jobs |",
             "|---|--:|--:|--:|--:|--:|"]
-    for size, (_, f) in results.items():
+    for size, (_, _, f) in results.items():
         out.append(f"| after {size:,}-event batches | {f.staging_s:.1f} ({f.cpu_s:.1f}) | {f.models_s:.1f} "
                    f"| {f.staging_s - f.models_s:.1f} | {f.records_read} | {f.jobs} |")
     if landed:
@@ -176,7 +209,8 @@ def report(results: dict[int, tuple[list[BatchRun], BatchRun]], landed: dict[int
     return "\n".join(out)
 
 
-def _measure(args: argparse.Namespace, size: int, landed: int = 0) -> tuple[list[BatchRun], BatchRun] | None:
+def _measure(args: argparse.Namespace, size: int,
+             landed: int = 0) -> tuple[list[BatchRun], list[BatchRun], BatchRun | None] | None:
     # Its own process: chDB opens one data directory per process, Spark one metastore.
     proc = subprocess.run(
         [sys.executable, "-m", "vcmt_tools.bench.staging", "--one", "--sizes", str(size), "--batches",
@@ -188,14 +222,15 @@ def _measure(args: argparse.Namespace, size: int, landed: int = 0) -> tuple[list
         print(proc.stdout[-3000:] + proc.stderr[-3000:], file=sys.stderr)
         return None
     data = json.loads(proc.stdout.strip().splitlines()[-1])
-    return [BatchRun(**r) for r in data["runs"]], BatchRun(**data["fixed"])
+    return ([BatchRun(**r) for r in data["warmup"]], [BatchRun(**r) for r in data["runs"]],
+            BatchRun(**data["fixed"]) if data["fixed"] else None)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="vcmt-bench-staging", description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="5000,50000", help="comma-separated batch sizes, in events")
-    parser.add_argument("--batches", type=int, default=2, help="measured batches per size (after the warm-up)")
-    parser.add_argument("--warmup", type=int, default=1, help="batches staged first and not counted, per size")
+    parser.add_argument("--batches", type=int, default=3, help="measured batches per size (after the warm-up)")
+    parser.add_argument("--warmup", type=int, default=WARMUP, help="batches staged first and not counted, per size")
     parser.add_argument("--landed", default="10,100", help="landed batch counts of the memory line ('' to skip)")
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--work", type=Path, default=demo.REPO_ROOT / ".local" / "bench-staging")
@@ -209,8 +244,10 @@ def main(argv: list[str] | None = None) -> int:
                      f"{args.landed!r}")
     if args.one:
         work = args.work.resolve() / f"{sizes[0]}-{counts[0] if counts else 0}"
-        runs, fixed = bench_size(work, sizes[0], args.batches, args.seed, counts[0] if counts else 0, args.warmup)
-        print(json.dumps({"runs": [asdict(r) for r in runs], "fixed": asdict(fixed)}))
+        warm, runs, fixed = bench_size(work, sizes[0], args.batches, args.seed, counts[0] if counts else 0,
+                                       args.warmup)
+        print(json.dumps({"warmup": [asdict(r) for r in warm], "runs": [asdict(r) for r in runs],
+                          "fixed": asdict(fixed) if fixed else None}))
         return 0
     results, landed = {}, {}
     for size in sizes:
@@ -223,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"==> memory: {n} landed batches of 100 events", flush=True)
         if (measured := _measure(args, 100, n)) is None:
             return 1
-        landed[n] = measured[0]
+        landed[n] = measured[1]
     print(report(results, landed))
     return 0
 
