@@ -38,7 +38,7 @@ fuzz: venv
 bench: venv
 	@$(BIN)/python -m vcmt_tools.bench $(ARGS)
 
-# Spark staging throughput next to the ClickHouse apply (issue 15); ARGS="--sizes 5000,50000 --batches 2".
+# Spark staging throughput next to the ClickHouse apply (issue 15); ARGS="--sizes 50000 --landed ''" (--help).
 bench-staging: venv java
 	@$(BIN)/python -m vcmt_tools.bench.staging $(ARGS)
 

@@ -1,12 +1,20 @@
 """`make bench-staging`'s report: the rates, the ratio and the warm-up table come from the runs it is given.
 
 The staging runs themselves need Spark and chDB for minutes; `report` is a pure function of their records,
-so its arithmetic is checked here on made-up runs (no Spark, no timing).
+so its arithmetic is checked here on made-up runs (no Spark, no timing), and the per-size subprocess's
+JSON on a stand-in for that subprocess.
 """
 
 from __future__ import annotations
 
-from vcmt_tools.bench.staging import WARMUP_GROUPS, BatchRun, report
+import argparse
+import json
+import subprocess
+from dataclasses import asdict
+from pathlib import Path
+
+from vcmt_tools.bench import staging
+from vcmt_tools.bench.staging import WARMUP, WARMUP_GROUPS, BatchRun, report
 
 
 def run(staging_s: float, jit_s: float = 0.0, clickhouse_s: float = 1.0, lines: int = 1000) -> BatchRun:
@@ -45,3 +53,36 @@ def test_a_short_warmup_leaves_the_later_groups_empty() -> None:
     text = report({5000: ([run(9.0), run(7.0), run(5.0)], [run(1.0)], run(1.0))}, {})
     (row,) = rows(text, "3 batches of 5,000")
     assert row[1:3] == ["9.0 (0.0)", "6.0 (0.0)"] and all(cell == "" for cell in row[3:]), row
+
+
+def test_warmup_groups_cover_every_batch_once_and_end_with_the_default_warmup() -> None:
+    assert [lo for lo, _ in WARMUP_GROUPS] == [1, 2, 9, 25] and WARMUP == 25
+    for (_, hi), (lo, _) in zip(WARMUP_GROUPS, WARMUP_GROUPS[1:], strict=False):
+        assert lo == hi + 1, "groups follow each other without a gap or an overlap"
+    assert WARMUP_GROUPS[-1][1] is None, "the last group runs to the last warm-up batch"
+
+
+def test_each_size_runs_in_a_subprocess_whose_json_comes_back_whole(monkeypatch) -> None:
+    """`_measure` rebuilds (warm-up, measured, fixed) from the subprocess's last line, `fixed` None for the
+    memory line; `main` puts the memory line's measured runs (not its warm-up) in the memory table."""
+    warm, measured, fixed = [run(9.0, 3.0)], [run(2.0, 0.5), run(3.0, 0.7)], run(1.0)
+    calls = []
+
+    def fake_run(argv, **kwargs):
+        calls.append(argv)
+        landed = int(argv[argv.index("--landed") + 1])
+        line = json.dumps({"warmup": [asdict(r) for r in warm], "runs": [asdict(r) for r in measured],
+                           "fixed": None if landed else asdict(fixed)})  # fmt: skip
+        return subprocess.CompletedProcess(argv, 0, stdout=f"progress\n{line}\n", stderr="")
+
+    monkeypatch.setattr(staging.subprocess, "run", fake_run)
+    args = argparse.Namespace(batches=2, seed=1, work=Path("w"), warmup=7)
+    assert staging._measure(args, 5000) == (warm, measured, fixed)
+    assert staging._measure(args, 100, 10) == (warm, measured, None)
+    assert calls[0][calls[0].index("--warmup") + 1] == "7"
+
+    printed = []
+    monkeypatch.setattr("builtins.print", lambda *a, **k: printed.append(" ".join(map(str, a))))
+    assert staging.main(["--sizes", "5000", "--landed", "10", "--batches", "2"]) == 0
+    (memory_row,) = rows(printed[-1], "10 |")
+    assert memory_row[1] == "2.5 (5.0)", "the memory line's two measured runs, not its warm-up run (9 s)"

@@ -1,6 +1,6 @@
 """make bench-staging: where the Spark staging's time goes, next to the ClickHouse apply it feeds (issue 15).
 
-    python -m vcmt_tools.bench.staging [--sizes 5000,50000] [--batches 3] [--warmup 25] [--landed 10,100] [--seed 42]
+    python -m vcmt_tools.bench.staging [--sizes S,S] [--batches N] [--warmup N] [--landed N,N] [--seed N]   (--help)
 
 Per batch size, as `make demo` runs them in one process: land the demo's
 real-encoding topics batch by batch, stage each with `dbt run` of the Python
@@ -30,10 +30,10 @@ from pathlib import Path
 
 from vcmt_tools import demo
 
-# Batches staged before the measured ones, in the same process. The JVM's JIT keeps compiling Spark's,
-# the Hive metastore's and Derby's code for many batches (about 1.5 CPU-s of a 50,000-event batch's 4.5
-# after 8 batches, about 0.8 after 25): a staging process that runs for long, a Spark Connect or Thrift
-# server, is past that (docs/staging.md, "Where staging time goes"). The report shows the warm-up too.
+# Batches staged before the measured ones, in the same process: the JVM's JIT keeps compiling Spark's,
+# the Hive metastore's and Derby's code for dozens of batches, and on 2 cores that slows the staging
+# (docs/staging.md, "The JIT's long tail"). A cut-off, not a proof of steady state: the report shows the
+# warm-up and the measured batches' JIT time.
 WARMUP = 25
 
 
@@ -162,9 +162,10 @@ def _mean(runs: list[BatchRun], field: str) -> float:
     return sum(getattr(r, field) for r in runs) / len(runs)
 
 
-# The warm-up table's groups of batches (1-based, inclusive): the first batch (Spark starts, compiles the
-# plans' code), the next few (the JVM compiles the hot paths), the rest (the JIT's long tail).
-WARMUP_GROUPS = ((1, 1), (2, 8), (9, 24), (25, None))
+# The warm-up table's groups of batches (1-based, inclusive; None: to the last): the first batch (Spark
+# starts, compiles the plans' code), the next few (the JVM compiles the hot paths), the JIT's long tail,
+# and the default warm-up's last batches.
+WARMUP_GROUPS = ((1, 1), (2, 8), (9, WARMUP - 1), (WARMUP, None))
 
 
 def _warmup_cells(warm: list[BatchRun]) -> list[str]:
@@ -175,7 +176,7 @@ def _warmup_cells(warm: list[BatchRun]) -> list[str]:
     return cells
 
 
-def report(results: dict[int, tuple[list[BatchRun], list[BatchRun], BatchRun]],
+def report(results: dict[int, tuple[list[BatchRun], list[BatchRun], BatchRun | None]],
            landed: dict[int, list[BatchRun]]) -> str:
     out = ["| batch size (events) | lines per batch | staging s/batch (CPU s) | JVM JIT s/batch | staging lines/s "
            "| ClickHouse s/batch | ClickHouse lines/s | staging / ClickHouse rate | lines read by Spark per batch "
@@ -192,7 +193,8 @@ def report(results: dict[int, tuple[list[BatchRun], list[BatchRun], BatchRun]],
     out += ["", "| warm-up, staging s/batch (JVM JIT s) | " + " | ".join(heads) + " |",
             "|---|" + "--:|" * len(heads)]
     for size, (warm, _, _) in results.items():
-        out.append(f"| {len(warm)} batches of {size:,} events | " + " | ".join(_warmup_cells(warm)) + " |")
+        count = f"{len(warm)} batch" if len(warm) == 1 else f"{len(warm)} batches"
+        out.append(f"| {count} of {size:,} events | " + " | ".join(_warmup_cells(warm)) + " |")
     out += ["", "| fixed cost: one more batch of one line per topic | `dbt run` s (CPU s) "
             "| of which the two models (wall) s | of which dbt itself s | lines read | Spark jobs |",
             "|---|--:|--:|--:|--:|--:|"]
