@@ -35,8 +35,10 @@ test: venv java
 fuzz: venv
 	@$(BIN)/python -m vcmt_tools.fuzz $(ARGS)
 
-bench: venv
+# The ClickHouse benchmark (ARGS), then the Spark staging one (STAGING_ARGS; make bench-staging alone).
+bench: venv java
 	@$(BIN)/python -m vcmt_tools.bench $(ARGS)
+	@$(BIN)/python -m vcmt_tools.bench.staging $(STAGING_ARGS)
 
 # Spark staging throughput next to the ClickHouse apply (issue 15); ARGS="--sizes 50000 --landed ''" (--help).
 bench-staging: venv java
