@@ -17,10 +17,10 @@ from vcmt_tools.bench import staging
 from vcmt_tools.bench.staging import WARMUP, WARMUP_GROUPS, BatchRun, report
 
 
-def run(staging_s: float, jit_s: float = 0.0, clickhouse_s: float = 1.0, lines: int = 1000) -> BatchRun:
+def run(staging_s: float, jit_s: float = 0.0, clickhouse_s: float = 1.0, lines: int = 1000, files: int = 2) -> BatchRun:
     return BatchRun(lines=lines, raw_bytes=2**20, staging_s=staging_s, models_s=staging_s - 0.25, cpu_s=2 * staging_s,
-                    jit_s=jit_s, clickhouse_s=clickhouse_s, records_read=lines, bytes_read=2**20, jobs=2,
-                    jvm_heap_mb=0.0, rss_mb=0.0)  # fmt: skip
+                    jit_s=jit_s, clickhouse_s=clickhouse_s, records_read=lines, bytes_read=2**20, files_read=files,
+                    folders_read=files, jobs=2, jvm_heap_mb=0.0, rss_mb=0.0)  # fmt: skip
 
 
 def rows(text: str, first_cell: str) -> list[list[str]]:
@@ -29,12 +29,13 @@ def rows(text: str, first_cell: str) -> list[list[str]]:
 
 
 def test_ratio_is_the_apply_time_over_the_staging_time_of_the_measured_runs_only() -> None:
-    warm = [run(30.0, 9.0)] + [run(5.0, 2.0)] * 9
+    warm = [run(30.0, 9.0, files=40)] + [run(5.0, 2.0, files=40)] * 9
     measured = [run(2.0, 0.5, clickhouse_s=2.2), run(2.4, 0.7, clickhouse_s=2.6)]
     text = report({50000: (warm, measured, run(1.0))}, {})
     (row,) = rows(text, "50,000")
     # staging 2.2 s and apply 2.4 s per batch on average: the warm-up's 30 s and 5 s do not count.
     assert row[2] == "2.2 (4.4)" and row[3] == "0.6" and row[5] == "2.4" and row[7] == "1.09", row
+    assert row[9] == "2" and row[10] == "2", "files and batch folders of the measured runs"
 
 
 def test_warmup_table_groups_the_warmup_batches_in_order() -> None:

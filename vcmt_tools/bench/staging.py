@@ -9,10 +9,10 @@ The first `--warmup` batches warm up (Spark compiles its code, the JVM its hot p
 counted in the rates; the report shows how their staging time fell, and the measured batches' JIT
 time shows whether the JVM was still compiling. A last batch of one line per topic gives
 the fixed cost, split into dbt's own work and the models'. Per batch: Spark's
-own input metrics (records, bytes), its jobs, CPU time (this process and the
-JVM) and the JVM's JIT compilation time. The memory line stages all but the last two of 10 (100)
-small batches at once, then those two one by one, and reads the driver's
-heap after a full GC (only there: it slows the batch after it).
+own input metrics (records, bytes), the files and `_batch_id` folders its SQL scans read, its jobs,
+CPU time (this process and the JVM) and the JVM's JIT compilation time. The memory line stages all
+but the last two of 10 (100) small batches at once, then those two one by one, and reads the
+driver's heap after a full GC (only there: it slows the batch after it).
 """
 
 from __future__ import annotations
@@ -48,6 +48,8 @@ class BatchRun:
     clickhouse_s: float
     records_read: int
     bytes_read: int
+    files_read: int  # from Spark SQL's scan metrics of the run's queries: files opened, `_batch_id` folders read
+    folders_read: int
     jobs: int
     jvm_heap_mb: float
     rss_mb: float
@@ -73,6 +75,35 @@ def _spark_counters() -> tuple[int, int, int, float, float]:
     return (sum(d.inputRecords() for d in data), sum(d.inputBytes() for d in data),
             len(sc.statusTracker().getJobIdsForGroup(None)), sum(map(int, ticks)) / os.sysconf("SC_CLK_TCK"),
             jit_ms / 1000)
+
+
+# Spark SQL's scan metrics, by their names in the SQL tab of Spark's UI.
+_SCAN_METRICS = ("number of files read", "number of partitions read")
+
+
+def _sql_reads(after: int) -> tuple[int, int, int]:
+    """Files and partition folders read by the SQL queries (executions) numbered above `after`, and the
+    last query's number: the metrics of finished queries, from Spark's own status store."""
+    totals = dict.fromkeys(_SCAN_METRICS, 0)
+    last = after
+    executions = _session()._jsparkSession.sharedState().statusStore().executionsList().iterator()  # noqa: SLF001
+    while executions.hasNext():
+        execution = executions.next()
+        if execution.executionId() <= after:
+            continue
+        last = max(last, execution.executionId())
+        names, metrics = {}, execution.metrics().iterator()
+        while metrics.hasNext():
+            metric = metrics.next()
+            if metric.name() in totals:
+                names[metric.accumulatorId()] = metric.name()
+        values = execution.metricValues()  # None while a query runs; a run's queries have ended
+        pairs = values.iterator() if values is not None and names else None
+        while pairs is not None and pairs.hasNext():
+            pair = pairs.next()
+            if pair._1() in names:
+                totals[names[pair._1()]] += int(str(pair._2()).replace(",", ""))
+    return totals[_SCAN_METRICS[0]], totals[_SCAN_METRICS[1]], last
 
 
 def _memory() -> tuple[float, float]:
@@ -115,11 +146,14 @@ def _run_batch(pipeline: demo.Pipeline, landing: Path, lake: Path, batch: int, m
     from pyspark import SparkContext
 
     # No counters before the process's first staging run has started the session.
-    before = _spark_counters() if SparkContext._active_spark_context else (0, 0, 0, 0.0, 0.0)  # noqa: SLF001
+    started = SparkContext._active_spark_context is not None  # noqa: SLF001
+    before = _spark_counters() if started else (0, 0, 0, 0.0, 0.0)
+    last_query = _sql_reads(-1)[2] if started else -1
     cpu, t = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
     run = pipeline.dbt("run", "--select", *staging.select, target=staging.target)
     staging_s = time.perf_counter() - t
     after, cpu_after = _spark_counters(), resource.getrusage(resource.RUSAGE_SELF)
+    files_read, folders_read, _ = _sql_reads(last_query)
     python_cpu = cpu_after.ru_utime + cpu_after.ru_stime - cpu.ru_utime - cpu.ru_stime
     clickhouse_s = 0.0
     if marts:
@@ -127,10 +161,11 @@ def _run_batch(pipeline: demo.Pipeline, landing: Path, lake: Path, batch: int, m
         pipeline.dbt("run", "--select", "marts", target="chdb")
         clickhouse_s = time.perf_counter() - t
     heap, rss = _memory() if memory else (0.0, 0.0)
-    return BatchRun(lines, _raw_bytes(lake, batch), staging_s, _models_wall_s(run.result.result.results),
-                    python_cpu + after[3] - before[3], after[4] - before[4], clickhouse_s, after[0] - before[0],
-                    after[1] - before[1],
-                    after[2] - before[2], heap, rss)
+    return BatchRun(lines=lines, raw_bytes=_raw_bytes(lake, batch), staging_s=staging_s,
+                    models_s=_models_wall_s(run.result.result.results), cpu_s=python_cpu + after[3] - before[3],
+                    jit_s=after[4] - before[4], clickhouse_s=clickhouse_s, records_read=after[0] - before[0],
+                    bytes_read=after[1] - before[1], files_read=files_read, folders_read=folders_read,
+                    jobs=after[2] - before[2], jvm_heap_mb=heap, rss_mb=rss)
 
 
 def bench_size(work: Path, size: int, batches: int, seed: int, landed: int = 0,
@@ -180,13 +215,15 @@ def report(results: dict[int, tuple[list[BatchRun], list[BatchRun], BatchRun | N
            landed: dict[int, list[BatchRun]]) -> str:
     out = ["| batch size (events) | lines per batch | staging s/batch (CPU s) | JVM JIT s/batch | staging lines/s "
            "| ClickHouse s/batch | ClickHouse lines/s | staging / ClickHouse rate | lines read by Spark per batch "
-           "| raw MB per batch | MB read by Spark per batch | Spark jobs per batch |",
-           "|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
+           "| files read per batch | batch folders read per batch | raw MB per batch | MB read by Spark per batch "
+           "| Spark jobs per batch |",
+           "|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
     for size, (_, runs, _) in results.items():
         lines, st, ch = _mean(runs, "lines"), _mean(runs, "staging_s"), _mean(runs, "clickhouse_s")
         out.append(
             f"| {size:,} | {lines:,.0f} | {st:.1f} ({_mean(runs, 'cpu_s'):.1f}) | {_mean(runs, 'jit_s'):.1f} "
             f"| {lines / st:,.0f} | {ch:.1f} | {lines / ch:,.0f} | {ch / st:.2f} | {_mean(runs, 'records_read'):,.0f} "
+            f"| {_mean(runs, 'files_read'):.0f} | {_mean(runs, 'folders_read'):.0f} "
             f"| {_mean(runs, 'raw_bytes') / 2**20:.1f} | {_mean(runs, 'bytes_read') / 2**20:.1f} "
             f"| {_mean(runs, 'jobs'):.0f} |")
     heads = [f"batch {lo}" if lo == hi else f"batches {lo}–{hi or 'last'}" for lo, hi in WARMUP_GROUPS]
@@ -196,17 +233,18 @@ def report(results: dict[int, tuple[list[BatchRun], list[BatchRun], BatchRun | N
         count = f"{len(warm)} batch" if len(warm) == 1 else f"{len(warm)} batches"
         out.append(f"| {count} of {size:,} events | " + " | ".join(_warmup_cells(warm)) + " |")
     out += ["", "| fixed cost: one more batch of one line per topic | `dbt run` s (CPU s) "
-            "| of which the two models (wall) s | of which dbt itself s | lines read | Spark jobs |",
-            "|---|--:|--:|--:|--:|--:|"]
+            "| of which the two models (wall) s | of which dbt itself s | lines read | files read | Spark jobs |",
+            "|---|--:|--:|--:|--:|--:|--:|"]
     for size, (_, _, f) in results.items():
         out.append(f"| after {size:,}-event batches | {f.staging_s:.1f} ({f.cpu_s:.1f}) | {f.models_s:.1f} "
-                   f"| {f.staging_s - f.models_s:.1f} | {f.records_read} | {f.jobs} |")
+                   f"| {f.staging_s - f.models_s:.1f} | {f.records_read} | {f.files_read} | {f.jobs} |")
     if landed:
-        out += ["", "| landed batches | staging s per batch (CPU s) | lines read per batch | Spark jobs per batch "
-                "| driver JVM heap MB | process RSS MB |", "|--:|--:|--:|--:|--:|--:|"]
+        out += ["", "| landed batches | staging s per batch (CPU s) | lines read per batch | files read per batch "
+                "| Spark jobs per batch | driver JVM heap MB | process RSS MB |", "|--:|--:|--:|--:|--:|--:|--:|"]
         for n, runs in landed.items():
             out.append(f"| {n} | {_mean(runs, 'staging_s'):.1f} ({_mean(runs, 'cpu_s'):.1f}) "
-                       f"| {_mean(runs, 'records_read'):,.0f} | {_mean(runs, 'jobs'):.0f} "
+                       f"| {_mean(runs, 'records_read'):,.0f} | {_mean(runs, 'files_read'):.0f} "
+                       f"| {_mean(runs, 'jobs'):.0f} "
                        f"| {runs[-1].jvm_heap_mb:,.0f} | {runs[-1].rss_mb:,.0f} |")
     return "\n".join(out)
 
