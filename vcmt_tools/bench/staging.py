@@ -66,6 +66,7 @@ def _spark_counters() -> tuple[int, int, int, float, float]:
     and its JIT compilation seconds."""
     session = _session()
     sc = session.sparkContext
+    _settle(sc)
     gateway = sc._gateway  # noqa: SLF001 - a bench probe of the local session
     stages = sc._jsc.sc().statusStore().stageList(None, False, False, gateway.new_array(gateway.jvm.double, 0), None)  # noqa: SLF001
     data = [stages.apply(i) for i in range(stages.size())]
@@ -77,33 +78,50 @@ def _spark_counters() -> tuple[int, int, int, float, float]:
             jit_ms / 1000)
 
 
+def _settle(sc) -> None:
+    """Wait (10 s at most) until Spark's listeners have taken in every event so far: the status store that
+    the counters read is filled from them asynchronously, after the jobs and queries have ended."""
+    sc._jsc.sc().listenerBus().waitUntilEmpty(10_000)  # noqa: SLF001 - a bench probe of the local session
+
+
+def _executions():
+    """Spark SQL's queries (executions) in its status store, oldest retained first."""
+    return _session()._jsparkSession.sharedState().statusStore().executionsList().iterator()  # noqa: SLF001
+
+
+def _last_query() -> int:
+    """The number of the last SQL query Spark has recorded, -1 for none."""
+    last, executions = -1, _executions()
+    while executions.hasNext():
+        last = max(last, executions.next().executionId())
+    return last
+
+
 # Spark SQL's scan metrics, by their names in the SQL tab of Spark's UI.
 _SCAN_METRICS = ("number of files read", "number of partitions read")
 
 
-def _sql_reads(after: int) -> tuple[int, int, int]:
-    """Files and partition folders read by the SQL queries (executions) numbered above `after`, and the
-    last query's number: the metrics of finished queries, from Spark's own status store."""
+def _sql_reads(after: int) -> tuple[int, int]:
+    """Files and partition folders read by the SQL queries numbered above `after` (`_last_query`), from
+    their scans' metrics; call it after `_spark_counters`, which waits for Spark's listeners."""
     totals = dict.fromkeys(_SCAN_METRICS, 0)
-    last = after
-    executions = _session()._jsparkSession.sharedState().statusStore().executionsList().iterator()  # noqa: SLF001
+    executions = _executions()
     while executions.hasNext():
         execution = executions.next()
         if execution.executionId() <= after:
             continue
-        last = max(last, execution.executionId())
         names, metrics = {}, execution.metrics().iterator()
         while metrics.hasNext():
             metric = metrics.next()
             if metric.name() in totals:
                 names[metric.accumulatorId()] = metric.name()
-        values = execution.metricValues()  # None while a query runs; a run's queries have ended
+        values = execution.metricValues()  # None until the query has ended
         pairs = values.iterator() if values is not None and names else None
         while pairs is not None and pairs.hasNext():
             pair = pairs.next()
             if pair._1() in names:
                 totals[names[pair._1()]] += int(str(pair._2()).replace(",", ""))
-    return totals[_SCAN_METRICS[0]], totals[_SCAN_METRICS[1]], last
+    return totals[_SCAN_METRICS[0]], totals[_SCAN_METRICS[1]]
 
 
 def _memory() -> tuple[float, float]:
@@ -148,12 +166,12 @@ def _run_batch(pipeline: demo.Pipeline, landing: Path, lake: Path, batch: int, m
     # No counters before the process's first staging run has started the session.
     started = SparkContext._active_spark_context is not None  # noqa: SLF001
     before = _spark_counters() if started else (0, 0, 0, 0.0, 0.0)
-    last_query = _sql_reads(-1)[2] if started else -1
+    last_query = _last_query() if started else -1
     cpu, t = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
     run = pipeline.dbt("run", "--select", *staging.select, target=staging.target)
     staging_s = time.perf_counter() - t
     after, cpu_after = _spark_counters(), resource.getrusage(resource.RUSAGE_SELF)
-    files_read, folders_read, _ = _sql_reads(last_query)
+    files_read, folders_read = _sql_reads(last_query)
     python_cpu = cpu_after.ru_utime + cpu_after.ru_stime - cpu.ru_utime - cpu.ru_stime
     clickhouse_s = 0.0
     if marts:
