@@ -1,6 +1,8 @@
 # The two commands a newcomer needs:
 #   make demo   creates .venv if missing, installs everything, runs the CDC pipeline end to end
-#   make test   runs pytest, dbt build of integration_tests on chdb, and sqlfluff lint
+#   make test   runs pytest, dbt build of integration_tests, and the linters
+# The package is the repository root; examples/cdc/ is the reference pipeline; lab/ holds the demo,
+# the tests' driver, the fuzz and the bench (installed beside the package, never shipped).
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -12,12 +14,12 @@ export DBT_VERSION_CHECK := false
 
 .PHONY: demo test fuzz bench bench-staging lint venv java clean capture-fixtures
 
-$(STAMP): pyproject.toml constraints.txt
+$(STAMP): pyproject.toml lab/pyproject.toml constraints.txt
 	@echo "==> setting up $(VENV) (first run downloads about 600 MB of wheels)"
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade "pip==24.3.1"
 	@$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt \
-		-e ".[spark,dev]" --config-settings editable_mode=compat
+		-e ".[spark]" -e ./lab --config-settings editable_mode=compat
 	@touch $(STAMP)
 	@echo "==> $(VENV) ready"
 
@@ -27,35 +29,36 @@ java:
 	@scripts/check_java.sh
 
 demo: venv java
-	@$(BIN)/python -m vcmt_tools.demo $(ARGS)
+	@$(BIN)/python -m vcmt_lab.demo $(ARGS)
 
 test: venv java
 	@scripts/test.sh
 
 fuzz: venv
-	@$(BIN)/python -m vcmt_tools.fuzz $(ARGS)
+	@$(BIN)/python -m vcmt_lab.fuzz $(ARGS)
 
 # The ClickHouse benchmark (ARGS), then the Spark staging one (STAGING_ARGS; make bench-staging alone).
 bench: venv java
-	@$(BIN)/python -m vcmt_tools.bench $(ARGS)
-	@$(BIN)/python -m vcmt_tools.bench.staging $(STAGING_ARGS)
+	@$(BIN)/python -m vcmt_lab.bench $(ARGS)
+	@$(BIN)/python -m vcmt_lab.bench.staging $(STAGING_ARGS)
 
 # Spark staging throughput next to the ClickHouse apply (issue 15); ARGS="--sizes 50000 --landed ''" (--help).
 bench-staging: venv java
-	@$(BIN)/python -m vcmt_tools.bench.staging $(ARGS)
+	@$(BIN)/python -m vcmt_lab.bench.staging $(ARGS)
 
 # Re-capture the real Debezium fixtures under integration_tests/fixtures/debezium
 # (PostgreSQL + MariaDB on loopback, Debezium embedded engine). Not part of make test.
 CAPTURE_VENV := .local/capture-venv
 capture-fixtures: java
-	@capture/servers.sh
+	@lab/capture/servers.sh
 	@test -x $(CAPTURE_VENV)/bin/python || $(PYTHON) -m venv $(CAPTURE_VENV)
-	@$(CAPTURE_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r capture/requirements.txt
-	@$(CAPTURE_VENV)/bin/python capture/capture.py $(ARGS)
+	@$(CAPTURE_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r lab/capture/requirements.txt
+	@$(CAPTURE_VENV)/bin/python lab/capture/capture.py $(ARGS)
 
 lint: venv
-	@$(BIN)/sqlfluff lint models integration_tests/models
+	@$(BIN)/sqlfluff lint examples/cdc/models integration_tests/models
 	@$(BIN)/ruff check .
 
 clean:
-	rm -rf .local integration_tests/.local target integration_tests/target logs integration_tests/logs .demo
+	rm -rf .local target logs .demo integration_tests/.local integration_tests/target integration_tests/logs \
+		examples/cdc/.local examples/cdc/target examples/cdc/logs examples/cdc/dbt_packages lab/bench/work

@@ -60,7 +60,7 @@ if [ "$rc" -ne 0 ]; then failed+=("dbt build"); fi
 results+=("dbt build: ${dbt_line:-exit $rc}")
 
 phase 3/4 "sqlfluff lint (models)"
-if sqlfluff lint models integration_tests/models --disable-progress-bar; then
+if sqlfluff lint examples/cdc/models integration_tests/models --disable-progress-bar; then
   results+=("sqlfluff: clean")
 else
   failed+=("sqlfluff"); results+=("sqlfluff: violations")

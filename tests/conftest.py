@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from vcmt_tools.dbt_project import DbtProject
+from vcmt_lab.dbt_project import DbtProject
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 # The package under test; override to test another checkout of it.

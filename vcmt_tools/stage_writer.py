@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from vcmt_tools.dbt_project import invoke
+from vcmt_tools.dbt_invoke import invoke
 
 FORMATS = {".parquet": "Parquet", ".csv": "CSVWithNames", ".jsonl": "JSONEachRow", ".ndjson": "JSONEachRow",
            ".json": "JSONEachRow"}

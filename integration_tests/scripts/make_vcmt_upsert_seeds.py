@@ -13,7 +13,7 @@ import csv
 import random
 from pathlib import Path
 
-from vcmt_tools.oracle import Event, Oracle
+from vcmt_lab.oracle import Event, Oracle
 
 SEEDS = Path(__file__).resolve().parents[1] / "seeds" / "vcmt_upsert"
 

@@ -8,7 +8,7 @@ import re
 import pytest
 from dbt.cli.main import dbtRunner
 
-from vcmt_tools.dbt_project import DbtProject, DbtRun
+from vcmt_lab.dbt_project import DbtProject, DbtRun
 
 CUSTOMERS_CSV = """
 id,name,tier

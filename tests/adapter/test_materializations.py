@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from vcmt_tools.dbt_project import DbtProject
+from vcmt_lab.dbt_project import DbtProject
 
 # Rows lo .. lo+2 tagged with the run that produced them.
 INCREMENTAL_SQL = """

@@ -1,4 +1,4 @@
-"""`python -m vcmt_tools.bench` end to end at a tiny size: files written, results checked.
+"""`python -m vcmt_lab.bench` end to end at a tiny size: files written, results checked.
 
 No timing assertions: at this size the numbers mean nothing. The bench runs in
 a subprocess because chDB allows one data directory per process and the test
@@ -23,7 +23,7 @@ def test_bench_tiny_run_writes_report_and_chart(tmp_path: Path) -> None:
     results = tmp_path / "results"
     proc = subprocess.run(
         [
-            sys.executable, "-m", "vcmt_tools.bench",
+            sys.executable, "-m", "vcmt_lab.bench",
             "--rows", "20000", "--batch", "2000", "--small-batch", "500", "--repeat", "1",
             "--work", str(tmp_path / "work"), "--results", str(results),
         ],

@@ -13,8 +13,8 @@ import subprocess
 from dataclasses import asdict
 from pathlib import Path
 
-from vcmt_tools.bench import staging
-from vcmt_tools.bench.staging import WARMUP, WARMUP_GROUPS, BatchRun, report
+from vcmt_lab.bench import staging
+from vcmt_lab.bench.staging import WARMUP, WARMUP_GROUPS, BatchRun, report
 
 
 def run(staging_s: float, jit_s: float = 0.0, clickhouse_s: float = 1.0, lines: int = 1000, files: int = 2) -> BatchRun:

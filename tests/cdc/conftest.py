@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from vcmt_tools.dbt_project import spark_session_parameters
+from vcmt_lab.dbt_project import spark_session_parameters
 
 
 @pytest.fixture(scope="module")

@@ -16,8 +16,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from vcmt_tools.cdc.domain import DOMAINS
-from vcmt_tools.oracle import Event
+from vcmt_lab.cdc.domain import DOMAINS
+from vcmt_lab.oracle import Event
 
 OPS = ("c", "u", "d", "r")
 # Types of the typed columns (strings are never a wrong type).

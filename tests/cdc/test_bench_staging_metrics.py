@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from vcmt_tools.bench.staging import _last_query, _spark_counters, _sql_reads
+from vcmt_lab.bench.staging import _last_query, _spark_counters, _sql_reads
 from vcmt_tools.staging.topic import read_lines
 
 

@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 
 from tests.cdc.reference import parse_lake, raw_lines
-from vcmt_tools.cdc import REASONS, Manifest, generate
-from vcmt_tools.cdc.cli import main
-from vcmt_tools.cdc.delivery import Line
-from vcmt_tools.cdc.domain import Customers, Orders
-from vcmt_tools.cdc.expected import live_rows
-from vcmt_tools.cdc.source import Change
-from vcmt_tools.oracle import Oracle
+from vcmt_lab.cdc import REASONS, Manifest, generate
+from vcmt_lab.cdc.cli import main
+from vcmt_lab.cdc.delivery import Line
+from vcmt_lab.cdc.domain import Customers, Orders
+from vcmt_lab.cdc.expected import live_rows
+from vcmt_lab.cdc.source import Change
+from vcmt_lab.oracle import Oracle
 
 SMALL = dict(events=2_000, batches=4, seed=3, malformed_share=0.05, wrap_share=0.3, late_window=2)
 

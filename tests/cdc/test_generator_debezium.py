@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from vcmt_tools.cdc import Manifest, generate
-from vcmt_tools.cdc.domain import UNAVAILABLE
-from vcmt_tools.cdc.envelope import decimal_bytes, mysql_position
-from vcmt_tools.oracle import Event, Oracle
+from vcmt_lab.cdc import Manifest, generate
+from vcmt_lab.cdc.domain import UNAVAILABLE
+from vcmt_lab.cdc.envelope import decimal_bytes, mysql_position
+from vcmt_lab.oracle import Event, Oracle
 
 PG, MY = "pg.public.orders", "mysql.shop.customers"
 

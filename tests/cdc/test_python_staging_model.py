@@ -17,7 +17,7 @@ import pytest
 
 from tests.cdc.test_debezium_decoding import b64, envelope
 from tests.conftest import make_project
-from vcmt_tools.dbt_project import DbtProject
+from vcmt_lab.dbt_project import DbtProject
 from vcmt_tools.staging import debezium as dbz
 
 pytestmark = pytest.mark.spark

@@ -9,7 +9,6 @@ pyarrow) and compare it with the staging contract in `reference.py`.
 
 from __future__ import annotations
 
-import os
 import shutil
 from collections import Counter
 from dataclasses import dataclass
@@ -21,13 +20,13 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.cdc.reference import Parsed, parse_lake
-from vcmt_tools.cdc import REASONS, Manifest, generate
-from vcmt_tools.dbt_project import DbtProject, DbtRun
+from tests.conftest import PACKAGE_ROOT
+from vcmt_lab.cdc import REASONS, Manifest, generate
+from vcmt_lab.dbt_project import DbtProject, DbtRun
+from vcmt_lab.paths import EXAMPLE_ROOT
 
 pytestmark = pytest.mark.spark
 
-# As in tests/conftest.py: the package under test, overridable to test another checkout.
-PACKAGE_ROOT = Path(os.environ.get("VCMT_PACKAGE_ROOT", Path(__file__).resolve().parents[2]))
 TOPICS = ("orders", "customers")
 CHANGES = {"orders": "stg_cdc__order_changes", "customers": "stg_cdc__customer_changes"}
 QUARANTINE = "stg_cdc__quarantine"
@@ -101,6 +100,7 @@ def staging(tmp_path_factory, chdb_path: Path, lab_dir: Path) -> StagingRun:
         chdb_path=chdb_path,
         schema="t_cdc_staging",
         lab_dir=lab_dir,
+        example=EXAMPLE_ROOT,
     )
     proj.vars = {"vcmt_lake_root": str(lake)}
 
@@ -110,17 +110,16 @@ def staging(tmp_path_factory, chdb_path: Path, lab_dir: Path) -> StagingRun:
         return _read_staged(lake)
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("VCMT_REFERENCE_MODELS", "1")  # the package's reference models are opt-in
         # Keep anything Spark writes relative to the working directory out of the repository.
         mp.chdir(lab_dir)
         _land(source, lake, range(0, 2))
-        first = run("staging")
+        first = run("staging.sql")
         _land(source, lake, range(2, 3))
-        second = run("staging", "--exclude", "stg_cdc__batch_audit")  # the view exists already
+        second = run("staging.sql", "--exclude", "stg_cdc__batch_audit")  # the view exists already
         rerun = run(CHANGES["orders"], QUARANTINE)
         restaged = run(CHANGES["orders"], QUARANTINE, vcmt_restage_batches=[1])
         # Tests only read: run them side by side.
-        tests = proj.dbt("test", "--select", "staging", "--threads", "4", target="spark")
+        tests = proj.dbt("test", "--select", "staging.sql", "--threads", "4", target="spark")
         refreshed = run(CHANGES["orders"], "--full-refresh")
     proj.close()
     expected = {topic: parse_lake(lake, topic) for topic in TOPICS}

@@ -16,7 +16,7 @@ def test_demo_pipeline_matches_oracle_end_to_end(tmp_path):
     staged equals what the generator wrote.
     """
     proc = subprocess.run(
-        [sys.executable, "-m", "vcmt_tools.demo", "--events", "1500", "--batches", "2", "--seed", "7",
+        [sys.executable, "-m", "vcmt_lab.demo", "--events", "1500", "--batches", "2", "--seed", "7",
          "--work", str(tmp_path / "demo")],
         capture_output=True, text=True, timeout=900,
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from tests.conftest import make_project
-from vcmt_tools.fuzz.runner import HOSTILE_PROFILE_SETTINGS, run_campaign
+from vcmt_lab.fuzz.runner import HOSTILE_PROFILE_SETTINGS, run_campaign
 
 # One stream per model shape (stream seeds pick the shape round-robin).
 STREAMS = int(os.environ.get("VCMT_FUZZ_STREAMS", "7"))
@@ -27,4 +27,4 @@ def test_random_streams_match_oracle(tmp_path, chdb_path, lab_dir):
     assert len(results) == STREAMS
     # Loads as concurrent INSERTs (virtual shards) are part of the campaign.
     assert STREAMS < 7 or any(r.virtual_shards > 1 for r in results)
-    assert not failures, "mismatches (replay with python -m vcmt_tools.fuzz --streams 1 --seed S):\n" + "\n".join(failures)
+    assert not failures, "mismatches (replay with python -m vcmt_lab.fuzz --streams 1 --seed S):\n" + "\n".join(failures)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import make_project
-from vcmt_tools.dbt_project import DbtProject
+from vcmt_lab.dbt_project import DbtProject
 
 
 @pytest.fixture(scope="session")

@@ -6,7 +6,7 @@ from typing import Any
 
 import yaml
 
-from vcmt_tools.dbt_project import DbtProject, DbtRun
+from vcmt_lab.dbt_project import DbtProject, DbtRun
 
 COLUMNS = "k UInt64, _version UInt64, sign Int8, status String, amount Float64"
 

@@ -1,11 +1,11 @@
-"""vcmt_tools.invariants on hand-written VCMT histories: quiet on a correct one, loud on each corruption."""
+"""vcmt_lab.invariants on hand-written VCMT histories: quiet on a correct one, loud on each corruption."""
 
 from __future__ import annotations
 
 import pytest
 
-from vcmt_tools import invariants
-from vcmt_tools.dbt_project import DbtProject
+from vcmt_lab import invariants
+from vcmt_lab.dbt_project import DbtProject
 
 # Key 1 updated (cancel + new state), key 2 inserted, key 3 inserted and deleted.
 GOOD = [(1, 1, 1, "open"), (1, 1, -1, "open"), (1, 2, 1, "shipped"), (2, 1, 1, "open"), (3, 1, 1, "open"),

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from vcmt_tools.dbt_project import DbtProject, DbtRun
-from vcmt_tools.oracle import Event, Oracle
+from vcmt_lab.dbt_project import DbtProject, DbtRun
+from vcmt_lab.oracle import Event, Oracle
 
 
 def jinja_literal(value: Any) -> str:

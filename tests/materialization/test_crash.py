@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from tests.conftest import PACKAGE_ROOT
-from vcmt_tools.dbt_project import DbtProject
+from vcmt_lab.dbt_project import DbtProject
 
 KEYS = 40
 VERSIONS = 6  # one round per version under a SQL policy (built-in ones fold)

@@ -7,7 +7,7 @@ import re
 import time
 
 from tests.materialization.scenario import Scenario, expected_rows, oracle_events
-from vcmt_tools.oracle import Oracle
+from vcmt_lab.oracle import Oracle
 
 POLICIES = ("sum", "greatest", "least", "coalesce", "keep", "replace")
 COLS = {"id": "Int32", **{f"x_{p}": "Nullable(Int64)" for p in POLICIES}, "_version": "UInt64", "sign": "Int8"}

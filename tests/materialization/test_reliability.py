@@ -12,7 +12,7 @@ import pytest
 
 from tests.conftest import make_project
 from tests.materialization.scenario import Scenario, expected_rows, oracle_events
-from vcmt_tools.oracle import Oracle
+from vcmt_lab.oracle import Oracle
 
 # Every alias the 0.1.0 transform used internally, as user column names.
 HOSTILE = {

@@ -7,7 +7,7 @@ import random
 import pytest
 
 from tests.materialization.scenario import Scenario, expected_rows, oracle_events
-from vcmt_tools.oracle import Oracle
+from vcmt_lab.oracle import Oracle
 
 EX3 = {"id": "Int32", "metric1": "UInt32", "metric2": "UInt32", "_version": "UInt64", "sign": "Int8"}
 

@@ -21,9 +21,9 @@ import pytest
 import yaml
 
 from tests.materialization.scenario import jinja_literal
-from vcmt_tools import invariants
-from vcmt_tools.fuzz.streams import MODEL_SPECS, generate_stream, python_policy, to_events
-from vcmt_tools.oracle import Oracle
+from vcmt_lab import invariants
+from vcmt_lab.fuzz.streams import MODEL_SPECS, generate_stream, python_policy, to_events
+from vcmt_lab.oracle import Oracle
 
 CLUSTER = "two_shards_two_replicas"
 SHARDING_KEY = "cityHash64(tenant_id, `order id`)"

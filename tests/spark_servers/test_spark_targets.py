@@ -25,7 +25,7 @@ import pytest
 from tests.cdc.reference import parse_lake
 from tests.cdc.test_python_staging_model import STAGED_BY_BATCH, python_staging_project, run_two_batches
 from tests.cdc.test_staging_spark import CHANGES, _partition_values, _read_staged, _staged_multiset
-from vcmt_tools.spark_servers import SparkServer
+from vcmt_lab.spark_servers import SparkServer
 
 pytestmark = pytest.mark.spark
 
@@ -34,7 +34,7 @@ PIPELINE_TIMEOUT_S = 900
 
 
 def _demo(work: Path, target: str, servers: dict[str, SparkServer]) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "vcmt_tools.demo", "--events", "300", "--batches", "2", "--seed", "5", "--staging", "sql",
+    cmd = [sys.executable, "-m", "vcmt_lab.demo", "--events", "300", "--batches", "2", "--seed", "5", "--staging", "sql",
            "--work", str(work), "--spark", target]
     if target != "session":
         cmd += ["--spark-server", f"127.0.0.1:{servers[target].port}"]

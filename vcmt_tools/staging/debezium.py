@@ -41,14 +41,12 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from vcmt_tools.staging.contract import KINDS, REASONS  # noqa: F401 (part of this module's API)
+
 UNAVAILABLE = "__debezium_unavailable_value"
 # The same placeholder in a bytes column: its UTF-8 bytes, base64-encoded like every Connect bytes value.
 UNAVAILABLE_BASE64 = base64.b64encode(UNAVAILABLE.encode()).decode()
 
-# What a line is. Only `change` lines are events for a mart; the others are counted and kept out.
-KINDS = ("change", "truncate", "tombstone", "heartbeat", "transaction", "message", "schema_change", "malformed")
-# Why a line cannot be staged, checked in this order (the first that applies wins).
-REASONS = ("bad_json", "unknown_op", "null_key", "null_version", "version_out_of_range", "wrong_type")
 FLAVOURS = ("postgres", "mysql", "mariadb")
 DECIMAL_HANDLING = ("precise", "string", "double")
 

@@ -1,0 +1,3 @@
+from vcmt_lab.bench.cli import main
+
+raise SystemExit(main())

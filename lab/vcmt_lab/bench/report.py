@@ -1,0 +1,182 @@
+"""The markdown report (bench/results/<name>.md), its JSON twin, the printed table and summary line."""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from dataclasses import asdict, dataclass
+from datetime import datetime
+
+from vcmt_lab.bench.anchors import ANCHORS
+from vcmt_lab.bench.goals import Ratio
+from vcmt_lab.bench.scenario import Outcome
+from vcmt_lab.bench.tables import MODEL, PARTIAL
+
+
+@dataclass(frozen=True)
+class Context:
+    started: datetime
+    machine: str
+    clickhouse: str
+    load: tuple[float, float, float]
+    total_s: float
+
+
+def _ms(value: float) -> str:
+    return "–" if math.isnan(value) else f"{value:,.0f}"
+
+
+def _ratio(value: float) -> str:
+    return "–" if math.isnan(value) else f"{value:.2f}"
+
+
+def _mib(value: int | None) -> str:
+    return "–" if value is None else f"{value / 2**20:,.0f} MiB"
+
+
+def _count(n: int) -> str:
+    for unit, size in (("M", 1_000_000), ("k", 1_000)):
+        if n >= size and n % (size // 10) == 0:
+            return f"{n / size:g}{unit}"
+    return f"{n:,}"
+
+
+def _table(head: str, rows: list[str]) -> list[str]:
+    return [f"| {head} |", "|---|" + "--:|" * head.count("|"), *rows]
+
+
+def summary_line(out: Outcome, ratios: list[Ratio]) -> str:
+    s = out.shape
+    parts = [f"N={_count(s.rows)} B={_count(s.batch)} R={out.repeat}"]
+    parts += [f"{r.key} {_ratio(r.wall)} ({r.goal_text}) {r.verdict}" for r in ratios if r.goal is not None]
+    parts.append("checks PASS" if not out.failed else f"checks FAIL ({len(out.failed)})")
+    return "bench: " + " | ".join(parts)
+
+
+def main_table(out: Outcome, ratios: list[Ratio]) -> list[str]:
+    """One row per approach: write per batch, its report query after the batch of B, engine memory
+    of the write at B, and the break-even against vcmt (goal 1), medians in wall ms."""
+    s, steps, be = out.shape, out.steps, {r.key: r for r in ratios}
+
+    def wall(key: str) -> str:
+        st = steps.get(key)
+        return _ms(st.wall_ms) if st else "–"
+
+    def row(name: str, key: str, report: str, anchor: str | None = None) -> str:
+        st = steps.get(f"big_{key}")
+        even = [be.get(f"break_even_{size}_{anchor}") for size in ("big", "small")] if anchor else [None, None]
+        return (f"| {name} | {wall(f'big_{key}')} | {wall(f'small_{key}')} | {report} | "
+                f"{_mib(st.engine_memory if st else None)} | "
+                + " | ".join(_ratio(r.wall) if r else "–" for r in even) + " |")  # fmt: skip
+
+    rows = [
+        row("plain INSERT of the same events", "insert", "–"),
+        row("**vcmt_upsert** (replace): the loader as dbt ran it", MODEL.key,
+            f"projection {wall(f'report_{MODEL.key}')} (FINAL {wall('report_final')}, GROUP BY "
+            f"{wall('report_group_by')})"),
+        row("**vcmt_upsert** (replace): the whole `dbt run`", "dbt", "–"),
+        *[row(a.label, a.key, wall(f"report_{a.key}"), a.key) for a in ANCHORS if a.model is MODEL],
+        row("**vcmt_upsert** (`coalesce` on the data columns; partial updates)", PARTIAL.key,
+            f"projection {wall(f'report_{PARTIAL.key}')}"),
+        *[row(a.label, a.key, wall(f"report_{a.key}"), a.key) for a in ANCHORS if a.model is PARTIAL],
+    ]  # fmt: skip
+    head = (f"approach | write {_count(s.batch)} events (ms) | write {_count(s.small_batch)} events (ms) | "
+            f"report query after the {_count(s.batch)} batch (ms) | engine peak memory, write {_count(s.batch)} | "
+            f"break-even at {_count(s.batch)} | break-even at {_count(s.small_batch)}")  # fmt: skip
+    return _table(head, rows)
+
+
+def goals_table(ratios: list[Ratio]) -> list[str]:
+    rows = [f"| {r.label} | {_ratio(r.wall)} | {_ratio(r.cpu)} | {r.goal_text} | {r.verdict} |" for r in ratios]
+    return _table("ratio (issue 12 goal number) | wall | CPU | goal | result", rows)
+
+
+def render(out: Outcome, ratios: list[Ratio], ctx: Context) -> str:
+    s = out.shape
+    lines = [
+        f"# vcmt bench — {ctx.started:%Y-%m-%d %H:%M}",
+        "",
+        f"`{summary_line(out, ratios)}`",
+        "",
+        "How it is measured: [bench/README.md](../README.md). Medians of R samples, wall ms. Break-even: report "
+        "queries per batch from which vcmt's write + reads cost less than the anchor's (0: vcmt's write is "
+        "already cheaper).",
+        "",
+        *main_table(out, ratios),
+        "",
+        "## Goals",
+        "",
+        "CPU is this process's CPU time (chDB runs in-process), comparable when other jobs compete for the "
+        "cores; goals are judged on wall time.",
+        "",
+        *goals_table(ratios),
+        *_where_time_goes(out),
+        "",
+        "## Machine and shape",
+        "",
+        f"- {ctx.machine}; ClickHouse {ctx.clickhouse}",
+        f"- load average {ctx.load[0]:.1f} at start, {ctx.load[1]:.1f} at end; other processes used "
+        f"{ctx.load[2]:.0%} of all cores during the run",
+        f"- N = {s.rows:,} base rows, B = {s.batch:,}, small batch = {s.small_batch:,}, R = {out.repeat}; "
+        f"total {ctx.total_s:,.0f} s (setup {out.setup_ms / 1000:,.0f} s)",
+        *[f"- {size} batch: {e:,} events on {k:,} distinct keys (random keys) in {p} partitions"
+          for size, (e, k, p) in out.batches.items()],  # fmt: skip
+        "",
+        "## Correctness",
+        "",
+        *_table("check | result | detail", [f"| {c.name} | {'PASS' if c.ok else 'FAIL'} | {c.detail} |"
+                                            for c in out.checks]),  # fmt: skip
+    ]
+    if out.answers:
+        lines += ["", "Report query (Department, live rows, sum(metric1)), `replace`: "
+                  + ", ".join(f"{d} {n:,} {t:,}" for d, n, t in out.answers[f"report_{MODEL.key}"])]  # fmt: skip
+    lines += ["", "## SQL", ""]
+    for title, text in out.sql.items():
+        lines += ["<details>", f"<summary>{title}</summary>", "", "```sql", text.strip(), "```", "", "</details>", ""]
+    return "\n".join(lines)
+
+
+def _where_time_goes(out: Outcome) -> list[str]:
+    """Goals 2 and 6: the whole `dbt run` split by the engine's query_log; the loader INSERT by view
+    and by processor."""
+    lines = ["", "## Where the time goes at B (goals 2 and 6)"]
+    if out.dbt_runs:
+        runs = out.dbt_runs
+
+        def med(part: str) -> str:
+            return _ms(statistics.median(getattr(r, part) for r in runs))
+
+        overhead = statistics.median(r.wall_ms - r.loader_ms - r.other_sql_ms for r in runs)
+        lines += ["", *_table("whole `dbt run` at B (medians) | ms", [
+            f"| whole `dbt run` (in-process) | {med('wall_ms')} |",
+            f"| the loader's stage INSERT (engine time) | {med('loader_ms')} |",
+            f"| — of it, the applied-totals view | {med('applied_view_ms')} |",
+            f"| {runs[0].statements - 1} other statements: batch stats, applied totals, watermark, object checks, "
+            f"run log | {med('other_sql_ms')} |",
+            f"| dbt itself: start-up, parse, compile, Python between statements | {_ms(overhead)} |",
+        ])]  # fmt: skip
+    if out.bookkeeping:
+        lines += ["", "The slowest statements of that `dbt run` besides the loader INSERT:", "",
+                  *_table("statement | ms", [f"| `{q}` | {_ms(ms)} |" for ms, q in out.bookkeeping])]
+    for size, (views, processors) in out.profiles.items():
+        lines += ["", f"Inside the loader's INSERT, {size} batch, one more run (query_views_log: a view's time "
+                  "includes the views on its own target; processors_profile_log: work summed over threads, so "
+                  "it can exceed the wall time):", "",
+                  *_table("view or processor | ms | peak memory or rows out",
+                          [f"| view `{n}` | {_ms(ms)} | {_mib(mem)} |" for n, ms, mem in views]
+                          + [f"| {n} | {_ms(ms)} | {rows:,} rows |" for n, ms, rows in processors])]  # fmt: skip
+    return lines
+
+
+def as_json(out: Outcome, ratios: list[Ratio], ctx: Context) -> str:
+    """The numbers for tools; NaN (a ratio that could not be formed) becomes null."""
+    steps = {s.key: {"label": s.label, "group": s.group, "wall_ms": s.wall_ms, "cpu_ms": s.cpu_ms,
+                     "samples_ms": [t.wall_ms for t in s.timings], "engine_memory": s.engine_memory}
+             for s in out.steps.values()}  # fmt: skip
+    data = {"started": ctx.started.isoformat(timespec="seconds"), "rows": out.shape.rows, "batch": out.shape.batch,
+            "small_batch": out.shape.small_batch, "repeat": out.repeat, "clickhouse": ctx.clickhouse, "steps": steps,
+            "ratios": {r.key: {"wall": r.wall, "cpu": r.cpu, "goal": r.goal_text, "verdict": r.verdict}
+                       for r in ratios},
+            "checks": [asdict(c) for c in out.checks], "report_results": out.answers}  # fmt: skip
+    return json.dumps(data, indent=2).replace("NaN", "null").replace("-Infinity", "null").replace("Infinity", "null")

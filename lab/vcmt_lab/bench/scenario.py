@@ -1,0 +1,281 @@
+"""The bench run: build with dbt, capture what it ran, sample every approach R times, check results."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from vcmt_lab import invariants
+from vcmt_lab.bench import sql
+from vcmt_lab.bench.anchors import ANCHORS, DBT_MODELS, dbt_model_sql
+from vcmt_lab.bench.engine import Engine, Timing, measured
+from vcmt_lab.bench.steps import Steps
+from vcmt_lab.bench.tables import MODEL, MODELS, PARTIAL, PLAIN, Batch, Shape, Tables
+from vcmt_lab.dbt_project import DbtProject
+
+Say = Callable[[str], None]
+Answer = list[tuple[str, int, int]]
+
+class BenchFailure(Exception):
+    """Setup failed (dbt could not build a model, the loader SQL was not found...)."""
+
+
+@dataclass
+class DbtBreakdown:
+    """Where one `dbt run` at B spent its time: the engine's query_log, and the loader's views."""
+
+    wall_ms: float
+    loader_ms: float
+    other_sql_ms: float
+    statements: int
+    applied_view_ms: float
+
+    @property
+    def bookkeeping(self) -> float:
+        """Share of the engine's work for the load that is bookkeeping: statements besides the
+        loader INSERT (stats, applied totals, watermark, object checks, run log) and the
+        applied-totals view inside it (docs/design.md#benchmark-goals, goal 6)."""
+        return (self.other_sql_ms + self.applied_view_ms) / (self.loader_ms + self.other_sql_ms)
+
+
+@dataclass
+class Outcome:
+    shape: Shape
+    repeat: int
+    steps: Steps = field(default_factory=Steps)
+    checks: list[invariants.Finding] = field(default_factory=list)
+    # SQL as the materialization generated it and dbt ran it, and each anchor's statements.
+    sql: dict[str, str] = field(default_factory=dict)
+    batches: dict[str, tuple[int, int, int]] = field(default_factory=dict)
+    dbt_runs: list[DbtBreakdown] = field(default_factory=list)
+    # Inside the loader INSERT per batch size: (per view, per processor), and the slowest other
+    # statements of a `dbt run` at B: (engine ms, statement).
+    profiles: dict[str, tuple[list[tuple[str, float, int]], ...]] = field(default_factory=dict)
+    bookkeeping: list[tuple[float, str]] = field(default_factory=list)
+    answers: dict[str, Answer] = field(default_factory=dict)
+    setup_ms: float = 0.0
+
+    def check(self, name: str, ok: bool, detail: str) -> None:
+        self.checks.append(invariants.Finding(name, ok, detail))
+
+    @property
+    def failed(self) -> list[invariants.Finding]:
+        return [c for c in self.checks if not c.ok]
+
+
+class Scenario:
+    def __init__(self, engine: Engine, project: DbtProject, shape: Shape, repeat: int, say: Say) -> None:
+        self.engine = engine
+        self.project = project
+        self.tables = Tables(engine)
+        self.out = Outcome(shape=shape, repeat=repeat)
+        self.say = say
+
+    # -- setup -------------------------------------------------------------------
+    def setup(self) -> None:
+        started = time.perf_counter()
+        t, shape = self.tables, self.out.shape
+        t.create_database()
+        tables = ", ".join(f"{{name: {m.events}}}" for m in MODELS)
+        self.project.write("models/sources.yml", f"""
+            version: 2
+            sources: [{{name: bench, schema: {t.db}, tables: [{tables}]}}]
+        """)  # fmt: skip
+        for m in MODELS:
+            self.project.model(m.name, m.sql())
+        for name in DBT_MODELS:
+            self.project.model(name, dbt_model_sql(name))
+        self.say("dbt deps + first dbt run (empty input): the materialization creates the models' objects")
+        self._dbt("run", "--select", *(m.name for m in MODELS))
+        for m in MODELS:
+            t.objects[m.name] = self.project.object_names(m.name)
+            t.stop_merges(m.name)
+        self.out.sql["Target DDL, as the materialization created it"] = t.stored(MODEL.name, "create_table_query")
+        self.out.sql["The transform view, as the materialization created it"] = t.stored(
+            t.objects[MODEL.name]["transform"]
+        )
+        self.say(f"bulk-loading {shape.rows:,} base rows (version 0, sign 1: a valid state) into the bases")
+        t.build_base(shape)
+        t.build_batches(shape)
+        t.clone(PLAIN)
+        anchor_ddl = {a.key: a.create(t) for a in ANCHORS}
+        for batch in shape.batches():
+            found = f"select count(), uniqExact(id), uniqExact({sql.PARTITION}) from {t.q(batch.table)}"
+            facts = self.out.batches[batch.size] = tuple(int(x) for x in self.engine.rows(found)[0])
+            self.say(f"{batch.size} batch: {facts[0]:,} events on {facts[1]:,} distinct keys in {facts[2]} partitions")
+        self.say("warm-up dbt runs on the batch of B: capture what each model ran to load")
+        t.load_events(shape.batches()[0])
+        for m in MODELS:  # the `replace` model loads with one INSERT; rounds add the batch table
+            t.restore(m.name, m.base)
+            kinds, roles = ("insert", ["stage"]) if m is MODEL else ("create|insert|drop", ["stage", "batch"])
+            t.captured[m.name] = self._capture(m.name, [t.obj(m, role) for role in roles], kinds)
+            self.out.sql[f"vcmt `{m.name}`: what its `dbt run` ran to load"] = ";\n".join(t.captured[m.name])
+        for name in DBT_MODELS:
+            t.restore(name)
+            ran = self._capture(name, [f"`{t.db}`.`{name}"], "create|delete|insert|drop")
+            if not any(re.search(r"\bdelete\s+from\b", q, re.I) for q in ran):
+                raise BenchFailure(f"anchor {name}: no DELETE found in the statements dbt ran: {ran}")
+            replay = t.q(name + "__dbt_new_data_replay")
+            t.captured[name] = [f"drop table if exists {replay}"] + [
+                re.sub(r"__dbt_new_data_\w+", "__dbt_new_data_replay", q) for q in ran
+            ]
+        for a in ANCHORS:
+            parts = [anchor_ddl[a.key], ";\n".join(_statements(a.insert(t))), a.report(t)]
+            self.out.sql[f"Anchor: {a.label} (its table, the timed statements, its report query)"] = ";\n\n".join(parts)
+        self.out.setup_ms = (time.perf_counter() - started) * 1000
+
+    def _capture(self, model: str, mentions: list[str], only: str) -> list[str]:
+        """Run one model with dbt on the loaded batch; the statements of the kinds `only` it ran
+        that name one of `mentions`, in order."""
+        since = time.time()
+        self._dbt("run", "--select", model)
+        ran = [q for q, *_ in self.engine.dbt_queries(since) if _is(only, q) and any(m in q for m in mentions)]
+        if not ran:
+            raise BenchFailure(f"no statement of {model} naming {mentions} in its dbt run")
+        return ran
+
+    def _dbt(self, *args: str):
+        try:
+            return self.project.dbt(*args)
+        except AssertionError as exc:
+            raise BenchFailure(f"dbt {' '.join(args)} failed: {str(exc)[-4000:]}") from exc
+
+    # -- samples -----------------------------------------------------------------
+    def _round(self, r: int, batch: Batch) -> None:
+        """The plain INSERT, both vcmt loaders and every anchor, each on a freshly restored table,
+        in an order that rotates per repeat."""
+        t, n, size = self.tables, batch.events, batch.size
+        approaches = [
+            (f"{size}_insert", f"plain INSERT of the batch's {n:,} rows into the same table", PLAIN, MODEL.base,
+             f"insert into {t.q(PLAIN)} select * from {t.q(MODEL.events)}"),
+            *[(f"{size}_{m.key}", f"vcmt_upsert ({m.merge and 'coalesce' or 'replace'}): {n:,} events, the loader "
+               "as dbt ran it", m.name, m.base, t.captured[m.name]) for m in MODELS],
+            *[(f"{size}_{a.key}", f"{a.label}: {n:,} events", a.key, a.model.base, a.insert(t)) for a in ANCHORS],
+        ]  # fmt: skip
+        shift = r % len(approaches)
+        for key, label, table, base, statements in approaches[shift:] + approaches[:shift]:
+            t.restore(table, base)
+            timing = self._timed_all(f"{key}#{r}", statements)
+            self.out.steps.step(key, label, size).timings.append(timing)
+            self.say(f"  {label}: {timing.wall_ms:,.0f} ms")
+        if r == 0:
+            self._check_state(f"vcmt loader, {size} batch", batch)
+
+    def _check_state(self, name: str, batch: Batch, whole_table: bool = False) -> None:
+        """The invariants, and the target equals base with each batch key replaced by its newest event
+        (only the batch's keys, plus the count of live rows, unless `whole_table`)."""
+        t, events = self.tables, self.tables.q(batch.table)
+        where = None if whole_table else f"id in (select id from {events})"
+        target = invariants.Target(t.q(MODEL.name), ["id"], where=where)
+        scope = "all keys" if whole_table else "batch keys"
+        for f in invariants.check(self.engine.rows, target, sql.DATA_COLUMNS):
+            self.out.check(f"{name}: {f.name} ({scope})", f.ok, f.detail)
+        got = invariants.live_rows_final(self.engine.rows, target, sql.DATA_COLUMNS)
+        row_hash = invariants.row_hash(target, sql.DATA_COLUMNS)
+        expected_sql = sql.expected_checksum(t.q(MODEL.base), events, row_hash, not whole_table)
+        expected = tuple(int(v) for v in self.engine.rows(expected_sql)[0])
+        self.out.check(f"{name}: rows == base with each batch key replaced by its newest event ({scope})",
+                       got == expected, f"got {got[0]:,} rows, checksum {got[1]}; expected {expected[0]:,} rows, "
+                       f"checksum {expected[1]}")  # fmt: skip
+
+    def _dbt_round(self, r: int) -> None:
+        """The whole `dbt run` of the model reading the batch of B, target restored first."""
+        t = self.tables
+        t.restore(MODEL.name)
+        since = time.time()
+        with measured(f"big_dbt#{r}") as out:
+            self._dbt("run", "--select", MODEL.name)
+        self.out.steps.step("big_dbt", f"vcmt_upsert (replace): {self.out.shape.batch:,} events, whole `dbt run`",
+                            "big").timings += out  # fmt: skip
+        queries = self.engine.dbt_queries(since)
+        stage = t.obj(MODEL, "stage")
+        loader = [(q, ms, qid) for q, ms, qid in queries if _is("insert", q) and stage in q]
+        views = self.engine.view_stats(loader[0][2]) if loader else []
+        applied = sum(ms for name, ms, _ in views if name.endswith(t.objects[MODEL.name]["applied_writer"]))
+        loader_ms = sum(ms for _, ms, _ in loader)
+        self.out.dbt_runs.append(DbtBreakdown(out[0].wall_ms, loader_ms, sum(ms for _, ms, _ in queries) - loader_ms,
+                                              len(queries), applied))  # fmt: skip
+        self.say(f"  whole dbt run: {out[0].wall_ms:,.0f} ms (loader INSERT {loader_ms:,.0f} ms)")
+        if r == 0 and loader:
+            others = [(ms, " ".join(re.sub(r"^/\*.*?\*/", "", q, flags=re.S).split())[:100])
+                      for q, ms, _ in queries if q != loader[0][0]]  # fmt: skip
+            self.out.bookkeeping = sorted((ms, q.replace("`", "")) for ms, q in others)[::-1][:6]
+
+    def measure(self) -> None:
+        for r in range(self.out.repeat):
+            for batch in self.out.shape.batches():
+                self.say(f"repeat {r + 1}/{self.out.repeat}: {batch.size} batch of {batch.events:,}")
+                self.tables.load_events(batch)
+                self._round(r, batch)
+                if batch.size == "big":
+                    self._dbt_round(r)
+        for batch in reversed(self.out.shape.batches()):  # the batch of B last: it is checked below
+            self.say(f"profile: the loader INSERT, {batch.size} batch, once more with processors_profile_log")
+            self.tables.load_events(batch)
+            self.tables.restore(MODEL.name)
+            loader = self.tables.captured[MODEL.name][0]
+            self.out.profiles[batch.size] = self.engine.profiled(f"profile_{batch.size}", loader)
+        self._check_state("loader, big batch", batch)
+
+    # -- report queries ---------------------------------------------------------------
+    def report_queries(self) -> None:
+        """After the batch of B: vcmt's report query three ways, and each anchor's own; all answers equal."""
+        t, big = self.tables, self.out.shape.batches()[0]
+        t.load_events(big)
+        for m in MODELS:
+            t.restore(m.name, m.base)
+            self._run_all(t.captured[m.name])
+        self.say("correctness guard on the whole target after one batch (every key)")
+        self._check_state("vcmt target", big, whole_table=True)
+        coalesce = invariants.Target(t.q(PARTIAL.name), ["id"], where=f"id in (select id from {t.q(big.table)})")
+        for f in invariants.check(self.engine.rows, coalesce, sql.DATA_COLUMNS):
+            self.out.check(f"vcmt `coalesce` target: {f.name} (batch keys)", f.ok, f.detail)
+        target, partial = t.q(MODEL.name), t.q(PARTIAL.name)
+        queries = [
+            ("report_final", "vcmt (replace): FINAL where sign = 1", sql.report_final(target)),
+            ("report_group_by", "vcmt (replace): GROUP BY sign arithmetic", sql.report_group_by(target)),
+            (f"report_{MODEL.key}", "vcmt (replace): aggregating projection", sql.report_projection(target)),
+            (f"report_{PARTIAL.key}", "vcmt (coalesce): aggregating projection", sql.report_projection(partial)),
+        ]
+        for a in ANCHORS:
+            t.restore(a.key, a.model.base)
+            self._run_all(a.insert(t))
+            queries.append((f"report_{a.key}", f"{a.label}: its report query", a.report(t)))
+        # Every answer must equal its vcmt model's, read through the projection.
+        refs = {key: f"report_{MODEL.key}" for key in ("report_final", "report_group_by")}
+        refs.update({f"report_{a.key}": f"report_{a.model.key}" for a in ANCHORS})
+        for r in range(self.out.repeat):
+            for key, label, statement in queries:
+                timing, rows = self.engine.timed(f"{key}#{r}", statement, want_rows=True)
+                self.out.steps.step(key, label, "report").timings.append(timing)
+                self.out.answers[key] = [(str(d), int(n), int(s)) for d, n, s in rows]
+        for key, label, _ in queries:
+            self.say(f"  {label}: {self.out.steps[key].wall_ms:,.0f} ms")
+        a = self.out.answers
+        for key, ref in refs.items():
+            self.out.check(f"report query: {key} == {ref}", a[key] == a[ref],
+                           "identical" if a[key] == a[ref] else f"{a[key]} != {a[ref]}")  # fmt: skip
+
+    def _run_all(self, statements: str | list[str]) -> None:
+        for statement in _statements(statements):
+            self.engine.command(statement)
+
+    def _timed_all(self, tag: str, statements: str | list[str]) -> Timing:
+        """Run the statements one after the other under one tag; their times add up."""
+        timings = [self.engine.timed(tag, statement)[0] for statement in _statements(statements)]
+        return Timing(tag, sum(x.wall_ms for x in timings), sum(x.cpu_ms for x in timings))
+
+    def finish(self) -> None:
+        steps = self.out.steps
+        steps.attach_memory(self.engine.engine_memory([t.tag for s in steps.values() for t in s.timings]))
+
+
+def _is(kinds: str, statement: str) -> bool:
+    """Whether the statement (after dbt's leading comment) starts with one of `kinds` (`a|b`)."""
+    return re.match(rf"^(/\*.*?\*/\s*)?({kinds})\b", statement, re.S | re.I) is not None
+
+
+def _statements(statements: str | list[str]) -> list[str]:
+    return [statements] if isinstance(statements, str) else statements

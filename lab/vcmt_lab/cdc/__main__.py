@@ -1,0 +1,3 @@
+from vcmt_lab.cdc.cli import main
+
+raise SystemExit(main())

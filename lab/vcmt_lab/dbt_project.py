@@ -1,0 +1,257 @@
+"""Drive dbt in-process against a generated dbt project that installs this package.
+
+Used by the tests, the fuzzer, the benchmark and the demo: one place that knows
+how to write a project, its profile (chdb and spark targets) and run dbt.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import clickhouse_connect
+import yaml
+
+from vcmt_tools.dbt_invoke import DbtRun, invoke
+
+PROJECT_NAME = "vcmt_test_project"
+
+# The run-operation that names a model's objects from vcmt's registry (macros/vcmt/objects.sql).
+OBJECT_NAMES_OPERATION = ("run-operation", "vcmt._log_object_names", "--args")
+
+
+def object_names(run: DbtRun) -> dict[str, str]:
+    """role -> table name, from the log of OBJECT_NAMES_OPERATION."""
+    found = re.search(r"vcmt_objects (\{.*\})", run.log)
+    if not found:
+        raise RuntimeError(f"vcmt._log_object_names gave no names: {run.log[-2000:]}")
+    return json.loads(found.group(1))
+
+
+def spark_session_parameters(lab_dir: Path) -> dict[str, str]:
+    """The local Spark session of the `spark` and `vcmt_spark` targets.
+
+    Tests that build a session themselves use the same parameters, so that
+    dbt's `method: session` later finds the same session (getOrCreate) in
+    the same process, Hive metastore included.
+    """
+    return {
+        "spark.master": "local[2]",
+        "spark.driver.memory": "2g",
+        "spark.sql.shuffle.partitions": "2",
+        "spark.ui.enabled": "false",
+        "spark.sql.warehouse.dir": str(lab_dir / "spark" / "warehouse"),
+        # The Hive metastore (Derby) and its log stay in the lab, not in the cwd.
+        "spark.hadoop.javax.jdo.option.ConnectionURL":
+            f"jdbc:derby:;databaseName={lab_dir / 'spark' / 'metastore_db'};create=true",
+        "spark.driver.extraJavaOptions": f"-Dderby.system.home={lab_dir / 'spark'}",
+        "spark.sql.session.timeZone": "UTC",
+        # As dbt-spark's credentials force it: casts of bad input give NULL instead of failing.
+        "spark.sql.ansi.enabled": "false",
+    }
+
+
+@dataclass
+class DbtProject:
+    root: Path
+    package_root: Path
+    chdb_path: Path
+    schema: str
+    lab_dir: Path
+    vars: dict[str, Any] = field(default_factory=dict)
+    # The chdb target's `custom_settings` (session settings of every dbt query).
+    custom_settings: dict[str, Any] = field(default_factory=dict)
+    # Running Spark servers, "connect" / "thrift" -> (host, port): targets spark_connect and spark_thrift.
+    spark_servers: dict[str, tuple[str, int]] = field(default_factory=dict)
+    # A dbt project (examples/cdc) whose models, macros, vars and model configs this project starts with.
+    example: Path | None = None
+    _client: Any = None
+
+    def __post_init__(self) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        project = {
+            "name": PROJECT_NAME,
+            "version": "1.0",
+            "config-version": 2,
+            "profile": "vcmt_test",
+            "model-paths": ["models"],
+            "seed-paths": ["seeds"],
+            "macro-paths": ["macros"],
+            "test-paths": ["tests"],
+            "flags": {"send_anonymous_usage_stats": False},
+        }
+        if self.example is not None:
+            project.update(self._from_example(self.example))
+        for sub in ("models", "seeds", "macros", "tests"):
+            (self.root / sub).mkdir(exist_ok=True)
+        self._write_yaml("dbt_project.yml", project)
+        self._write_yaml("packages.yml", {"packages": [{"local": str(self.package_root)}]})
+        spark_session_target = {
+            "method": "session",
+            "host": "localhost",
+            "schema": self.schema,
+            "threads": 1,
+            "server_side_parameters": spark_session_parameters(self.lab_dir),
+        }
+        self._write_yaml(
+            "profiles.yml",
+            {
+                "vcmt_test": {
+                    "target": "chdb",
+                    "outputs": {
+                        "chdb": {
+                            "type": "chdb",
+                            "path": str(self.chdb_path),
+                            "schema": self.schema,
+                            "threads": 1,
+                            **({"custom_settings": self.custom_settings} if self.custom_settings else {}),
+                        },
+                        "spark": {"type": "spark", **spark_session_target},
+                        # dbt-spark plus Python models on the same session (dbt/adapters/vcmt_spark); two
+                        # threads, as in profiles.yml: independent models run at the same time.
+                        "vcmt_spark": {"type": "vcmt_spark", **spark_session_target, "threads": 2},
+                        **self._spark_server_targets(),
+                    },
+                }
+            },
+        )
+        self._deps_done = False
+
+    def _from_example(self, example: Path) -> dict[str, Any]:
+        """Copy `example`'s models and macros here; its vars and model configs, for this project's name."""
+        config = yaml.safe_load((example / "dbt_project.yml").read_text())
+        for sub in ("models", "macros"):
+            if (example / sub).is_dir():
+                shutil.copytree(example / sub, self.root / sub, dirs_exist_ok=True)
+        models = next(iter((config.get("models") or {}).values()), {})
+        return {"vars": config.get("vars") or {}, "models": {PROJECT_NAME: models}}
+
+    def _spark_server_targets(self) -> dict[str, dict[str, Any]]:
+        """spark_connect / spark_thrift targets, as in the repository's profiles.yml, on the given servers."""
+        methods = {"connect": ("spark_connect", "vcmt_spark", {}), "thrift": ("spark_thrift", "spark", {"user": "dbt"})}
+        targets = {}
+        for kind, (host, port) in self.spark_servers.items():
+            name, adapter_type, extra = methods[kind]
+            targets[name] = {"type": adapter_type, "method": kind, "host": host, "port": port, **extra,
+                             "schema": self.schema, "threads": 1,
+                             "server_side_parameters": {"spark.sql.session.timeZone": "UTC"}}
+        return targets
+
+    # -- files ---------------------------------------------------------------
+    def _write_yaml(self, rel: str, data: Any) -> None:
+        (self.root / rel).write_text(yaml.safe_dump(data, sort_keys=False))
+
+    def write(self, rel: str, text: str) -> Path:
+        path = self.root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text).strip() + "\n")
+        return path
+
+    def model(self, name: str, sql: str) -> Path:
+        return self.write(f"models/{name}.sql", sql)
+
+    def seed(self, name: str, csv_text: str) -> Path:
+        return self.write(f"seeds/{name}.csv", csv_text)
+
+    def remove(self, rel: str) -> None:
+        path = self.root / rel
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.exists():
+            path.unlink()
+
+    # -- dbt -----------------------------------------------------------------
+    def dbt(self, *args: str, expect_pass: bool = True, target: str = "chdb") -> DbtRun:
+        """Run one dbt command in-process; assert it passed or failed as expected."""
+        if args and args[0] == "debug":
+            return self._checked(self._invoke([*args, "--target", target], common=False), args, expect_pass)
+        self._ensure_deps()
+        cli = [*args, "--target", target]
+        if self.vars:
+            cli += ["--vars", json.dumps(self.vars)]
+        return self._checked(self._invoke(cli), args, expect_pass)
+
+    @staticmethod
+    def _checked(run: DbtRun, args: tuple[str, ...], expect_pass: bool) -> DbtRun:
+        if run.success != expect_pass:
+            raise AssertionError(
+                f"dbt {' '.join(args)} expected {'success' if expect_pass else 'failure'}, "
+                f"got {'success' if run.success else 'failure'}:\n{run.log[-6000:]}"
+            )
+        return run
+
+    def dbt_subprocess(self, *args: str, target: str, timeout: float = 900) -> subprocess.CompletedProcess:
+        """Run one dbt command in a fresh Python process and assert it passed.
+
+        For a Spark Connect target: PySpark cannot run a local session and
+        Spark Connect clients in one process (docs/design.md#spark-targets).
+        """
+        self._ensure_deps()
+        cli = [*args, "--target", target, *(["--vars", json.dumps(self.vars)] if self.vars else [])]
+        proc = subprocess.run([str(Path(sys.executable).parent / "dbt"), *self._cli(cli)],
+                              capture_output=True, text=True, timeout=timeout)
+        if proc.returncode != 0:
+            raise AssertionError(f"dbt {' '.join(args)} --target {target} failed:\n{proc.stdout[-6000:]}"
+                                 f"{proc.stderr[-3000:]}")
+        return proc
+
+    def _ensure_deps(self) -> None:
+        if not self._deps_done:
+            deps = self._invoke(["deps"], common=False)
+            if not deps.success:
+                raise AssertionError(f"dbt deps failed:\n{deps.log[-4000:]}")
+            self._deps_done = True
+
+    def _cli(self, args: list[str], common: bool = True) -> list[str]:
+        cli = [*args, "--project-dir", str(self.root), "--profiles-dir", str(self.root)]
+        if common:
+            cli += ["--log-path", str(self.root / "logs"), "--target-path", str(self.root / "target")]
+        return cli
+
+    def _invoke(self, args: list[str], common: bool = True) -> DbtRun:
+        return invoke(self._cli(args, common))
+
+    def object_names(self, model: str) -> dict[str, str]:
+        """`model`'s objects, role -> table name, as vcmt.objects names them."""
+        return object_names(self.dbt(*OBJECT_NAMES_OPERATION, json.dumps({"model": model})))
+
+    def load_rows(self, model: str, rows: list[dict[str, Any]]) -> str:
+        """Apply rows to a vcmt_upsert model through `vcmt-load-stage`'s path (vcmt.load_stage)."""
+        from vcmt_tools.stage_writer import load_rows
+
+        return load_rows(rows, model, self.root, profiles_dir=self.root, target="chdb", extra_args=[
+            "--log-path", str(self.root / "logs"), "--target-path", str(self.root / "target")])
+
+    # -- direct SQL on the same embedded engine --------------------------------
+    @property
+    def client(self):
+        if self._client is None:
+            bootstrap = clickhouse_connect.get_client(interface="chdb", path=str(self.chdb_path))
+            bootstrap.command(f"create database if not exists `{self.schema}`")
+            bootstrap.close()
+            self._client = clickhouse_connect.get_client(
+                interface="chdb", path=str(self.chdb_path), database=self.schema
+            )
+        return self._client
+
+    def query(self, sql: str, **settings: Any) -> list[tuple]:
+        return [tuple(r) for r in self.client.query(sql, settings=settings or None).result_rows]
+
+    def scalar(self, sql: str) -> Any:
+        rows = self.query(sql)
+        return rows[0][0] if rows else None
+
+    def command(self, sql: str, **settings: Any) -> Any:
+        return self.client.command(sql, settings=settings or None)
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None

@@ -1,0 +1,234 @@
+"""Apply fuzz streams through vcmt_upsert on chDB and compare with the oracle."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from vcmt_lab import invariants
+from vcmt_lab.dbt_project import DbtProject
+from vcmt_lab.fuzz.streams import MODEL_SPECS, ModelSpec, Stream, generate_stream, python_policy, to_events
+from vcmt_lab.oracle import Oracle, apply_order
+from vcmt_lab.paths import REPO_ROOT
+
+# Session settings of the fuzz project's profile that would change what vcmt
+# computes if it did not pin them on its own statements. (`async_insert` is
+# pinned too, but chDB never starts its async-insert queue, so it cannot be
+# exercised here.)
+HOSTILE_PROFILE_SETTINGS = {
+    "join_use_nulls": 1, "aggregate_functions_null_for_empty": 1, "transform_null_in": 1,
+    "insert_deduplicate": 1, "deduplicate_blocks_in_dependent_materialized_views": 1, "optimize_on_insert": 1,
+}
+
+
+@dataclass
+class StreamResult:
+    seed: int
+    model: str
+    path: str
+    events: int
+    virtual_shards: int = 1
+    problems: list[str] = field(default_factory=list)
+
+
+# Applies a whole stream's steps in one dbt invocation: each step's rows through
+# vcmt.load_stage (the external writers' loader), then its merge control.
+APPLY_STEPS_MACRO = """
+{% macro fuzz_apply_steps(model, steps) %}
+  {%- for step in steps -%}
+    {%- do vcmt.load_stage(model, step.sql) -%}
+    {%- for statement in step.after -%}{%- do run_query(statement) -%}{%- endfor -%}
+  {%- endfor -%}
+{% endmacro %}
+"""
+
+
+def setup_models(project: DbtProject, specs: tuple[ModelSpec, ...] = MODEL_SPECS) -> None:
+    """One vcmt_upsert model per spec, reading the current batch from `<name>_src` under `dbt run`;
+    the external writer's steps wait in `<name>_steps`."""
+    project.write("macros/fuzz_apply_steps.sql", APPLY_STEPS_MACRO)
+    for spec in specs:
+        cols = ", ".join(f"`{c}` {t}" for c, t in spec.all_columns.items())
+        project.command(f"create table if not exists `{spec.name}_src` ({cols}) engine = MergeTree order by tuple()")
+        project.command(f"create table if not exists `{spec.name}_steps` ({cols}, _fz_step UInt32) "
+                        "engine = MergeTree order by _fz_step")
+        write_model(project, spec, virtual_shards=1)
+    project.dbt("run", "--select", " ".join(s.name for s in specs))
+
+
+def write_model(project: DbtProject, spec: ModelSpec, virtual_shards: int) -> None:
+    """The model of `spec`, reading `<name>_src`; each stream sets its own `virtual_shards`."""
+    config = {"unique_key": list(spec.keys), "merge": spec.merge, "delete_mode": spec.delete_mode,
+              "insert_settings": spec.insert_settings, "virtual_shards": virtual_shards}
+    args = ", ".join(f"{k}={v!r}" for k, v in config.items())
+    project.model(spec.name, f"{{{{ config(materialized='vcmt_upsert', {args}) }}}}\nselect * from `{spec.name}_src`")
+
+
+def _reset(project: DbtProject, spec: ModelSpec) -> None:
+    project.command(f"system start merges `{spec.name}`")
+    # Every table that stores something: the model's own (whatever vcmt.objects names them) and the fuzz inputs.
+    tables = project.client.query(
+        "select name from system.tables where database = currentDatabase()"
+        " and engine not in ('MaterializedView', 'Null')"
+        " and (name in ({m:String}, {src:String}, {steps:String}) or startsWith(name, {helpers:String}))",
+        parameters={"m": spec.name, "src": f"{spec.name}_src", "steps": f"{spec.name}_steps",
+                    "helpers": f"{spec.name}__"}).result_rows
+    for (name,) in tables:
+        project.command(f"truncate table `{name}`")
+
+
+def _apply_batch(project: DbtProject, spec: ModelSpec, rows: list[dict[str, Any]]) -> None:
+    """One batch through `dbt run`: the model reads `<name>_src`."""
+    project.command(f"truncate table `{spec.name}_src`")
+    if rows:
+        names = list(spec.all_columns)
+        project.client.insert(f"{spec.name}_src", [[r[c] for c in names] for r in rows], column_names=names)
+    project.dbt("run", "--select", spec.name)
+
+
+def _apply_steps(project: DbtProject, spec: ModelSpec, steps: list[tuple[list[dict[str, Any]], list[str]]]) -> None:
+    """Every step through vcmt.load_stage, in one dbt invocation."""
+    names = list(spec.all_columns)
+    data = [[r[c] for c in names] + [i] for i, (rows, _) in enumerate(steps) for r in rows]
+    if data:
+        project.client.insert(f"{spec.name}_steps", data, column_names=[*names, "_fz_step"])
+    args = {"model": spec.name, "steps": [
+        {"sql": f"select * except (_fz_step) from `{spec.name}_steps` where _fz_step = {i}", "after": after}
+        for i, (_, after) in enumerate(steps)]}
+    project.dbt("run-operation", "fuzz_apply_steps", "--args", json.dumps(args))
+
+
+def crashed_part(rows: list[dict[str, Any]], spec: ModelSpec, rng: random.Random) -> list[dict[str, Any]]:
+    """What a load killed half-way had applied: for some keys, the first few of their events in apply order."""
+    per_key: dict[tuple, list[dict[str, Any]]] = {}
+    for event, row in zip(to_events(rows, spec), rows, strict=True):
+        per_key.setdefault(event.key, []).append((event, row))
+    part = []
+    for pairs in per_key.values():
+        if rng.random() < 0.5:
+            ordered = {id(e): r for e, r in pairs}
+            applied = apply_order([e for e, _ in pairs])[: rng.randint(1, len(pairs))]
+            part.extend(ordered[id(e)] for e in applied)
+    return part
+
+
+def _merge_statements(spec: ModelSpec, action: str, stopped: bool) -> tuple[list[str], bool]:
+    """The merge control after a batch, and whether merges are stopped afterwards."""
+    if action == "stop_merges":
+        return [f"system stop merges `{spec.name}`"], True
+    if action == "start_merges":
+        return [f"system start merges `{spec.name}`"], False
+    if action == "optimize" and not stopped:
+        return [f"optimize table `{spec.name}` final"], stopped
+    return [], stopped
+
+
+def check_target(project: DbtProject, spec: ModelSpec, oracle: Oracle) -> list[str]:
+    """Differences between the target and the oracle, and invariant violations, as readable lines."""
+    problems = []
+    keys = ", ".join(f"`{k}`" for k in spec.keys)
+    cols = ", ".join(f"`{c}`" for c in spec.columns)
+    rows = project.query(f"select {keys}, {cols}, _version from `{spec.name}` final where sign = 1")
+    n = len(spec.keys)
+    actual = {tuple(r[:n]): (r[-1], dict(zip(spec.columns, r[n:-1], strict=True))) for r in rows}
+    expected = oracle.live_rows()
+    for key in sorted(set(actual) | set(expected), key=repr):
+        if actual.get(key) != expected.get(key):
+            problems.append(f"key {key}: target {actual.get(key)} != oracle {expected.get(key)}")
+    if len(rows) != len(actual):
+        problems.append(f"FINAL returned {len(rows)} live rows for {len(actual)} keys")
+    target = invariants.Target(f"`{spec.name}`", list(spec.keys))
+    findings = invariants.check(project.query, target, list(spec.columns))
+    problems += [f"{f.name}: {f.detail}" for f in findings if not f.ok]
+    return problems
+
+
+def run_stream(project: DbtProject, stream: Stream, path: str) -> StreamResult:
+    spec = stream.spec
+    _reset(project, spec)
+    write_model(project, spec, stream.virtual_shards)
+    oracle = Oracle(spec.columns, {c: python_policy(p) for c, p in spec.merge.items()}, spec.delete_mode)
+    result = StreamResult(seed=stream.seed, model=spec.name, path=path, events=stream.events,
+                          virtual_shards=stream.virtual_shards)
+    stopped = False
+    rng = random.Random(f"faults/{stream.seed}")
+    steps: list[tuple[list[dict[str, Any]], list[str]]] = []
+    for rows, action in zip(stream.batches, stream.actions, strict=True):
+        # A load killed half-way, then rerun in full. Exact only with versioned
+        # deletes: an unconditional delete replayed after a later upsert of its
+        # key removes it again (README "Guarantees and limits").
+        if spec.delete_mode == "versioned" and rows and rng.random() < 0.15:
+            steps.append((crashed_part(rows, spec, rng), []))
+        statements, stopped = _merge_statements(spec, action, stopped)
+        steps.append((rows, statements))
+        if rng.random() < 0.1:
+            steps.append(([], []))  # an empty run changes nothing
+        oracle.apply_batch(to_events(rows, spec))
+    if path == "writer":
+        _apply_steps(project, spec, steps)
+    else:
+        for rows, statements in steps:
+            _apply_batch(project, spec, rows)
+            for statement in statements:
+                project.command(statement)
+    project.command(f"system start merges `{spec.name}`")
+    result.problems = check_target(project, spec, oracle)
+    return result
+
+
+def run_campaign(
+    project: DbtProject,
+    streams: int,
+    events: int,
+    seed: int,
+    dbt_every: int = 10,
+    progress: Callable[[int, StreamResult], None] | None = None,
+    indices: list[int] | None = None,
+) -> list[StreamResult]:
+    """Run streams `seed + i` for i in `indices` (default: all of range(streams)).
+
+    Every `dbt_every`-th stream goes through `dbt run` instead of the stage writer.
+    """
+    setup_models(project)
+    results = []
+    for i in indices if indices is not None else range(streams):
+        stream_seed = seed + i
+        spec = MODEL_SPECS[stream_seed % len(MODEL_SPECS)]
+        # Drawn from the stream's own seed, so every model shape goes through `dbt run` too.
+        path = "dbt" if dbt_every and random.Random(f"path/{stream_seed}").random() < 1 / dbt_every else "writer"
+        result = run_stream(project, generate_stream(stream_seed, spec, events), path)
+        results.append(result)
+        if progress:
+            progress(i, result)
+    return results
+
+
+def run_share(args: argparse.Namespace, job: int, indices: list[int], started: float) -> list[StreamResult]:
+    """One worker's share of a campaign, on its own chDB engine under `args.work/job<N>`; prints progress."""
+    work = args.work / f"job{job}"
+    project = DbtProject(
+        root=work / "project", package_root=REPO_ROOT, chdb_path=work / "chdb", schema="vcmt_fuzz", lab_dir=work,
+        custom_settings=HOSTILE_PROFILE_SETTINGS,
+    )
+    done = 0
+
+    def progress(i: int, result: StreamResult) -> None:
+        nonlocal done
+        done += 1
+        status = "ok" if not result.problems else f"MISMATCH ({len(result.problems)} problems)"
+        if result.problems or done % 10 == 0 or done == 1:
+            print(f"[job {job}: {done}/{len(indices)}] seed {result.seed} {result.model} via {result.path}: "
+                  f"{result.events} events, {result.virtual_shards} virtual shard(s) {status}  "
+                  f"({time.time() - started:.0f}s)", flush=True)
+        for line in result.problems[:5]:
+            print(f"    {line}", flush=True)
+
+    try:
+        return run_campaign(project, args.streams, args.events, args.seed, args.dbt_every, progress, indices)
+    finally:
+        project.close()

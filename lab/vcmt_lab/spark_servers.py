@@ -1,0 +1,317 @@
+"""Spark servers started from PySpark's own install, and Spark's own log kept in a file.
+
+Used by `make demo --spark connect|thrift` and by the tests (tests/spark_servers).
+See docs/design.md#spark-targets.
+
+- `start_server("connect" | "thrift", root)`: a Spark Connect server or the
+  Thrift JDBC server (HiveThriftServer2), both shipped in PySpark's jars,
+  bound to 127.0.0.1 on a free port, with master `local-cluster[2,1,1024]`:
+  two workers whose executors are separate JVMs, as on a real cluster. The
+  server runs under a watchdog (this file run with `--watch`)
+  that stops it, executors included, when the starting process ends, even
+  when it is killed, or after `max_seconds`. Every wait is bounded; a server
+  that does not come up raises `SparkServerError` with its log tail.
+- `quiet_spark(log_file)`: Spark's JVM log (log4j2) and the pyspark / py4j
+  Python loggers go to `log_file` instead of the console.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+SERVER_CLASSES = {
+    "connect": "org.apache.spark.sql.connect.service.SparkConnectServer",
+    "thrift": "org.apache.spark.sql.hive.thriftserver.HiveThriftServer2",
+}
+# Two workers of one core and 1 GiB each: every executor is its own JVM (docs/design.md#spark-targets).
+DEFAULT_MASTER = "local-cluster[2,1,1024]"
+
+_LOG4J2 = """\
+# Written by vcmt_lab.spark_servers: Spark's log goes to {target}, not the console.
+rootLogger.level = {level}
+rootLogger.appenderRef.out.ref = out
+appender.out.name = out
+{appender}
+appender.out.layout.type = PatternLayout
+appender.out.layout.pattern = %d{{HH:mm:ss.SSS}} %p %c{{1}}: %m%n%ex
+# As Spark's own template: third-party chatter stays at WARN and above.
+logger.jetty.name = org.sparkproject.jetty
+logger.jetty.level = warn
+logger.hive.name = org.apache.hadoop.hive
+logger.hive.level = warn
+logger.datanucleus.name = DataNucleus
+logger.datanucleus.level = warn
+logger.parquet.name = org.apache.parquet
+logger.parquet.level = warn
+"""
+
+
+class SparkServerError(RuntimeError):
+    """A server did not start (or stopped); the message ends with its log tail."""
+
+
+def spark_install() -> Path:
+    """PySpark's install folder (its `bin/`, `sbin/` and `jars/` are a Spark distribution)."""
+    import pyspark
+
+    return Path(pyspark.__file__).resolve().parent
+
+
+def write_log_config(conf_dir: Path, log_file: Path | None, level: str = "info") -> Path:
+    """A SPARK_CONF_DIR holding log4j2.properties: to `log_file`, or to stderr when None.
+
+    Every JVM started through PySpark's `bin/` scripts with SPARK_CONF_DIR set
+    reads it from its classpath: the in-process session's driver, a server,
+    and the executors a local-cluster worker starts (their stderr is a file
+    in the worker's folder).
+    """
+    conf_dir.mkdir(parents=True, exist_ok=True)
+    if log_file is None:
+        target, appender = "stderr", "appender.out.type = Console\nappender.out.target = SYSTEM_ERR"
+    else:
+        log_file.parent.mkdir(parents=True, exist_ok=True)
+        target, appender = log_file, f"appender.out.type = File\nappender.out.fileName = {log_file}"
+    (conf_dir / "log4j2.properties").write_text(_LOG4J2.format(target=target, level=level, appender=appender))
+    return conf_dir
+
+
+def quiet_spark(log_file: Path) -> Path:
+    """Send Spark's JVM log (WARN and above) and pyspark's / py4j's Python loggers to `log_file`.
+
+    Call before the first SparkSession of the process starts its JVM. The
+    JVM also writes a few lines outside its log (the JDK's incubator-module
+    notice, the console progress bar) to the stderr it inherits: this
+    process's file descriptor 2 is pointed at `log_file` too, while
+    Python's own `sys.stderr` keeps writing to the console. Returns `log_file`.
+    """
+    conf_dir = write_log_config(log_file.parent / "spark-conf", log_file, level="warn")
+    (conf_dir / "spark-defaults.conf").write_text("spark.ui.showConsoleProgress false\n")
+    os.environ["SPARK_CONF_DIR"] = str(conf_dir)
+    sys.stderr.flush()
+    console = os.fdopen(os.dup(2), "w", buffering=1, encoding=sys.stderr.encoding, errors="backslashreplace")
+    log_fd = os.open(log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(log_fd, 2)
+    os.close(log_fd)
+    sys.stderr = console
+    handler = logging.FileHandler(log_file)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    for name in ("py4j", "pyspark"):
+        logger = logging.getLogger(name)
+        logger.handlers[:] = [handler]
+        logger.propagate = False
+    return log_file
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _port_open(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(1)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+@dataclass
+class SparkServer:
+    kind: str
+    port: int
+    root: Path
+    log: Path
+    process: subprocess.Popen
+    conf: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def url(self) -> str:
+        """`sc://127.0.0.1:PORT` for Spark Connect; `127.0.0.1:PORT` for Thrift."""
+        return f"sc://127.0.0.1:{self.port}" if self.kind == "connect" else f"127.0.0.1:{self.port}"
+
+    @property
+    def executor_logs(self) -> list[Path]:
+        """stderr of each executor JVM (local-cluster workers keep them under work/<app>/<executor>/)."""
+        return sorted((self.root / "home" / "work").glob("*/*/stderr"))
+
+    def log_tail(self, lines: int = 60) -> str:
+        text = self.log.read_text(errors="replace") if self.log.exists() else "(no log written)"
+        return "\n".join(text.splitlines()[-lines:])
+
+    def wait_ready(self, timeout: float = 180) -> None:
+        """Wait until the server listens; raise SparkServerError with its log tail if it exits or times out."""
+        deadline = time.monotonic() + timeout
+        while not _port_open(self.port):
+            if not self.alive():
+                raise SparkServerError(
+                    f"Spark {self.kind} server exited with code {self.process.returncode} before listening on "
+                    f"127.0.0.1:{self.port}; log {self.log}:\n{self.log_tail()}")
+            if time.monotonic() > deadline:
+                self.stop()
+                raise SparkServerError(
+                    f"Spark {self.kind} server did not listen on 127.0.0.1:{self.port} within {timeout:.0f}s; "
+                    f"log {self.log}:\n{self.log_tail()}")
+            time.sleep(0.5)
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def stop(self, timeout: float = 30) -> None:
+        """Stop the server and its executors (the watchdog's whole process group)."""
+        if self.process.poll() is None:
+            self.process.terminate()  # the watchdog stops the server, then ends the group
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                _signal_group(self.process.pid, signal.SIGKILL)
+                self.process.wait(10)
+
+    def __enter__(self) -> SparkServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def _spark_home(root: Path, conf_dir: Path) -> Path:
+    """A SPARK_HOME of links to PySpark's install, so the workers' folders (`work/`) land under `root`."""
+    home = root / "home"
+    home.mkdir(parents=True, exist_ok=True)
+    install = spark_install()
+    for name in ("bin", "sbin", "jars", "python"):
+        link = home / name
+        if not link.exists() and (install / name).exists():
+            link.symlink_to(install / name)
+    if not (home / "conf").exists():
+        (home / "conf").symlink_to(conf_dir)
+    return home
+
+
+def server_command(kind: str, home: Path, port: int, root: Path, master: str,
+                   conf: dict[str, str]) -> list[str]:
+    settings = {
+        "spark.ui.enabled": "false",
+        "spark.driver.host": "127.0.0.1",
+        "spark.driver.bindAddress": "127.0.0.1",
+        "spark.driver.memory": "1g",
+        "spark.executor.memory": "512m",
+        "spark.local.dir": str(root / "local"),
+        "spark.sql.catalogImplementation": "hive",
+        "spark.sql.warehouse.dir": str(root / "warehouse"),
+        "spark.hadoop.javax.jdo.option.ConnectionURL":
+            f"jdbc:derby:;databaseName={root / 'metastore_db'};create=true",
+        "spark.driver.extraJavaOptions": f"-Dderby.system.home={root}",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.shuffle.partitions": "2",  # one task per executor core
+        **({"spark.connect.grpc.binding.address": "127.0.0.1", "spark.connect.grpc.binding.port": str(port)}
+           if kind == "connect" else {}),
+        **conf,
+    }
+    cmd = [str(home / "bin" / "spark-submit"), "--master", master, "--class", SERVER_CLASSES[kind],
+           "--name", f"vcmt {kind} server"]
+    for key, value in settings.items():
+        cmd += ["--conf", f"{key}={value}"]
+    if kind == "thrift":
+        cmd += ["spark-internal", "--hiveconf", f"hive.server2.thrift.port={port}",
+                "--hiveconf", "hive.server2.thrift.bind.host=127.0.0.1"]
+    return cmd
+
+
+def launch_server(kind: str, root: Path, *, master: str = DEFAULT_MASTER, max_seconds: float = 3600,
+                  conf: dict[str, str] | None = None) -> SparkServer:
+    """Launch a `connect` or `thrift` server under `root`, without waiting for it (see `start_server`)."""
+    if kind not in SERVER_CLASSES:
+        raise ValueError(f"unknown Spark server kind {kind!r}: use one of {sorted(SERVER_CLASSES)}")
+    root = root.resolve()
+    root.mkdir(parents=True, exist_ok=True)
+    conf_dir = write_log_config(root / "conf", None)
+    home = _spark_home(root, conf_dir)
+    port = free_port()
+    log = root / "server.log"
+    env = {**os.environ, "SPARK_HOME": str(home), "SPARK_CONF_DIR": str(conf_dir), "SPARK_LOCAL_IP": "127.0.0.1",
+           "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable)}
+    env.pop("SPARK_REMOTE", None)
+    env.pop("SPARK_CONNECT_MODE_ENABLED", None)
+    cmd = server_command(kind, home, port, root, master, conf or {})
+    with open(log, "ab") as out:
+        process = subprocess.Popen(
+            # By file path: the watchdog needs only the standard library, whatever the cwd and sys.path.
+            [sys.executable, str(Path(__file__).resolve()), "--watch", str(os.getpid()),
+             "--max-seconds", str(max_seconds), "--", *cmd],
+            stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=root,
+            start_new_session=True,  # the watchdog leads a process group: server and executors are in it
+        )
+    return SparkServer(kind, port, root, log, process, conf or {})
+
+
+def start_server(kind: str, root: Path, *, master: str = DEFAULT_MASTER, timeout: float = 180,
+                 max_seconds: float = 3600, conf: dict[str, str] | None = None) -> SparkServer:
+    """Start a `connect` or `thrift` server under `root` and wait (at most `timeout` s) until it listens.
+
+    Its log (driver and server) is `root/server.log`; executors log under
+    `root/home/work/`. It stops when `stop()` is called, when this process
+    ends, or after `max_seconds`.
+    """
+    server = launch_server(kind, root, master=master, max_seconds=max_seconds, conf=conf)
+    server.wait_ready(timeout)
+    return server
+
+
+def _watch(parent: int, max_seconds: float, cmd: list[str]) -> int:
+    """Run `cmd` in this process group; end the group when `parent` is gone, on SIGTERM, or after max_seconds."""
+    stop = {"why": ""}
+
+    def on_term(signum: int, frame: object) -> None:
+        stop["why"] = f"signal {signum}"
+
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGINT, on_term)
+    child = subprocess.Popen(cmd)
+    started = time.monotonic()
+    while child.poll() is None and not stop["why"]:
+        if os.getppid() != parent:
+            stop["why"] = f"parent process {parent} ended"
+        elif time.monotonic() - started > max_seconds:
+            stop["why"] = f"ran longer than {max_seconds:.0f}s"
+        time.sleep(0.5)
+    if child.poll() is not None:
+        return child.returncode
+    print(f"vcmt_lab.spark_servers watchdog: stopping the server ({stop['why']})", file=sys.stderr, flush=True)
+    # The server first (it stops its workers and their executors), then whatever is left of the group.
+    child.terminate()
+    try:
+        child.wait(20)
+    except subprocess.TimeoutExpired:
+        pass
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    os.killpg(0, signal.SIGKILL)
+    return 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="vcmt_lab.spark_servers")
+    parser.add_argument("--watch", type=int, required=True, help="pid whose end stops the command")
+    parser.add_argument("--max-seconds", type=float, default=3600)
+    parser.add_argument("cmd", nargs=argparse.REMAINDER)
+    args = parser.parse_args(argv)
+    cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
+    return _watch(args.watch, args.max_seconds, cmd)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

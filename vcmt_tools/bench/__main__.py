@@ -1,3 +1,0 @@
-from vcmt_tools.bench.cli import main
-
-raise SystemExit(main())

@@ -1,3 +1,0 @@
-from vcmt_tools.cdc.cli import main
-
-raise SystemExit(main())
