@@ -32,9 +32,11 @@
 {% endmacro %}
 
 
-{#- Syntax first, with formatQueryOrNull (which returns NULL instead of
-    raising), so the message can name the setting that is wrong. -#}
-{% macro _check_expressions(cfg, target) %}
+{#- Syntax first, before any other check reads the config's SQL: every
+    expression of the config through formatQueryOrNull (NULL instead of an
+    error), in one query, so the message names the setting that is wrong
+    rather than showing the statement the expression was spliced into. -#}
+{% macro _check_syntax(cfg, target) %}
   {%- set probes = [] -%}
   {%- set table = 'create table t (x Int8) engine = MergeTree ' -%}
   {%- set as_list = [] -%}
@@ -59,6 +61,9 @@
   {%- for p in cfg.projections -%}
     {%- do probes.append(('projection `' ~ p['name'] ~ '` (' ~ p['query'] ~ ')', 'create table t (x Int8, projection p (' ~ vcmt._user_sql(p['query']) ~ ')) engine = MergeTree order by tuple()', 'fix its `query`')) -%}
   {%- endfor -%}
+  {%- if cfg.sharding_key -%}
+    {%- do probes.append(('`sharding_key` (' ~ cfg.sharding_key ~ ')', 'select (' ~ vcmt._user_sql(cfg.sharding_key) ~ ')', "write it over the key only, e.g. sharding_key='cityHash64(" ~ cfg.key_columns | join(', ') ~ ")'")) -%}
+  {%- endif -%}
   {%- if not probes -%}{{ return(none) }}{%- endif -%}
   {%- set parts = [] -%}
   {%- for what, sql, fix in probes -%}{%- do parts.append('formatQueryOrNull(' ~ vcmt._sql_string(sql) ~ ') is null') -%}{%- endfor -%}
@@ -73,7 +78,6 @@
 {#- A full build (first run or --full-refresh): the config's expressions, the
     target's DDL and every view's SELECT, on scratch tables. -#}
 {% macro _check_build(cfg, objs, columns) %}
-  {%- do vcmt._check_expressions(cfg, objs.target) -%}
   {%- set chk = vcmt._check_relations(objs) -%}
   {%- do vcmt._drop_check_relations(chk) -%}
   {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': checking the table and its views with ClickHouse on temporary tables; nothing is created or changed until this passes', info=true) }}
@@ -118,7 +122,6 @@
     into a temporary table: it is checked from the config instead, after the
     catalog checks of the plan. -#}
 {% macro _check_plan(cfg, objs, found, plan) %}
-  {%- do vcmt._check_expressions(cfg, objs.target) -%}
   {%- set chk = vcmt._check_relations(objs) -%}
   {%- do vcmt._drop_check_relations(chk) -%}
   {%- call statement('vcmt_check_stage') -%}{{ vcmt._as_temporary(vcmt._create_stage_sql(chk.stage, plan.columns)) }}{%- endcall -%}
@@ -158,57 +161,4 @@
   {%- for role, to, select_sql in vcmt._views(cfg, chk, columns) if role != 'transform' -%}
     {%- call statement('vcmt_check_' ~ role) -%}explain {{ select_sql }}{%- endcall -%}
   {%- endfor -%}
-{% endmacro %}
-
-
-{#- A `sharding_key` decides which shard owns a key, so it must be a function
-    of the `unique_key` columns only, and always give a key the same value: a
-    key whose events land on two shards has two live rows and collapses on
-    neither (docs/design.md#sharded-clusters). The engine parses the
-    expression (EXPLAIN AST) and names its identifiers and functions; no
-    regex guesses at SQL. Then the value must be an integer (the Distributed
-    engine takes it modulo the shards' total weight), and the profile must
-    name a cluster. -#}
-{% macro _check_sharding_key(cfg, columns, target) %}
-  {%- if not cfg.sharding_key -%}{{ return(none) }}{%- endif -%}
-  {%- set expr = cfg.sharding_key -%}
-  {%- set what = "vcmt_upsert " ~ target.identifier ~ ": `sharding_key` (" ~ expr ~ ")" -%}
-  {%- set fix = " Write it over the key only, e.g. sharding_key='cityHash64(" ~ cfg.key_columns | join(', ') ~ ")'. Nothing was created or changed." -%}
-  {%- set probe = 'select (' ~ vcmt._user_sql(expr) ~ ')' -%}
-  {%- if run_query('select formatQueryOrNull(' ~ vcmt._sql_string(probe) ~ ') is null').rows[0][0] | int == 1 -%}
-    {{ exceptions.raise_compiler_error(what ~ " is not valid SQL: ClickHouse cannot parse it." ~ fix) }}
-  {%- endif -%}
-  {%- set names = {'Identifier': [], 'Function': []} -%}
-  {#- Only what sits under the SELECT list (4 levels down): a client may append
-      `FORMAT x`, which the AST shows as an identifier of the query itself. -#}
-  {%- for line in run_query('explain ast ' ~ probe).columns[0].values() -%}
-    {%- set m = modules.re.match('^\\s{4,}(Identifier|Function) (.*?)( \\(children [0-9]+\\))?$', line) -%}
-    {%- if m and m.group(2) not in names[m.group(1)] -%}{%- do names[m.group(1)].append(m.group(2)) -%}{%- endif -%}
-  {%- endfor -%}
-  {%- set others = names.Identifier | reject('in', cfg.key_columns) | list -%}
-  {%- if others -%}
-    {{ exceptions.raise_compiler_error(what ~ " must be a function of `unique_key` " ~ cfg.key_columns ~ " only, but it reads " ~ others ~ ". The shard of a key must never change: when two events of one key are routed to two shards, each shard keeps a live row and neither can collapse them." ~ fix) }}
-  {%- endif -%}
-  {%- set deterministic = run_query("select count() from system.columns where database = 'system' and table = 'functions' and name = 'deterministic'").rows[0][0] | int -%}
-  {%- if deterministic and names.Function -%}
-    {%- set quoted = [] -%}
-    {%- for f in names.Function -%}{%- do quoted.append(vcmt._sql_string(f)) -%}{%- endfor -%}
-    {%- set varying = run_query("select arrayStringConcat(arraySort(groupArray(name)), ', ') from system.functions where ifNull(deterministic, 0) != 1 and name in (" ~ quoted | join(', ') ~ ')').rows[0][0] -%}
-    {%- if varying -%}
-      {{ exceptions.raise_compiler_error(what ~ " must give a key the same value every time, but " ~ varying ~ " can return another value for the same `unique_key` " ~ cfg.key_columns ~ " (the engine does not mark it deterministic; a SQL function is never marked), which would send events of one key to two shards." ~ fix) }}
-    {%- endif -%}
-  {%- endif -%}
-  {%- set types = {} -%}
-  {%- for c in columns -%}{%- do types.update({c.name: c.data_type}) -%}{%- endfor -%}
-  {%- set keys = [] -%}
-  {%- for k in cfg.key_columns -%}
-    {%- do keys.append('defaultValueOfTypeName(' ~ vcmt._sql_string(types[k]) ~ ') as ' ~ vcmt._quote(k)) -%}
-  {%- endfor -%}
-  {%- set type = run_query('select toTypeName((' ~ vcmt._user_sql(expr) ~ ')) from (select ' ~ keys | join(', ') ~ ')').rows[0][0] -%}
-  {%- if not modules.re.match('^U?Int(8|16|32|64|128|256)$', type) -%}
-    {{ exceptions.raise_compiler_error(what ~ " must return an integer (the Distributed engine picks shard number `value % total weight`); it returns " ~ type ~ "." ~ fix) }}
-  {%- endif -%}
-  {%- if vcmt._cluster_name() is none -%}
-    {{ exceptions.raise_compiler_error("vcmt_upsert " ~ target.identifier ~ ": `sharding_key` needs dbt-clickhouse's `cluster` in the profile: the model becomes a Distributed table over one local table per shard of that cluster, and without a cluster there is one node and nothing to shard. Set `cluster: <name>` in the profile target, or remove `sharding_key` from the model. Nothing was created or changed.") }}
-  {%- endif -%}
 {% endmacro %}

@@ -87,47 +87,6 @@
 {% endmacro %}
 
 
-{#- Exact per-insert counters of what the transform did, for the run report. -#}
-{% macro _create_applied_sql(relation) %}
-  create table {{ relation }} {{ on_cluster_clause(relation) }} (
-    inserted UInt64, updated UInt64, deleted UInt64
-  ) engine = SummingMergeTree order by tuple()
-{% endmacro %}
-
-{#- In one insert block an update is a key with two rows (-1, +1), an insert a
-    +1 alone, a delete a -1 alone; so rows - distinct keys counts updates, and
-    the rest follows by sign. (uniqExact is about twice as fast as a GROUP BY.) -#}
-{% macro _applied_writer_sql(cfg, objs) %}
-  {%- set s = vcmt._quote(cfg.sign) -%}
-  {%- set updated = '(count() - uniqExact(' ~ vcmt._column_list(cfg.key_columns) ~ '))' -%}
-  select
-    countIf({{ s }} = 1) - {{ updated }} as inserted,
-    {{ updated }} as updated,
-    countIf({{ s }} = -1) - {{ updated }} as deleted
-  from {{ objs.target }}
-{% endmacro %}
-
-
-{% macro _create_loads_sql(relation) %}
-  create table {{ relation }} {{ on_cluster_clause(relation) }} (
-    loaded_at DateTime64(3),
-    invocation_id String,
-    events UInt64,
-    upserts UInt64,
-    deletes UInt64,
-    fed UInt64,
-    rounds UInt32,
-    inserted UInt64,
-    updated UInt64,
-    deleted UInt64,
-    skipped UInt64,
-    rows_written UInt64,
-    watermark Nullable(String),
-    seconds Float64
-  ) engine = MergeTree order by loaded_at
-{% endmacro %}
-
-
 {#- The truncates recorded for the model (`truncate_when`): every row at or
     below the highest `version` is deleted, and events at or below it are
     ignored. A row with `rows_deleted` NULL records a truncate whose deletes
@@ -158,13 +117,4 @@
 {#- Drop one of a model's objects (on its cluster, if any) and wait until it is gone. -#}
 {% macro _drop_sql(relation, if_exists=true) %}
   drop table {{ 'if exists ' if if_exists }}{{ relation }} {{ on_cluster_clause(relation) }} sync
-{% endmacro %}
-
-
-{#- A sharded model's public table over its per-shard `local` one: rows go
-    to shard number `sharding_key % total weight` of the profile's cluster,
-    reads gather every shard (docs/design.md#sharded-clusters). -#}
-{% macro _create_distributed_sql(cfg, relation, local) %}
-  create table {{ relation }} {{ on_cluster_clause(relation) }} as {{ local }}
-  engine = Distributed({{ vcmt._sql_string(vcmt._cluster_name()) }}, {{ vcmt._sql_string(local.schema) }}, {{ vcmt._sql_string(local.identifier) }}, {{ vcmt._user_sql(cfg.sharding_key) }})
 {% endmacro %}

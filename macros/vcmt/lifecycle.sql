@@ -198,6 +198,7 @@
       {%- call statement('vcmt_create_' ~ role) -%}{{ create_sql }}{%- endcall -%}
     {%- endif -%}
   {%- endfor -%}
+  {%- do vcmt._add_missing_loads_columns(objs, found) -%}
   {#- delete_mode: the new writer is attached before the old one goes, so no
       delete is ever left without a tombstone. -#}
   {%- for role, to, select_sql in vcmt._views(cfg, objs, columns) if role != 'transform' and objs[role].identifier not in found -%}

@@ -26,6 +26,7 @@
   {%- if not vcmt._relation_exists(objs.stage) -%}
     {{ exceptions.raise_compiler_error("vcmt.load_stage: `" ~ objs.stage ~ "` does not exist; build the model first with `dbt run --select " ~ model ~ "`.") }}
   {%- endif -%}
+  {%- do vcmt._add_missing_loads_columns(objs, vcmt._existing_objects(objs)) -%}
   {%- set columns = [] -%}
   {%- for c in adapter.get_columns_in_relation(objs.target) -%}{%- do columns.append({'name': c.name, 'data_type': c.data_type}) -%}{%- endfor -%}
   {%- set select_columns = adapter.get_column_schema_from_query(vcmt._user_sql(sql)) -%}

@@ -44,37 +44,6 @@
 {% endmacro %}
 
 
-{#- Whether `objs` are a sharded model's (docs/design.md#sharded-clusters). -#}
-{% macro _sharded(objs) %}
-  {{ return('distributed' in objs) }}
-{% endmacro %}
-
-
-{#- What a statement names to reach every shard's `role` object: the object
-    itself when the model is not sharded; on a sharded model the Distributed
-    table for the target and the stage (reads of the target, INSERTs into the
-    stage), and `clusterAllReplicas()` for a helper table. Helper tables are
-    not replicated: each replica holds what the inserts it received wrote, so
-    the union over all replicas is the model's whole record
-    (docs/design.md#sharded-clusters). -#}
-{% macro _all_shards(objs, role) %}
-  {%- if not vcmt._sharded(objs) -%}{{ return(objs[role] | string) }}{%- endif -%}
-  {%- if role in ['target', 'stage'] -%}
-    {{ return(objs['distributed' if role == 'target' else 'distributed_stage'] | string) }}
-  {%- endif -%}
-  {%- set rel = objs[role] -%}
-  {{ return('clusterAllReplicas(' ~ vcmt._sql_string(vcmt._cluster_name()) ~ ', ' ~ vcmt._sql_string(rel.schema) ~ ', '
-            ~ vcmt._sql_string(rel.identifier) ~ ')') }}
-{% endmacro %}
-
-
-{#- The profile's dbt-clickhouse `cluster`, unquoted, or none. -#}
-{% macro _cluster_name() %}
-  {%- set quoted = adapter.get_clickhouse_cluster_name() -%}
-  {{ return(quoted[1:-1] if quoted else none) }}
-{% endmacro %}
-
-
 {#- Drop every object of the model (only those in `found` when given), views
     first so no writer ever sees a stage without its transform. -#}
 {% macro _drop_objects(objs, found=none) %}
@@ -92,27 +61,6 @@
     (`<model>__vcmt_new`, `<model>__vcmt_new__stage`, ...). -#}
 {% macro _staging_objects(objs) %}
   {{ return(vcmt.objects(objs.target.incorporate(path={'identifier': objs.target.identifier ~ '__vcmt_new'}))) }}
-{% endmacro %}
-
-
-{#- name -> {engine, as_select, create_table_query} for every object of the
-    model that exists: one system.tables query per run instead of one per object. -#}
-{% macro _existing_objects(objs) %}
-  {%- set names = [] -%}
-  {%- for rel in objs.values() -%}{%- do names.append(vcmt._sql_string(rel.identifier)) -%}{%- endfor -%}
-  {%- set rows = run_query("select name, engine, as_select, create_table_query from system.tables where database = "
-                           ~ vcmt._sql_string(objs.target.schema) ~ " and name in (" ~ names | join(', ') ~ ")") -%}
-  {%- set found = {} -%}
-  {%- for row in rows.rows -%}
-    {%- do found.update({row[0]: {'engine': row[1], 'as_select': row[2], 'create_table_query': row[3]}}) -%}
-  {%- endfor -%}
-  {{ return(found) }}
-{% endmacro %}
-
-
-{% macro _relation_exists(relation) %}
-  {%- set rows = run_query("select count() from system.tables where database = " ~ vcmt._sql_string(relation.schema) ~ " and name = " ~ vcmt._sql_string(relation.identifier)) -%}
-  {{ return(rows.columns[0].values()[0] | int > 0) }}
 {% endmacro %}
 
 

@@ -4,7 +4,7 @@
     results, so it is exact only when the +1 row of a state and the -1 row
     that later cancels it (an exact copy of the state row, in another part)
     contribute values that cancel in the merged result. What is accepted,
-    checked on the engine's own parse tree (EXPLAIN AST):
+    checked on the engine's own parse tree (_explain_ast):
 
     - the only aggregate is `sum(<arg>)`, written as a whole select item
       (an alias is fine), where <arg> is the sign column itself, or a product
@@ -35,6 +35,10 @@
   {%- set re = modules.re -%}
   {%- if projection is not mapping or 'name' not in projection or 'query' not in projection -%}
     {{ exceptions.raise_compiler_error("vcmt_upsert: each entry of `projections` must be a dict with `name` and `query`, e.g. {'name': 'by_status', 'query': 'select status, sum(sign), sum(amount * sign) group by status'}; got `" ~ projection ~ "`.") }}
+  {%- endif -%}
+  {%- set unknown = projection.keys() | reject('in', ['name', 'query']) | list -%}
+  {%- if unknown -%}
+    {{ exceptions.raise_compiler_error("vcmt_upsert: projection `" ~ projection['name'] ~ "` has unknown key(s) " ~ unknown ~ "; a projection is {'name': ..., 'query': ...} and nothing else. Remove them (a projection's settings live in the table's `settings`).") }}
   {%- endif -%}
   {%- set name = projection['name'] -%}
   {%- if not re.match('^[A-Za-z_][A-Za-z0-9_]*$', name) -%}
@@ -72,14 +76,12 @@
 {% macro _check_projection_exact(projection, sign, fns) %}
   {%- set name = projection['name'] -%}
   {%- set query = projection['query'] -%}
-  {#- The engine's own parser, through a throwaway CREATE that is only parsed
-      (EXPLAIN AST creates nothing): the projection grammar of the real DDL. -#}
-  {%- set lines = run_query("explain ast create table _vcmt_projection_check (_c Int8, projection "
-                            ~ vcmt._quote(name) ~ " (" ~ vcmt._user_sql(query) ~ ")) engine = MergeTree order by tuple()").columns[0].values() -%}
-  {%- set tree = vcmt._ast_tree(lines) -%}
-  {%- set found = [] -%}
-  {%- do vcmt._ast_find(tree, 'Projection', none, found) -%}
-  {%- if found | length != 1 or found[0].children | length != 1 -%}
+  {#- The engine's own parser (_explain_ast). A projection's query parses as a
+      SELECT without FROM; that it also parses as a projection was checked
+      first (_check_syntax). -#}
+  {%- set tree = vcmt._explain_ast(query) -%}
+  {%- set selects = tree.children[0].children[0].children -%}
+  {%- if selects | length != 1 or selects[0].kind != 'SelectQuery' -%}
     {{ exceptions.raise_compiler_error("vcmt_upsert: `projections`: projection `" ~ name ~ "` must be one `select ... group by ...` query; got `" ~ query ~ "`.") }}
   {%- endif -%}
   {%- set sums = [] -%}
@@ -87,7 +89,9 @@
   {%- set texts = vcmt._sum_arguments(query) -%}
   {%- set ctx = {'name': name, 'sign': sign, 'fns': fns, 'query': query,
                  'sum_texts': texts if texts | length == sums | length else [], 'sums_seen': []} -%}
-  {%- set clauses = found[0].children[0].children -%}
+  {#- EXPLAIN in a subquery shows a SELECT without FROM as reading system.one;
+      the projection grammar has no FROM (checked by _check_syntax). -#}
+  {%- set clauses = selects[0].children | rejectattr('kind', 'equalto', 'TablesInSelectQuery') | list -%}
   {#- The first list is the SELECT list: the only place aggregates may be, as whole items. -#}
   {%- for item in clauses[0].children -%}
     {%- do vcmt._ast_check(item, ctx, true) -%}
@@ -175,32 +179,6 @@
 
 {% macro _is_volatile(fn, fns) %}
   {{ return(fn in fns.volatile.exact or fn | lower in fns.volatile.ci) }}
-{% endmacro %}
-
-
-{#- EXPLAIN AST output (one node a line, indented one space a level) as a tree
-    of {kind, name, alias, children}. -#}
-{% macro _ast_tree(lines) %}
-  {%- set pattern = modules.re.compile('^(\\S+)(?: (.*?))?(?: \\(alias ([^)]*)\\))?(?: \\(children \\d+\\))?$') -%}
-  {%- set root = {'kind': 'Root', 'name': '', 'alias': none, 'children': [], 'depth': -1} -%}
-  {%- set stack = [root] -%}
-  {%- for line in lines -%}
-    {%- set label = line | trim -%}
-    {%- set depth = line | length - line.lstrip(' ') | length -%}
-    {%- set m = pattern.match(label) -%}
-    {%- set node = {'kind': m.group(1), 'name': m.group(2) or '', 'alias': m.group(3), 'children': [], 'depth': depth} -%}
-    {%- for _ in range(stack | length) if stack | length > 1 and stack[-1].depth >= depth -%}{%- do stack.pop() -%}{%- endfor -%}
-    {%- do stack[-1].children.append(node) -%}
-    {%- do stack.append(node) -%}
-  {%- endfor -%}
-  {{ return(root) }}
-{% endmacro %}
-
-
-{#- Append to `out` every node of `kind` (and, if given, lower-case `name`) under `node`. -#}
-{% macro _ast_find(node, kind, name, out) %}
-  {%- if node.kind == kind and (name is none or node.name | lower == name) -%}{%- do out.append(node) -%}{%- endif -%}
-  {%- for child in node.children -%}{%- do vcmt._ast_find(child, kind, name, out) -%}{%- endfor -%}
 {% endmacro %}
 
 

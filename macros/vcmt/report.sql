@@ -1,3 +1,35 @@
+{#- The run report: what a load did, counted once and shown three ways (the
+    run line, dbt's result, a row of `<model>__loads`), plus the counters
+    behind it (`<model>__applied`, written by a view on the target). -#}
+
+
+{#- The columns of `<model>__loads`, as (name, type, what it counts): the one
+    list its DDL, each load's row and the docs' table are made from. -#}
+{% macro _loads_fields() %}
+  {{ return([
+      ('loaded_at', 'DateTime64(3)', 'when the load ended'),
+      ('invocation_id', 'String', "dbt's invocation id"),
+      ('events', 'UInt64', 'events read (upserts + deletes), exact duplicates included'),
+      ('upserts', 'UInt64', 'events read with sign >= 0'),
+      ('deletes', 'UInt64', 'events read with sign < 0'),
+      ('superseded', 'UInt64', 'events folded into a later event of the same key in the batch, or exact duplicates'),
+      ('fed', 'UInt64', 'events that reached the transform: events - superseded'),
+      ('rounds', 'UInt32', 'INSERTs into the stage one after another (1 when the batch folds)'),
+      ('virtual_shards', 'UInt32', 'concurrent INSERTs per round'),
+      ('inserted', 'UInt64', 'keys that got their first live row'),
+      ('updated', 'UInt64', 'keys whose live row was replaced'),
+      ('deleted', 'UInt64', 'keys whose live row was removed'),
+      ('skipped', 'UInt64', 'fed events that changed nothing: stale, duplicate, or a delete of a key with no live row'),
+      ('rows_written', 'UInt64', 'rows written to the target: inserted + 2 x updated + deleted'),
+      ('truncates', 'UInt64', 'truncate events read'),
+      ('truncated_rows', 'UInt64', 'live rows a truncate deleted'),
+      ('ignored_below_truncate', 'UInt64', 'events read at or below a truncate, ignored'),
+      ('watermark', 'Nullable(String)', 'the highest `watermark` value loaded so far'),
+      ('seconds', 'Float64', 'duration of the load'),
+  ]) }}
+{% endmacro %}
+
+
 {#- The one-line run report of a load (docs/design.md#run-report): printed by
     `dbt run` and by `vcmt.load_stage`, and kept in the run result. -#}
 {% macro _summary(stats) %}
@@ -11,4 +43,83 @@
       ~ ('; ' ~ n.truncates ~ ' truncate(s): ' ~ n.truncated_rows ~ ' rows at or below version ' ~ n.truncated_to ~ ' deleted' if n.truncated_to is not none else '')
       ~ ('; ' ~ n.truncates ~ ' truncate(s) already applied' if n.truncates > 0 and n.truncated_to is none else '')
       ~ ('; ' ~ n.ignored_below_truncate ~ ' events at or below a truncate ignored' if n.ignored_below_truncate > 0 else '')) }}
+{% endmacro %}
+
+
+{#- The totals of `m__applied`, and with `watermark_sql` that expression too
+    (one query after a load instead of two). -#}
+{% macro _applied_totals(objs, watermark_sql=none) %}
+  {%- set row = run_query(vcmt._applied_totals_sql(objs, watermark_sql)).rows[0] -%}
+  {{ return({'inserted': row[0] | int, 'updated': row[1] | int, 'deleted': row[2] | int,
+             'watermark': row[3] if watermark_sql else none}) }}
+{% endmacro %}
+
+
+{% macro _applied_totals_sql(objs, watermark_sql=none) %}
+  {{ return('select sum(inserted), sum(updated), sum(deleted)' ~ (', ' ~ watermark_sql if watermark_sql else '')
+            ~ ' from ' ~ vcmt._all_shards(objs, 'applied') ~ ' ' ~ vcmt._read_settings()) }}
+{% endmacro %}
+
+
+{#- Exact per-insert counters of what the transform did, for the run report. -#}
+{% macro _create_applied_sql(relation) %}
+  create table {{ relation }} {{ on_cluster_clause(relation) }} (
+    inserted UInt64, updated UInt64, deleted UInt64
+  ) engine = SummingMergeTree order by tuple()
+{% endmacro %}
+
+
+{#- In one insert block an update is a key with two rows (-1, +1), an insert a
+    +1 alone, a delete a -1 alone; so rows - distinct keys counts updates, and
+    the rest follows by sign. (uniqExact is about twice as fast as a GROUP BY.) -#}
+{% macro _applied_writer_sql(cfg, objs) %}
+  {%- set s = vcmt._quote(cfg.sign) -%}
+  {%- set updated = '(count() - uniqExact(' ~ vcmt._column_list(cfg.key_columns) ~ '))' -%}
+  select
+    countIf({{ s }} = 1) - {{ updated }} as inserted,
+    {{ updated }} as updated,
+    countIf({{ s }} = -1) - {{ updated }} as deleted
+  from {{ objs.target }}
+{% endmacro %}
+
+
+{% macro _create_loads_sql(relation) %}
+  {%- set columns = [] -%}
+  {%- for name, type, _ in vcmt._loads_fields() -%}{%- do columns.append(vcmt._quote(name) ~ ' ' ~ type) -%}{%- endfor -%}
+  create table {{ relation }} {{ on_cluster_clause(relation) }} (
+    {{ columns | join(',\n    ') }}
+  ) engine = MergeTree order by loaded_at
+{% endmacro %}
+
+
+{#- A `<model>__loads` made by an earlier version gets the fields added since
+    (read from its stored CREATE: no catalog query). -#}
+{% macro _add_missing_loads_columns(objs, found) %}
+  {%- set stored = found.get(objs.loads.identifier, {}).get('create_table_query') -%}
+  {%- if not stored -%}{{ return(none) }}{%- endif -%}
+  {%- for name, type, _ in vcmt._loads_fields() if not modules.re.search('[(,]\\s*`?' ~ name ~ '`?\\s', stored) -%}
+    {%- call statement('vcmt_loads_add_' ~ name) -%}
+      alter table {{ objs.loads }} {{ on_cluster_clause(objs.loads) }} add column if not exists {{ vcmt._quote(name) }} {{ type }}
+    {%- endcall -%}
+  {%- endfor -%}
+{% endmacro %}
+
+
+{#- Record one load in `<model>__loads`, by column name, from the run's stats
+    (the keys of `stats` are the field names). -#}
+{% macro _record_load(objs, stats) %}
+  {%- set names = [] -%}
+  {%- set values = [] -%}
+  {%- for name, type, _ in vcmt._loads_fields() -%}
+    {%- do names.append(vcmt._quote(name)) -%}
+    {%- if name == 'loaded_at' -%}
+      {%- do values.append('now64(3)') -%}
+    {%- else -%}
+      {%- set value = invocation_id if name == 'invocation_id' else stats[name] -%}
+      {%- do values.append('cast(' ~ ('null' if value is none else vcmt._sql_string(value)) ~ ', ' ~ vcmt._sql_string(type) ~ ')') -%}
+    {%- endif -%}
+  {%- endfor -%}
+  {%- call statement('vcmt_log_load') -%}
+    insert into {{ objs.loads }} ({{ names | join(', ') }}) select {{ values | join(', ') }}
+  {%- endcall -%}
 {% endmacro %}

@@ -213,27 +213,10 @@
 {% endmacro %}
 
 
-{% macro _relation_columns(relation) %}
-  {%- set columns = [] -%}
-  {%- for c in adapter.get_columns_in_relation(relation) -%}
-    {%- do columns.append({'name': c.name, 'data_type': c.data_type}) -%}
-  {%- endfor -%}
-  {{ return(columns) }}
-{% endmacro %}
-
-
 {% macro _types_by_name(columns) %}
   {%- set types = {} -%}
   {%- for c in columns -%}{%- do types.update({c.name: c.data_type}) -%}{%- endfor -%}
   {{ return(types) }}
-{% endmacro %}
-
-
-{% macro _existing_projections(relation) %}
-  {%- set existing = {} -%}
-  {%- set rows = run_query("select name, query from system.projections where database = " ~ vcmt._sql_string(relation.schema) ~ " and table = " ~ vcmt._sql_string(relation.identifier)) -%}
-  {%- for row in rows.rows -%}{%- do existing.update({row[0]: row[1]}) -%}{%- endfor -%}
-  {{ return(existing) }}
 {% endmacro %}
 
 

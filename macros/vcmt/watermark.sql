@@ -26,3 +26,41 @@
   {%- if value is none -%}{{ return(fallback) }}{%- endif -%}
   {{ return(value if modules.re.match('^-?[0-9]+(\\.[0-9]+)?$', value) else vcmt._sql_string(value)) }}
 {% endmacro %}
+
+
+{#- SQL for the watermark to record after loading a batch whose highest
+    watermark value is `batch_max`: the greater of it and the highest recorded
+    so far, compared as the column's type in the target (the type `batch_max`
+    was read as), so a backfill of older batches never lowers it. A recorded
+    value that no longer fits that type (the watermark moved to another
+    column) is ignored. none when the batch had no rows: an empty run records
+    nothing. -#}
+{% macro _next_watermark_sql(cfg, objs, columns, select_columns, batch_max) %}
+  {%- if batch_max is none -%}{{ return(none) }}{%- endif -%}
+  {%- set typed = (columns + select_columns) | selectattr('name', 'equalto', cfg.watermark) | first -%}
+  {%- set scalar = vcmt._sql_string(vcmt._scalar_type(typed.data_type) or 'String') -%}
+  {%- set batch = vcmt._sql_string(batch_max) -%}
+  {%- set previous = '(' ~ vcmt._recorded_watermark_sql(objs) ~ ')' -%}
+  {{ return('ifNull((select toString(max(_vcmt_x)) from (select arrayJoin([accurateCastOrNull(' ~ batch ~ ', ' ~ scalar ~ '), accurateCastOrNull('
+            ~ previous ~ ', ' ~ scalar ~ ')]) as _vcmt_x)), ' ~ batch ~ ')') }}
+{% endmacro %}
+
+
+{#- The highest watermark recorded in `<model>__loads`, as text, or none.
+    Every recorded value is the running maximum, so the latest one is it. -#}
+{% macro _recorded_watermark(objs) %}
+  {%- set rows = run_query(vcmt._recorded_watermark_sql(objs) ~ ' ' ~ vcmt._read_settings()).rows -%}
+  {{ return(rows[0][0] if rows | length > 0 else none) }}
+{% endmacro %}
+
+
+{% macro _recorded_watermark_sql(objs) %}
+  {{ return('select watermark from ' ~ vcmt._all_shards(objs, 'loads') ~ ' where watermark is not null order by loaded_at desc limit 1') }}
+{% endmacro %}
+
+
+{#- An aggregate: the highest value of `expr` as text, NULL over no rows
+    (max() over nothing is the type's default, not "no value"). -#}
+{% macro _highest_as_text(expr) %}
+  {{ return('if(count() = 0, null, toString(max(' ~ expr ~ ')))') }}
+{% endmacro %}

@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from vcmt_tools.staging import contract
 from vcmt_tools.staging import debezium as dbz
 
 # Characters a declared column name may not contain (see _decode_steps).
@@ -114,7 +115,16 @@ def decode_lines(lines: DataFrame, flavour: str, key: Sequence[str], columns: Ma
 
 def _decode_steps(lines: _Steps, flavour: str, key: Sequence[str], columns: Mapping[str, str],
                   decimal_handling: str | Column = "precise", prefix: str | None = None) -> _Steps:
-    """The decoding's projections, recorded on `lines`."""
+    """The decoding's projections, recorded on `lines`: one stage each (docs/staging.md, "Output")."""
+    declared = _declared_columns(flavour, key, columns)
+    opened = _parse_stage(lines, declared, prefix)
+    typed = _envelope_stage(opened, declared, flavour)
+    values = _value_stage(typed, declared, decimal_handling)
+    return _judge_stage(values, declared, key)
+
+
+def _declared_columns(flavour: str, key: Sequence[str], columns: Mapping[str, str]) -> dict[str, dbz.Declared]:
+    """The declared columns, parsed, after every check of the model's arguments (ValueError naming the fix)."""
     if flavour not in dbz.FLAVOURS:
         raise ValueError(f"flavour must be one of {dbz.FLAVOURS}, got {flavour!r}")
     if not key:
@@ -141,12 +151,14 @@ def _decode_steps(lines: _Steps, flavour: str, key: Sequence[str], columns: Mapp
     same = [names for names in folded.values() if len(names) > 1]
     if same:
         raise ValueError(f"columns {same} differ only in case; Spark cannot tell them apart: declare one of each")
+    return declared
 
-    # Stage 1: the one parse of each line, into the fields staging reads; a line with the topic's schema
-    # prefix from its payload on.
+
+def _parse_stage(lines: _Steps, declared: Mapping[str, dbz.Declared], prefix: str | None) -> _Steps:
+    """Stages 1-2: the one parse of each line, into the fields staging reads (a line with the topic's schema
+    prefix from its payload on); then the line's value, its Connect schema and its envelope fields."""
     parsed = lines.select("raw", "_source_file", "_batch_id",
                           dbz.parse(F.col("raw"), declared, prefix).alias("_vcmt_parsed"))
-    # Stage 2: the line's value and Connect schema, then its envelope fields (wrapped or bare).
     line = F.get(F.col("_vcmt_parsed"), 0)
     opened = parsed.select(
         # Only the line's value travels on: the parse's wide type would make every later projection costly
@@ -155,8 +167,14 @@ def _decode_steps(lines: _Steps, flavour: str, key: Sequence[str], columns: Mapp
         line.alias("_vcmt_line"), dbz.line_schema(line, F.col("raw"), declared, prefix).alias("_vcmt_schema"),
     )
     line, schema = F.col("_vcmt_line"), F.col("_vcmt_schema")
-    opened = opened.select("*", *[dbz.envelope_field(line, n, schema).alias(f"_vcmt_e_{n}")
-                                  for n in dbz.ENVELOPE_FIELDS])
+    return opened.select("*", *[dbz.envelope_field(line, n, schema).alias(f"_vcmt_e_{n}")
+                                for n in dbz.ENVELOPE_FIELDS])
+
+
+def _envelope_stage(opened: _Steps, declared: Mapping[str, dbz.Declared], flavour: str) -> _Steps:
+    """Stage 3: the line's kind, op, image, version and source time; then each declared column's parsed
+    value and Connect field schema."""
+    line, schema = F.col("_vcmt_line"), F.col("_vcmt_schema")
     e = {n: F.col(f"_vcmt_e_{n}") for n in dbz.ENVELOPE_FIELDS}
     version, version_present = dbz.version(e, flavour)
     ts, ts_present = dbz.source_ts(e)
@@ -174,15 +192,19 @@ def _decode_steps(lines: _Steps, flavour: str, key: Sequence[str], columns: Mapp
     )
     # Each stage below is its own projection, so an expression used several times (a column's raw
     # value, the reason) is computed once and referenced, and the generated code stays small.
-    # Stage 3: each declared column's parsed value and Connect field schema.
     img, flds = F.col("img"), F.col("fields")
-    located = typed.select("*", *[
+    return typed.select("*", *[
         col
         for name in declared
         for col in (img[name].alias(f"{name}__raw"), dbz.field_schema(flds, name).alias(f"{name}__field"))
     ])
-    # Stage 4: the JSON text of values whose JSON type matters, then what the decoders ask of each value
-    # (present, text, JSON type, number), then a decimal's encoded bytes and scale: each computed once.
+
+
+def _value_stage(located: _Steps, declared: Mapping[str, dbz.Declared],
+                 decimal_handling: str | Column) -> _Steps:
+    """Stages 4-5: the JSON text of values whose JSON type matters, then what the decoders ask of each value
+    (present, text, JSON type, number), a decimal's encoded bytes and scale, each computed once; then
+    whether a value is the unavailable placeholder, and its decoded value."""
     variants = [name for name, d in declared.items() if not dbz.is_text(d)]
     with_json = located.select("*", *[F.to_json(F.col(f"{name}__raw")).alias(f"{name}__json") for name in variants])
     parted = with_json.select("*", *[
@@ -203,13 +225,17 @@ def _decode_steps(lines: _Steps, flavour: str, key: Sequence[str], columns: Mapp
         for part, col in dbz.numeric_parts(parts(name, encoded=False), F.col(f"{name}__field"), declared[name],
                                            decimal_handling, F.col("has_schema")).items()
     ])
-    # Stage 5: whether it is the placeholder, and its decoded value.
-    values = encoded.select("*", *[
+    return encoded.select("*", *[
         col
         for name, d in declared.items()
         for col in (dbz.is_unavailable(parts(name)).alias(f"{name}__unavailable"),
                     dbz.decode_value(parts(name), F.col(f"{name}__field"), d).alias(f"{name}__value"))
     ])
+
+
+def _judge_stage(values: _Steps, declared: Mapping[str, dbz.Declared], key: Sequence[str]) -> _Steps:
+    """Stage 6: the quarantine reason (contract.REASONS, first that applies) and whether the line is a valid
+    change; then the staged row (`stage_topic`'s output)."""
 
     def bad_value(name: str) -> Column:
         return F.col(f"{name}__present") & ~F.col(f"{name}__unavailable") & F.col(f"{name}__value").isNull()
@@ -223,16 +249,17 @@ def _decode_steps(lines: _Steps, flavour: str, key: Sequence[str], columns: Mapp
     for name in declared:
         wrong_type = wrong_type | bad_value(name)
     kind = F.col("_kind")
+    # A change line's reasons, in the contract's order (the first two are told by the parse).
+    rules = {"null_key": null_key, "null_version": ~F.col("version_present"),
+             "version_out_of_range": F.col("_version").isNull(), "wrong_type": wrong_type}
+    assert ("bad_json", "unknown_op", *rules) == contract.REASONS, "the reasons' order is the contract's"
     reason = (
         F.when(kind == "malformed",
                F.when(F.col("_vcmt_one"), F.lit("unknown_op")).otherwise(F.lit("bad_json")))
         .when(kind != "change", F.lit(None).cast("string"))
-        .when(null_key, F.lit("null_key"))
-        .when(~F.col("version_present"), F.lit("null_version"))
-        .when(F.col("_version").isNull(), F.lit("version_out_of_range"))
-        .when(wrong_type, F.lit("wrong_type"))
     )
-    # Stage 6: the reason, then whether the line is a valid change.
+    for name, broken in rules.items():
+        reason = reason.when(broken, F.lit(name))
     judged = values.select("*", reason.alias("_reason")).select(
         "*", ((F.col("_kind") == "change") & F.col("_reason").isNull()).alias("_valid"))
     valid = F.col("_valid")

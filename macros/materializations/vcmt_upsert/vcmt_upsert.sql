@@ -10,6 +10,7 @@
   {#- Everything about the SELECT is checked before any DDL. -#}
   {%- set select_columns = adapter.get_column_schema_from_query(sql) -%}
   {%- set columns = vcmt._target_columns(cfg, select_columns) -%}
+  {%- do vcmt._check_syntax(cfg, target) -%}
   {%- do vcmt._check_sharding_key(cfg, columns, target) -%}
   {%- do vcmt._check_projections(cfg) -%}
   {%- set found = vcmt._existing_objects(objs) -%}

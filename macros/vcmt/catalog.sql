@@ -1,0 +1,80 @@
+{#- What vcmt reads from the engine about objects and SQL: the catalog
+    (system.tables, system.columns, system.projections) and the parse tree of
+    a SELECT. Every answer is read as rows of a query, never as the text of a
+    statement a client may reformat: an HTTP client appends `FORMAT <x>` to
+    what it sends, and the parser attaches it to an EXPLAIN's inner query. -#}
+
+
+{#- name -> {engine, as_select, create_table_query} for every object of the
+    model that exists: one system.tables query per run instead of one per object. -#}
+{% macro _existing_objects(objs) %}
+  {%- set names = [] -%}
+  {%- for rel in objs.values() -%}{%- do names.append(vcmt._sql_string(rel.identifier)) -%}{%- endfor -%}
+  {%- set rows = run_query("select name, engine, as_select, create_table_query from system.tables where database = "
+                           ~ vcmt._sql_string(objs.target.schema) ~ " and name in (" ~ names | join(', ') ~ ")") -%}
+  {%- set found = {} -%}
+  {%- for row in rows.rows -%}
+    {%- do found.update({row[0]: {'engine': row[1], 'as_select': row[2], 'create_table_query': row[3]}}) -%}
+  {%- endfor -%}
+  {{ return(found) }}
+{% endmacro %}
+
+
+{% macro _relation_exists(relation) %}
+  {%- set rows = run_query("select count() from system.tables where database = " ~ vcmt._sql_string(relation.schema) ~ " and name = " ~ vcmt._sql_string(relation.identifier)) -%}
+  {{ return(rows.columns[0].values()[0] | int > 0) }}
+{% endmacro %}
+
+
+{% macro _relation_columns(relation) %}
+  {%- set columns = [] -%}
+  {%- for c in adapter.get_columns_in_relation(relation) -%}
+    {%- do columns.append({'name': c.name, 'data_type': c.data_type}) -%}
+  {%- endfor -%}
+  {{ return(columns) }}
+{% endmacro %}
+
+
+{% macro _existing_projections(relation) %}
+  {%- set existing = {} -%}
+  {%- set rows = run_query("select name, query from system.projections where database = " ~ vcmt._sql_string(relation.schema) ~ " and table = " ~ vcmt._sql_string(relation.identifier)) -%}
+  {%- for row in rows.rows -%}{%- do existing.update({row[0]: row[1]}) -%}{%- endfor -%}
+  {{ return(existing) }}
+{% endmacro %}
+
+
+{#- The engine's own parse tree of a SELECT, as {kind, name, alias, children}
+    nodes: the one reader of EXPLAIN AST. It runs as a subquery, so a client's
+    `FORMAT` clause attaches to the outer SELECT and the answer is plain rows
+    on every driver (EXPLAIN in a subquery only takes a SELECT). The root's
+    one child is the SelectWithUnionQuery. -#}
+{% macro _explain_ast(select_sql) %}
+  {%- set lines = run_query('select explain from (explain ast ' ~ vcmt._user_sql(select_sql) ~ ')').columns[0].values() -%}
+  {{ return(vcmt._ast_tree(lines)) }}
+{% endmacro %}
+
+
+{#- EXPLAIN AST output (one node a line, indented one space a level) as a tree
+    of {kind, name, alias, children}. -#}
+{% macro _ast_tree(lines) %}
+  {%- set pattern = modules.re.compile('^(\\S+)(?: (.*?))?(?: \\(alias ([^)]*)\\))?(?: \\(children \\d+\\))?$') -%}
+  {%- set root = {'kind': 'Root', 'name': '', 'alias': none, 'children': [], 'depth': -1} -%}
+  {%- set stack = [root] -%}
+  {%- for line in lines -%}
+    {%- set label = line | trim -%}
+    {%- set depth = line | length - line.lstrip(' ') | length -%}
+    {%- set m = pattern.match(label) -%}
+    {%- set node = {'kind': m.group(1), 'name': m.group(2) or '', 'alias': m.group(3), 'children': [], 'depth': depth} -%}
+    {%- for _ in range(stack | length) if stack | length > 1 and stack[-1].depth >= depth -%}{%- do stack.pop() -%}{%- endfor -%}
+    {%- do stack[-1].children.append(node) -%}
+    {%- do stack.append(node) -%}
+  {%- endfor -%}
+  {{ return(root) }}
+{% endmacro %}
+
+
+{#- Append to `out` every node of `kind` (and, if given, lower-case `name`) under `node`. -#}
+{% macro _ast_find(node, kind, name, out) %}
+  {%- if node.kind == kind and (name is none or node.name | lower == name) -%}{%- do out.append(node) -%}{%- endif -%}
+  {%- for child in node.children -%}{%- do vcmt._ast_find(child, kind, name, out) -%}{%- endfor -%}
+{% endmacro %}

@@ -1,0 +1,47 @@
+{#- The fold (docs/design.md#fold-or-rounds): when every policy is `replace`
+    and deletes are versioned, a key's events of a batch fold to its last
+    one, and the batch goes in one INSERT (or one per virtual shard). -#}
+
+
+{#- The fold's INSERT: each key's last event (docs/design.md#fold-or-rounds). -#}
+{% macro _fold_insert_sql(cfg, objs, data, events_sql) %}
+  insert into {{ vcmt._all_shards(objs, 'stage') }} ({{ vcmt._column_list(cfg.key_columns + data + [cfg.version, cfg.sign]) }})
+  {{ vcmt._fold_select_sql(cfg, data, events_sql) }}
+  {{ vcmt._stage_insert_settings(cfg) }}
+{% endmacro %}
+
+
+{#- Each key's last event. LIMIT 1 BY over a sort is about twice as fast as
+    argMax over a tuple here, and hands the transform its events in key
+    order, so the target's part writer finds them (nearly) sorted. -#}
+{% macro _fold_select_sql(cfg, data, events_sql) %}
+  {%- set keys = vcmt._column_list(cfg.key_columns) -%}
+  {%- set v = vcmt._quote(cfg.version) -%}
+  select {{ keys }}{% for c in data %}, {{ vcmt._quote(c) }}{% endfor %}, {{ v }}, _vcmt_sign
+  from ({{ events_sql }})
+  order by {{ keys }}, {{ v }} desc, _vcmt_sign asc
+  limit 1 by {{ keys }}
+{% endmacro %}
+
+
+{#- The fold on K virtual shards (docs/design.md#virtual-shards): the folded
+    events are written once into `m__batch` as round 1, in key order with
+    their position (the SELECT is read once, so a SELECT reading the model
+    sees it as before the load); then each shard inserts one range of
+    positions, i.e. of keys, from there. `keys` is the batch's number of
+    distinct keys (the stats query counted it): the folded batch's rows. -#}
+{% macro _load_folded_in_shards(cfg, objs, data, events_sql, keys) %}
+  {%- call statement('vcmt_batch_replace') -%}{{ vcmt._drop_sql(objs.batch) }}{%- endcall -%}
+  {%- call statement('vcmt_batch') -%}
+    create table {{ objs.batch }} engine = MergeTree order by tuple() as
+    select *, toUInt64(1) as _vcmt_round, rowNumberInAllBlocks() as _vcmt_pos from ({{ vcmt._fold_select_sql(cfg, data, events_sql) }})
+    {{ vcmt._stage_insert_settings(cfg) }}
+  {%- endcall -%}
+  {%- set k = cfg.virtual_shards -%}
+  {%- set statements = [] -%}
+  {%- for i in range(k) -%}
+    {%- do statements.append(vcmt._round_insert_sql(cfg, objs, data, 1, vcmt._range_shard_condition(i, k, keys))) -%}
+  {%- endfor -%}
+  {%- do vcmt._run_sharded(statements) -%}
+  {%- call statement('vcmt_batch_drop') -%}{{ vcmt._drop_sql(objs.batch) }}{%- endcall -%}
+{% endmacro %}

@@ -1,0 +1,107 @@
+{#- Sharded models (`sharding_key` with dbt-clickhouse's `cluster`;
+    docs/design.md#sharded-clusters): which objects are Distributed, how a
+    statement reaches every shard, the key's checks and the routing tables. -#}
+
+
+{#- Whether `objs` are a sharded model's (docs/design.md#sharded-clusters). -#}
+{% macro _sharded(objs) %}
+  {{ return('distributed' in objs) }}
+{% endmacro %}
+
+
+{#- What a statement names to reach every shard's `role` object: the object
+    itself when the model is not sharded; on a sharded model the Distributed
+    table for the target and the stage (reads of the target, INSERTs into the
+    stage), and `clusterAllReplicas()` for a helper table. Helper tables are
+    not replicated: each replica holds what the inserts it received wrote, so
+    the union over all replicas is the model's whole record
+    (docs/design.md#sharded-clusters). -#}
+{% macro _all_shards(objs, role) %}
+  {%- if not vcmt._sharded(objs) -%}{{ return(objs[role] | string) }}{%- endif -%}
+  {%- if role in ['target', 'stage'] -%}
+    {{ return(objs['distributed' if role == 'target' else 'distributed_stage'] | string) }}
+  {%- endif -%}
+  {%- set rel = objs[role] -%}
+  {{ return('clusterAllReplicas(' ~ vcmt._sql_string(vcmt._cluster_name()) ~ ', ' ~ vcmt._sql_string(rel.schema) ~ ', '
+            ~ vcmt._sql_string(rel.identifier) ~ ')') }}
+{% endmacro %}
+
+
+{#- The profile's dbt-clickhouse `cluster`, unquoted, or none. -#}
+{% macro _cluster_name() %}
+  {%- set quoted = adapter.get_clickhouse_cluster_name() -%}
+  {{ return(quoted[1:-1] if quoted else none) }}
+{% endmacro %}
+
+
+{#- A `sharding_key` decides which shard owns a key, so it must be a function
+    of the `unique_key` columns only, and always give a key the same value: a
+    key whose events land on two shards has two live rows and collapses on
+    neither (docs/design.md#sharded-clusters). The engine parses the
+    expression (_explain_ast) and names its identifiers and functions; no
+    regex guesses at SQL. Then the value must be an integer (the Distributed
+    engine takes it modulo the shards' total weight), and the profile must
+    name a cluster. -#}
+{% macro _check_sharding_key(cfg, columns, target) %}
+  {%- if not cfg.sharding_key -%}{{ return(none) }}{%- endif -%}
+  {%- set expr = cfg.sharding_key -%}
+  {%- set what = "vcmt_upsert " ~ target.identifier ~ ": `sharding_key` (" ~ expr ~ ")" -%}
+  {%- set fix = " Write it over the key only, e.g. sharding_key='cityHash64(" ~ cfg.key_columns | join(', ') ~ ")'. Nothing was created or changed." -%}
+  {#- The syntax was checked with the rest of the config (_check_syntax). -#}
+  {%- set select_list = vcmt._explain_ast('select (' ~ vcmt._user_sql(expr) ~ ')').children[0].children[0].children[0].children[0] -%}
+  {%- set names = {'Identifier': [], 'Function': []} -%}
+  {%- for kind in names.keys() -%}
+    {%- set nodes = [] -%}
+    {%- do vcmt._ast_find(select_list, kind, none, nodes) -%}
+    {%- for node in nodes if node.name not in names[kind] -%}{%- do names[kind].append(node.name) -%}{%- endfor -%}
+  {%- endfor -%}
+  {%- set others = names.Identifier | reject('in', cfg.key_columns) | list -%}
+  {%- if others -%}
+    {{ exceptions.raise_compiler_error(what ~ " must be a function of `unique_key` " ~ cfg.key_columns ~ " only, but it reads " ~ others ~ ". The shard of a key must never change: when two events of one key are routed to two shards, each shard keeps a live row and neither can collapse them." ~ fix) }}
+  {%- endif -%}
+  {%- set deterministic = run_query("select count() from system.columns where database = 'system' and table = 'functions' and name = 'deterministic'").rows[0][0] | int -%}
+  {%- if deterministic and names.Function -%}
+    {%- set quoted = [] -%}
+    {%- for f in names.Function -%}{%- do quoted.append(vcmt._sql_string(f)) -%}{%- endfor -%}
+    {%- set varying = run_query("select arrayStringConcat(arraySort(groupArray(name)), ', ') from system.functions where ifNull(deterministic, 0) != 1 and name in (" ~ quoted | join(', ') ~ ')').rows[0][0] -%}
+    {%- if varying -%}
+      {{ exceptions.raise_compiler_error(what ~ " must give a key the same value every time, but " ~ varying ~ " can return another value for the same `unique_key` " ~ cfg.key_columns ~ " (the engine does not mark it deterministic; a SQL function is never marked), which would send events of one key to two shards." ~ fix) }}
+    {%- endif -%}
+  {%- endif -%}
+  {%- set types = {} -%}
+  {%- for c in columns -%}{%- do types.update({c.name: c.data_type}) -%}{%- endfor -%}
+  {%- set keys = [] -%}
+  {%- for k in cfg.key_columns -%}
+    {%- do keys.append('defaultValueOfTypeName(' ~ vcmt._sql_string(types[k]) ~ ') as ' ~ vcmt._quote(k)) -%}
+  {%- endfor -%}
+  {%- set type = run_query('select toTypeName((' ~ vcmt._user_sql(expr) ~ ')) from (select ' ~ keys | join(', ') ~ ')').rows[0][0] -%}
+  {%- if not modules.re.match('^U?Int(8|16|32|64|128|256)$', type) -%}
+    {{ exceptions.raise_compiler_error(what ~ " must return an integer (the Distributed engine picks shard number `value % total weight`); it returns " ~ type ~ "." ~ fix) }}
+  {%- endif -%}
+  {%- if vcmt._cluster_name() is none -%}
+    {{ exceptions.raise_compiler_error("vcmt_upsert " ~ target.identifier ~ ": `sharding_key` needs dbt-clickhouse's `cluster` in the profile: the model becomes a Distributed table over one local table per shard of that cluster, and without a cluster there is one node and nothing to shard. Set `cluster: <name>` in the profile target, or remove `sharding_key` from the model. Nothing was created or changed.") }}
+  {%- endif -%}
+{% endmacro %}
+
+
+{#- A sharded model's public table over its per-shard `local` one: rows go
+    to shard number `sharding_key % total weight` of the profile's cluster,
+    reads gather every shard (docs/design.md#sharded-clusters). -#}
+{% macro _create_distributed_sql(cfg, relation, local) %}
+  create table {{ relation }} {{ on_cluster_clause(relation) }} as {{ local }}
+  engine = Distributed({{ vcmt._sql_string(vcmt._cluster_name()) }}, {{ vcmt._sql_string(local.schema) }}, {{ vcmt._sql_string(local.identifier) }}, {{ vcmt._user_sql(cfg.sharding_key) }})
+{% endmacro %}
+
+
+{#- A sharded model's routing as stored: a new `sharding_key` (or cluster)
+    would send a stored key's next events to another shard
+    (docs/design.md#sharded-clusters). Part of _check_stored_layout. -#}
+{% macro _check_stored_routing(cfg, objs, found, refresh) %}
+  {%- for role, local in [('distributed', 'target'), ('distributed_stage', 'stage')] if role in objs and objs[role].identifier in found -%}
+    {%- set stored_engine = found[objs[role].identifier].create_table_query.split(' ENGINE = ')[-1] -%}
+    {%- set wanted_engine = run_query("select formatQuerySingleLine(" ~ vcmt._sql_string(vcmt._create_distributed_sql(cfg, objs[role], objs[local])) ~ ")").rows[0][0].split(' ENGINE = ')[-1] -%}
+    {%- if stored_engine != wanted_engine -%}
+      {{ exceptions.raise_compiler_error("vcmt_upsert: `sharding_key` (or the profile's `cluster`) changed, but `" ~ objs[role] ~ "` routes by what it was created with: stored `" ~ stored_engine ~ "`; got `" ~ wanted_engine ~ "`. A key's next events would go to another shard than its stored row." ~ refresh) }}
+    {%- endif -%}
+  {%- endfor -%}
+{% endmacro %}
