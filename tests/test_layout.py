@@ -1,16 +1,29 @@
-"""The repository's own rules, checked on its files: public macros are
-dispatched and documented, README "Layout" matches the tree, and every
-pointer into docs/design.md lands on a heading."""
+"""The repository's own rules, checked on its files.
+
+- the three shelves: the package (macros/, dbt/, vcmt_tools/) imports nothing from the lab, holds no
+  Spark-only macro, and its wheel ships nothing else;
+- public macros are dispatched and documented;
+- README "Layout" matches the tree; every relative link of the docs lands on a file (and heading);
+- the staging contract has one list of kinds and reasons, which the example project's vars repeat.
+"""
 
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
+import zipfile
 from pathlib import Path
 
 import yaml
+from vcmt_tools.staging import contract
 
 ROOT = Path(__file__).resolve().parents[1]
 MACRO = re.compile(r"\{%-?\s*macro\s+([A-Za-z_][A-Za-z0-9_]*)\s*\((.*?)\)\s*-?%\}(.*?)\{%-?\s*endmacro", re.S)
+PRODUCT_PYTHON = ("dbt", "vcmt_tools")
+# Markdown that a user or a maintainer reads: every relative link in it must resolve.
+DOCS = ("README.md", "CHANGELOG.md", "docs", "examples/cdc/README.md", "lab/README.md", "lab/bench/README.md",
+        "lab/capture/README.md", "lab/bench/results/staging-history.md")
 
 
 def _macros() -> dict[str, str]:
@@ -31,13 +44,64 @@ def _documented() -> set[str]:
 def test_public_macros_are_dispatched_and_documented() -> None:
     macros = _macros()
     public = {n for n in macros if not n.startswith(("_", "default__", "test_"))}
-    assert len(public) >= 10, f"the scan found too few macros: {sorted(public)}"
+    assert len(public) >= 8, f"the scan found too few macros: {sorted(public)}"
     undocumented = public - _documented()
     assert not undocumented, f"public macros missing from a macros yml (document them or prefix _): {sorted(undocumented)}"
     not_dispatched = sorted(n for n in public if f"adapter.dispatch('{n}', 'vcmt')" not in macros[n])
     assert not not_dispatched, f"public macros that are not dispatched: {not_dispatched}"
     stale = {n for n in _documented() - set(macros) if f"default__{n}" not in macros}
     assert not stale, f"macros yml documents macros that do not exist: {sorted(stale)}"
+
+
+def test_the_package_imports_nothing_from_the_lab() -> None:
+    sources = [p for top in PRODUCT_PYTHON for p in (ROOT / top).rglob("*.py")]
+    assert len(sources) >= 15, f"the scan found too few sources: {sources}"
+    importing = [str(p.relative_to(ROOT)) for p in sources
+                 if re.search(r"^\s*(from|import)\s+(vcmt_lab|tests)\b", p.read_text(), re.M)]
+    assert not importing, f"the package imports the lab (the lab may import the package, never the reverse): {importing}"
+
+
+# What only Spark runs: dbt-spark's strategies and config, Spark SQL functions, the SQL staging's macros.
+SPARK_ONLY = re.compile(r"(?i)\b(try_variant_get|variant_get|parse_json|insert_overwrite|file_format|location_root|"
+                        r"spark\.sql|cdc_\w+)\b")
+
+
+def test_the_package_holds_only_clickhouse_macros() -> None:
+    """A project that installs the package gets ClickHouse macros only: the Spark staging macros live
+    in the example project."""
+    files = sorted((ROOT / "macros").rglob("*.sql"))
+    assert len(files) >= 20, files
+    spark = {str(p.relative_to(ROOT)): sorted(set(SPARK_ONLY.findall(p.read_text()))) for p in files
+             if SPARK_ONLY.search(p.read_text())}
+    assert not spark, f"Spark-only SQL in the package's macros (it belongs in examples/cdc/macros): {spark}"
+    project = yaml.safe_load((ROOT / "dbt_project.yml").read_text())
+    assert project["macro-paths"] == ["macros"] and project["model-paths"] == [], project
+
+
+def test_the_wheel_ships_the_package_only(tmp_path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-q",
+                           "-w", str(tmp_path), str(ROOT)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (wheel,) = tmp_path.glob("vcmt-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    tops = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
+    assert tops == {"dbt", "vcmt_tools"}, tops
+    assert "vcmt_tools/staging/topic.py" in names and "dbt/adapters/chdb/client.py" in names, names
+    assert not [n for n in names if "vcmt_lab" in n or n.startswith(("tests/", "lab/", "examples/"))], names
+
+
+def test_installed_packages_name_every_source_folder() -> None:
+    """pyproject.toml lists the packages (setuptools' finder loops on dbt deps' link): each folder of Python
+    code under dbt/ and vcmt_tools/, and the folders above it, and nothing else; the lab's likewise."""
+    import tomllib
+
+    for root, tops in ((ROOT, PRODUCT_PYTHON), (ROOT / "lab", ("vcmt_lab",))):
+        listed = set(tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+        code = {path.parent.relative_to(root) for top in tops for path in (root / top).rglob("*.py")}
+        packages = {".".join(folder.parts[:n]) for folder in code for n in range(1, len(folder.parts) + 1)}
+        assert len(packages) >= 4, f"the scan found too few packages: {sorted(packages)}"
+        assert listed == packages, (f"{root / 'pyproject.toml'} [tool.setuptools] packages: add "
+                                    f"{sorted(packages - listed)}, drop {sorted(listed - packages)}")
 
 
 def _layout_paths() -> list[str]:
@@ -55,48 +119,83 @@ def _layout_paths() -> list[str]:
 def test_readme_layout_matches_the_tree() -> None:
     paths = _layout_paths()
     assert len(paths) >= 15, f"README Layout parsed to too few paths: {paths}"
-    # A short name after a comma continues the previous entry's folder (`vcmt_tools/cdc/, demo.py`).
-    resolved, folder = [], ""
-    for item in paths:
-        path = item if "/" in item.rstrip("/") or (ROOT / item).exists() else folder + item
-        folder = path.rstrip("/").rsplit("/", 1)[0] + "/" if "/" in path.rstrip("/") else ""
-        resolved.append(path.rstrip("/"))
-    missing = [p for p in resolved if not (ROOT / p).exists()]
+    missing = [p for p in paths if not (ROOT / p.rstrip("/")).exists()]
     assert not missing, f"README Layout names paths that do not exist: {missing}"
+    listed = [p.rstrip("/") for p in paths]
     unlisted = [
         f"{top}/{p.name}"
-        for top in ("macros", "vcmt_tools", "models", "dbt/adapters")
+        for top in ("macros", "vcmt_tools", "dbt/adapters", "examples", "lab")
         for p in sorted((ROOT / top).iterdir())
-        if p.is_dir() and not p.name.startswith(("_", ".")) and not any((r + "/").startswith(f"{top}/{p.name}/") for r in resolved)
+        if (p.is_dir() or top == "vcmt_tools") and not p.name.startswith(("_", "."))
+        and p.name not in ("work", "pyproject.toml", "README.md") and not p.name.endswith(".egg-info")
+        and not any(f"{top}/{p.name}" == item or item.startswith(f"{top}/{p.name}/") for item in listed)
     ]
     assert not unlisted, f"folders missing from README Layout: {unlisted}"
 
 
+def _anchor(heading: str) -> str:
+    """GitHub's anchor of a markdown heading."""
+    return re.sub(r"[^a-z0-9 _-]", "", heading.lower()).strip().replace(" ", "-")
+
+
+def _anchors(path: Path) -> set[str]:
+    text = path.read_text()
+    text = re.sub(r"```.*?```", "", text, flags=re.S)
+    return {_anchor(h) for h in re.findall(r"^#+\s+(.*)$", text, re.M)} | set(re.findall(r'<a (?:name|id)="([^"]+)"', text))
+
+
+def _markdown_files() -> list[Path]:
+    files = []
+    for item in DOCS:
+        path = ROOT / item
+        files += sorted(path.rglob("*.md")) if path.is_dir() else [path]
+    return files
+
+
+def test_doc_links_resolve() -> None:
+    """Every relative link in the docs names a file that exists, and a heading of it when it has an anchor."""
+    files = _markdown_files()
+    assert len(files) >= 8, files
+    broken = []
+    for doc in files:
+        text = re.sub(r"```.*?```", "", doc.read_text(), flags=re.S)
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            if re.match(r"[a-z]+:", target):
+                continue
+            file_part, _, anchor = target.partition("#")
+            dest = (doc.parent / file_part).resolve() if file_part else doc
+            if not dest.exists():
+                broken.append(f"{doc.relative_to(ROOT)}: {target} (no such file)")
+            elif anchor and dest.suffix == ".md" and anchor not in _anchors(dest):
+                broken.append(f"{doc.relative_to(ROOT)}: {target} (no such heading)")
+    assert not broken, "broken links:\n" + "\n".join(broken)
+
+
 def test_design_pointers_land_on_headings() -> None:
-    design = (ROOT / "docs" / "design.md").read_text()
-    anchors = {re.sub(r"[^a-z0-9 _-]", "", h.lower()).strip().replace(" ", "-")
-               for h in re.findall(r"^#+\s+(.*)$", design, re.M)}
-    anchors |= set(re.findall(r'<a (?:name|id)="([^"]+)"', design))
+    """Code and docs point into docs/design.md by anchor; each anchor is a heading there."""
+    anchors = _anchors(ROOT / "docs" / "design.md")
     broken = []
     for path in ROOT.rglob("*"):
-        if path.suffix not in {".sql", ".py", ".md", ".yml"} or any(p in path.parts for p in (".venv", ".git", ".local", "target", "work")):
+        if path.suffix not in {".sql", ".py", ".md", ".yml"} or any(
+                p in path.parts for p in (".venv", ".git", ".local", "target", "work", "dbt_packages")):
             continue
         text = path.read_text(errors="ignore")
         # Any spelling of a design doc other than the repository's own (e.g. an upper-case brief kept elsewhere).
         elsewhere = {m for m in re.findall(r"(?i)\bdesign\.md\b", text) if m != "design.md"}
         assert not elsewhere, f"{path.relative_to(ROOT)} points to {elsewhere}; point to docs/design.md instead"
-        broken += [f"{path.relative_to(ROOT)}: #{a}" for a in re.findall(r"design\.md#([A-Za-z0-9_-]+)", text) if a not in anchors]
+        broken += [f"{path.relative_to(ROOT)}: #{a}" for a in re.findall(r"design\.md#([A-Za-z0-9_-]+)", text)
+                   if a not in anchors]
     assert not broken, f"pointers to docs/design.md sections that do not exist: {broken}"
 
 
-def test_installed_packages_name_every_source_folder() -> None:
-    """pyproject.toml lists the packages (setuptools' finder loops on dbt deps' link): each folder of Python
-    code under dbt/ and vcmt_tools/, and the folders above it, and nothing else."""
-    import tomllib
-
-    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
-    code = {path.parent.relative_to(ROOT) for top in ("dbt", "vcmt_tools") for path in (ROOT / top).rglob("*.py")}
-    packages = {".".join(folder.parts[:n]) for folder in code for n in range(1, len(folder.parts) + 1)}
-    assert len(packages) >= 10, f"the scan found too few packages: {sorted(packages)}"
-    assert listed == packages, (f"pyproject.toml [tool.setuptools] packages: add {sorted(packages - listed)}, "
-                                f"drop {sorted(listed - packages)}")
+def test_the_example_repeats_the_staging_contract() -> None:
+    """The example project's yml tests and SQL staging take kinds and reasons from its vars, which must be
+    the contract's (vcmt_tools.staging.contract), in its order."""
+    example_vars = yaml.safe_load((ROOT / "examples" / "cdc" / "dbt_project.yml").read_text())["vars"]
+    assert tuple(example_vars["cdc_kinds"]) == contract.KINDS
+    assert tuple(example_vars["cdc_reasons"]) == contract.REASONS
+    # The SQL staging's reason codes go through cdc_reason(), which checks them against the vars.
+    sql = (ROOT / "examples" / "cdc" / "macros" / "sql_staging" / "cdc_typed_lines.sql").read_text()
+    spelled = re.findall(r"cdc_reason\('(\w+)'\)", sql)
+    assert spelled == list(contract.SIMPLE_REASONS), spelled
+    assert not re.search(r"then '(" + "|".join(contract.REASONS) + ")'", sql), "a reason spelled without cdc_reason()"

@@ -1,1 +1,1 @@
-version = "0.1.0"
+version = "0.3.0"

@@ -1,4 +1,4 @@
-"""bench/results/latest.png: median times per step, and the ratios against their goals."""
+"""lab/bench/results/latest.png: median times per step, and the ratios against their goals."""
 
 from __future__ import annotations
 

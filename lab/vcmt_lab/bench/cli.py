@@ -1,4 +1,4 @@
-"""`make bench` / `python -m vcmt_lab.bench`: one run, one report (bench/results/latest.*)."""
+"""`make bench` / `python -m vcmt_lab.bench`: one run, one report (lab/bench/results/latest.*)."""
 
 from __future__ import annotations
 

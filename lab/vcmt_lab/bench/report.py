@@ -1,4 +1,4 @@
-"""The markdown report (bench/results/<name>.md), its JSON twin, the printed table and summary line."""
+"""The markdown report (lab/bench/results/<name>.md), its JSON twin, the printed table and summary line."""
 
 from __future__ import annotations
 
