@@ -16,6 +16,7 @@ import zipfile
 from pathlib import Path
 
 import yaml
+
 from vcmt_tools.staging import contract
 
 ROOT = Path(__file__).resolve().parents[1]
