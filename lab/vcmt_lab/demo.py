@@ -53,7 +53,7 @@ STAGINGS = {
                       {"pg.public.orders": "fct_orders", "mysql.shop.customers": "dim_customers"}),
     # SQL models (docs/design.md#cdc-staging-contract): also run on a Spark Thrift server.
     # On a vcmt_spark target (Spark Connect) the Python models are enabled too: they are left out.
-    "sql": Staging("simple", "spark", ("staging.sql",),
+    "sql": Staging("simple", "spark", ("staging.thrift",),
                    {"orders": "stg_cdc__order_changes", "customers": "stg_cdc__customer_changes"},
                    {"orders": "fct_orders", "customers": "dim_customers"}),
 }

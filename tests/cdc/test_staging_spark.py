@@ -113,13 +113,13 @@ def staging(tmp_path_factory, chdb_path: Path, lab_dir: Path) -> StagingRun:
         # Keep anything Spark writes relative to the working directory out of the repository.
         mp.chdir(lab_dir)
         _land(source, lake, range(0, 2))
-        first = run("staging.sql")
+        first = run("staging.thrift")
         _land(source, lake, range(2, 3))
-        second = run("staging.sql", "--exclude", "stg_cdc__batch_audit")  # the view exists already
+        second = run("staging.thrift", "--exclude", "stg_cdc__batch_audit")  # the view exists already
         rerun = run(CHANGES["orders"], QUARANTINE)
         restaged = run(CHANGES["orders"], QUARANTINE, vcmt_restage_batches=[1])
         # Tests only read: run them side by side.
-        tests = proj.dbt("test", "--select", "staging.sql", "--threads", "4", target="spark")
+        tests = proj.dbt("test", "--select", "staging.thrift", "--threads", "4", target="spark")
         refreshed = run(CHANGES["orders"], "--full-refresh")
     proj.close()
     expected = {topic: parse_lake(lake, topic) for topic in TOPICS}
