@@ -1,8 +1,17 @@
-"""Shared pytest fixtures: throwaway dbt projects on the real chDB engine (and Spark).
+"""Shared pytest fixtures: throwaway dbt projects on real ClickHouse engines (and Spark).
 
 Every test gets its own dbt project folder and its own ClickHouse database
-(schema) inside one chDB data directory for the whole session, because chDB
-allows one engine path per process.
+(schema). A test runs on the engines its module (or itself) names with
+`@pytest.mark.engines(...)`, by default the embedded one only:
+
+- `chdb`: the embedded engine in this process (`type: chdb`), one data
+  directory for the whole session (chDB allows one engine path per process);
+- `http`, `native`: a node served on 127.0.0.1 for the whole session
+  (vcmt_lab.clickhouse_server: ClickHouse 26.9's own server code in chDB's
+  local-server mode), reached by dbt-clickhouse (`type: clickhouse`) over
+  that driver.
+
+Parametrised tests show the engine in their id: `test_x[http]`.
 """
 
 from __future__ import annotations
@@ -16,7 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from vcmt_lab.dbt_project import DbtProject
+from vcmt_lab.clickhouse_server import ServedNode, start_node
+from vcmt_lab.dbt_project import DbtProject, Engine
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 # The package under test; override to test another checkout of it.
@@ -43,6 +53,36 @@ def _schema_for(node_name: str) -> str:
     return f"t_{slug}_{uuid.uuid4().hex[:6]}"
 
 
+ENGINES = ("chdb", "http", "native")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """`engine` takes the engines of the closest `engines` mark (default: the embedded one)."""
+    if "engine" in metafunc.fixturenames:
+        mark = metafunc.definition.get_closest_marker("engines")
+        kinds = mark.args if mark else ("chdb",)
+        unknown = set(kinds) - set(ENGINES)
+        if unknown:
+            raise ValueError(f"engines mark: unknown engine(s) {sorted(unknown)}; known: {ENGINES}")
+        metafunc.parametrize("engine", kinds, indirect=True, scope="module")
+
+
+@pytest.fixture(scope="session")
+def served_node(lab_dir: Path) -> Iterator[ServedNode]:
+    """One served ClickHouse node per test process, started on first use and stopped by PID at the end."""
+    node = start_node(lab_dir / "served_node")
+    yield node
+    node.stop()
+
+
+@pytest.fixture(scope="module")
+def engine(request, chdb_path: Path) -> Engine:
+    kind = getattr(request, "param", "chdb")
+    if kind == "chdb":
+        return Engine("chdb", chdb_path=chdb_path)
+    return Engine(kind, node=request.getfixturevalue("served_node"))
+
+
 def make_project(root: Path, name: str, chdb_path: Path, lab_dir: Path, **options) -> DbtProject:
     """A dbt project under `root` that installs this package with `local:`, in its own schema."""
     return DbtProject(
@@ -52,18 +92,19 @@ def make_project(root: Path, name: str, chdb_path: Path, lab_dir: Path, **option
 
 
 @pytest.fixture
-def project(request, tmp_path: Path, chdb_path: Path, lab_dir: Path) -> Iterator[DbtProject]:
-    """A fresh dbt project per test."""
-    proj = make_project(tmp_path / "proj", request.node.name, chdb_path, lab_dir)
+def project(request, tmp_path: Path, chdb_path: Path, lab_dir: Path, engine: Engine) -> Iterator[DbtProject]:
+    """A fresh dbt project per test, on the test's engine."""
+    proj = make_project(tmp_path / "proj", request.node.name, chdb_path, lab_dir, engine=engine)
     yield proj
     proj.close()
 
 
 @pytest.fixture(scope="module")
-def module_project(request, tmp_path_factory, chdb_path: Path, lab_dir: Path) -> Iterator[DbtProject]:
-    """One project shared by a test module: a full dbt parse of a fresh project costs seconds."""
+def module_project(request, tmp_path_factory, chdb_path: Path, lab_dir: Path, engine: Engine) -> Iterator[DbtProject]:
+    """One project shared by a test module (per engine): a full dbt parse of a fresh project costs seconds."""
     name = request.module.__name__.rsplit(".", 1)[-1].removeprefix("test_")
-    proj = make_project(tmp_path_factory.mktemp(name) / "proj", name, chdb_path, lab_dir)
+    proj = make_project(tmp_path_factory.mktemp(f"{name}_{engine.kind}") / "proj", name, chdb_path, lab_dir,
+                        engine=engine)
     yield proj
     proj.close()
 

@@ -9,18 +9,21 @@ whole load with its row number and column, and nothing is half-applied.
 
     vcmt-load-stage events.parquet --model fct_orders --project-dir my_dbt_project
 
-The file must be readable by the engine: always true for the embedded chDB
-target; for a ClickHouse server, a path on the server, or use
-`dbt run-operation vcmt.load_stage` with `s3(...)` or `url(...)` directly.
+The file is read by the engine, so this works on the embedded target
+(`type: chdb`), where the engine runs in this process. A ClickHouse server
+reads its own file system: on a server target the command refuses, and
+`dbt run-operation vcmt.load_stage` with a SELECT over `s3(...)`, `url(...)`
+or `file(...)` (a path on the server) is the way there.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import tempfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -59,9 +62,11 @@ def file_select(path: Path) -> str:
 
 
 def load_select(sql: str, model: str, project_dir: Path, profiles_dir: Path | None = None,
-                target: str | None = None, extra_args: Sequence[str] = ()) -> str:
-    """Run `vcmt.load_stage` for `sql`; returns its one-line report."""
-    args = ["run-operation", "vcmt.load_stage", "--args", json.dumps({"model": model, "sql": sql}),
+                target: str | None = None, extra_args: Sequence[str] = (), local_file: Path | None = None) -> str:
+    """Run `vcmt.load_stage` for `sql`; returns its one-line report. `local_file`: the file of this machine
+    that `sql` reads, which a server target cannot reach (the macro refuses it there)."""
+    operation = {"model": model, "sql": sql, **({"local_file": str(local_file)} if local_file else {})}
+    args = ["run-operation", "vcmt.load_stage", "--args", json.dumps(operation),
             "--project-dir", str(project_dir), *extra_args]
     if profiles_dir:
         args += ["--profiles-dir", str(profiles_dir)]
@@ -88,7 +93,7 @@ def load_file(path: Path, model: str, project_dir: Path, **kwargs: Any) -> str:
     """Apply the events in `path` (.parquet, .csv with a header, or JSON lines) to `model`."""
     if not path.is_file():
         raise LoadError(f"vcmt-load-stage: no such file: {path}")
-    return load_select(file_select(path), model, project_dir, **kwargs)
+    return load_select(file_select(path), model, project_dir, local_file=path.resolve(), **kwargs)
 
 
 def load_rows(rows: Iterable[Mapping[str, Any]], model: str, project_dir: Path, **kwargs: Any) -> str:
@@ -98,12 +103,19 @@ def load_rows(rows: Iterable[Mapping[str, Any]], model: str, project_dir: Path, 
     there (a NULL sign or version fails the load, naming the row), and a
     column that is NULL in every row is written as text NULLs.
     """
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     rows = list(rows)
     if not rows:
         return f"vcmt.load_stage {model}: 0 events"
+    with parquet_of(rows) as path:
+        return load_file(path, model, project_dir, **kwargs)
+
+
+@contextlib.contextmanager
+def parquet_of(rows: Sequence[Mapping[str, Any]]) -> Iterator[Path]:
+    """`rows` as a temporary Parquet file (removed afterwards), written in row groups of ROWS_PER_GROUP."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     columns = list(dict.fromkeys(c for row in rows for c in row))
     table = pa.Table.from_pylist([{c: row.get(c) for c in columns} for row in rows])
     for i, field in enumerate(table.schema):
@@ -112,7 +124,7 @@ def load_rows(rows: Iterable[Mapping[str, Any]], model: str, project_dir: Path, 
     with tempfile.TemporaryDirectory(prefix="vcmt-load-") as tmp:
         path = Path(tmp) / "events.parquet"
         pq.write_table(table, path, row_group_size=ROWS_PER_GROUP)
-        return load_file(path, model, project_dir, **kwargs)
+        yield path
 
 
 def main(argv: Sequence[str] | None = None) -> int:

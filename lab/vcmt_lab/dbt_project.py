@@ -22,6 +22,53 @@ import yaml
 from vcmt_tools.dbt_invoke import DbtRun, invoke
 
 PROJECT_NAME = "vcmt_test_project"
+# The dbt-clickhouse drivers a served node is reached with.
+SERVER_DRIVERS = ("http", "native")
+
+
+@dataclass(frozen=True)
+class Engine:
+    """The ClickHouse a project's ClickHouse target runs on: `chdb`, the embedded engine in this process
+    (`type: chdb`), or a served node reached by dbt-clickhouse (`type: clickhouse`) over `http` or
+    `native`. With `cluster`, the profile names that cluster of the node's config (sharded models)."""
+
+    kind: str
+    chdb_path: Path | None = None
+    node: Any = None  # vcmt_lab.clickhouse_server.ServedNode
+    cluster: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("chdb", *SERVER_DRIVERS):
+            raise ValueError(f"engine kind must be chdb, http or native; got {self.kind!r}")
+        if (self.kind == "chdb") != (self.node is None):
+            raise ValueError("chdb takes a chdb_path, http and native a served node")
+
+    @property
+    def served(self) -> bool:
+        return self.node is not None
+
+    @property
+    def target(self) -> str:
+        """The profile output's name."""
+        return "chdb" if self.kind == "chdb" else "clickhouse"
+
+    def output(self, schema: str, custom_settings: dict[str, Any]) -> dict[str, Any]:
+        extra: dict[str, Any] = {"custom_settings": custom_settings} if custom_settings else {}
+        if self.cluster:
+            extra["cluster"] = self.cluster
+        if self.served:
+            return self.node.dbt_output(schema, driver=self.kind, **extra)
+        return {"type": "chdb", "path": str(self.chdb_path), "schema": schema, "threads": 1, **extra}
+
+    def client(self, schema: str):
+        """A client of the same engine, in database `schema` (created if missing)."""
+        if self.served:
+            self.node.client().command(f"create database if not exists `{schema}`")
+            return self.node.client(schema)
+        bootstrap = clickhouse_connect.get_client(interface="chdb", path=str(self.chdb_path))
+        bootstrap.command(f"create database if not exists `{schema}`")
+        bootstrap.close()
+        return clickhouse_connect.get_client(interface="chdb", path=str(self.chdb_path), database=schema)
 
 # The run-operation that names a model's objects from vcmt's registry (macros/vcmt/objects.sql).
 OBJECT_NAMES_OPERATION = ("run-operation", "vcmt._log_object_names", "--args")
@@ -72,9 +119,13 @@ class DbtProject:
     spark_servers: dict[str, tuple[str, int]] = field(default_factory=dict)
     # A dbt project (examples/cdc) whose models, macros, vars and model configs this project starts with.
     example: Path | None = None
+    # The ClickHouse target's engine; by default the embedded one at `chdb_path`.
+    engine: Engine | None = None
     _client: Any = None
 
     def __post_init__(self) -> None:
+        if self.engine is None:
+            self.engine = Engine("chdb", chdb_path=self.chdb_path)
         self.root.mkdir(parents=True, exist_ok=True)
         project = {
             "name": PROJECT_NAME,
@@ -104,15 +155,9 @@ class DbtProject:
             "profiles.yml",
             {
                 "vcmt_test": {
-                    "target": "chdb",
+                    "target": self.engine.target,
                     "outputs": {
-                        "chdb": {
-                            "type": "chdb",
-                            "path": str(self.chdb_path),
-                            "schema": self.schema,
-                            "threads": 1,
-                            **({"custom_settings": self.custom_settings} if self.custom_settings else {}),
-                        },
+                        self.engine.target: self.engine.output(self.schema, self.custom_settings),
                         "spark": {"type": "spark", **spark_session_target},
                         # dbt-spark plus Python models on the same session (dbt/adapters/vcmt_spark); two
                         # threads, as in profiles.yml: independent models run at the same time.
@@ -168,8 +213,15 @@ class DbtProject:
             path.unlink()
 
     # -- dbt -----------------------------------------------------------------
-    def dbt(self, *args: str, expect_pass: bool = True, target: str = "chdb") -> DbtRun:
-        """Run one dbt command in-process; assert it passed or failed as expected."""
+    @property
+    def ch_target(self) -> str:
+        """The name of the ClickHouse target (the profile's default)."""
+        return self.engine.target
+
+    def dbt(self, *args: str, expect_pass: bool = True, target: str | None = None) -> DbtRun:
+        """Run one dbt command in-process (on the ClickHouse target unless `target`); assert it passed or
+        failed as expected."""
+        target = target or self.ch_target
         if args and args[0] == "debug":
             return self._checked(self._invoke([*args, "--target", target], common=False), args, expect_pass)
         self._ensure_deps()
@@ -222,23 +274,36 @@ class DbtProject:
         """`model`'s objects, role -> table name, as vcmt.objects names them."""
         return object_names(self.dbt(*OBJECT_NAMES_OPERATION, json.dumps({"model": model})))
 
+    def writer_args(self) -> dict[str, Any]:
+        """The keyword arguments of vcmt_tools.stage_writer's loaders for this project's ClickHouse target."""
+        return {"profiles_dir": self.root, "target": self.ch_target,
+                "extra_args": ["--log-path", str(self.root / "logs"), "--target-path", str(self.root / "target")]}
+
     def load_rows(self, model: str, rows: list[dict[str, Any]]) -> str:
-        """Apply rows to a vcmt_upsert model through `vcmt-load-stage`'s path (vcmt.load_stage)."""
-        from vcmt_tools.stage_writer import load_rows
+        """Apply rows to a vcmt_upsert model through the external writer's path (vcmt.load_stage), from a
+        Parquet file (see `load_file`)."""
+        from vcmt_tools import stage_writer
 
-        return load_rows(rows, model, self.root, profiles_dir=self.root, target="chdb", extra_args=[
-            "--log-path", str(self.root / "logs"), "--target-path", str(self.root / "target")])
+        if not rows:
+            return stage_writer.load_rows(rows, model, self.root, **self.writer_args())
+        with stage_writer.parquet_of(rows) as path:
+            return self.load_file(model, path)
 
-    # -- direct SQL on the same embedded engine --------------------------------
+    def load_file(self, model: str, path: Path) -> str:
+        """Apply a file of events to a vcmt_upsert model: as `vcmt-load-stage` does on the embedded engine; on
+        a served node (which refuses `vcmt-load-stage`) as its users do, `vcmt.load_stage` over `file()`
+        (the node runs on this machine, so its file system is this one)."""
+        from vcmt_tools import stage_writer
+
+        if not self.engine.served:
+            return stage_writer.load_file(path, model, self.root, **self.writer_args())
+        return stage_writer.load_select(stage_writer.file_select(path), model, self.root, **self.writer_args())
+
+    # -- direct SQL on the same engine ------------------------------------------
     @property
     def client(self):
         if self._client is None:
-            bootstrap = clickhouse_connect.get_client(interface="chdb", path=str(self.chdb_path))
-            bootstrap.command(f"create database if not exists `{self.schema}`")
-            bootstrap.close()
-            self._client = clickhouse_connect.get_client(
-                interface="chdb", path=str(self.chdb_path), database=self.schema
-            )
+            self._client = self.engine.client(self.schema)
         return self._client
 
     def query(self, sql: str, **settings: Any) -> list[tuple]:

@@ -6,11 +6,16 @@
 
       dbt run-operation vcmt.load_stage --args "{model: fct_orders, sql: 'select * from s3(...)'}"
 -#}
-{% macro load_stage(model, sql) %}
-  {{ return(adapter.dispatch('load_stage', 'vcmt')(model, sql)) }}
+{% macro load_stage(model, sql, local_file=none) %}
+  {{ return(adapter.dispatch('load_stage', 'vcmt')(model, sql, local_file)) }}
 {% endmacro %}
 
-{% macro default__load_stage(model, sql) %}
+{#- `local_file`: the file of the machine running dbt that `sql` reads
+    (vcmt-load-stage passes it). Only an engine in this process can read it. -#}
+{% macro default__load_stage(model, sql, local_file=none) %}
+  {%- if local_file and adapter.type() != 'chdb' -%}
+    {{ exceptions.raise_compiler_error("vcmt-load-stage: `" ~ local_file ~ "` is a file on this machine, but target `" ~ target.name ~ "` is a ClickHouse server (type: " ~ adapter.type() ~ "), which reads its own file system. Put the file where the server can read it and load it with a SELECT: dbt run-operation vcmt.load_stage --args \"{model: " ~ model ~ ", sql: 'select * from s3(...)'}\" (or url(...), or file('<path on the server>', 'Parquet')).") }}
+  {%- endif -%}
   {%- set nodes = [] -%}
   {%- for node in graph.nodes.values() if node.resource_type == 'model' and node.name == model -%}
     {%- do nodes.append(node) -%}

@@ -12,6 +12,8 @@ from tests.generic_tests.vcmt_tables import (
     vcmt_table_sql,
 )
 
+pytestmark = pytest.mark.engines("chdb", "http", "native")
+
 # Key 8: the cancel row carries 9.0 instead of the 9.99 it cancels.
 WRONG_AMOUNT = [(8, 1, 1, "open", 9.99), (8, 1, -1, "open", 9.0), (8, 2, 1, "open", 9.5)]
 # Key 9: the cancel row carries `shipped` instead of the `pending` it cancels.

@@ -12,6 +12,8 @@ from tests.generic_tests.vcmt_tables import (
     vcmt_table_sql,
 )
 
+pytestmark = pytest.mark.engines("chdb", "http", "native")
+
 # The state GOOD_ROWS stands for. Seed inference types k and _version as Int32
 # against the table's UInt64, which the test must cast across, and amount as
 # Float32, which holds 12.2 only to about 1e-7: hence the tolerance.

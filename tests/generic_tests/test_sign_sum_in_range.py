@@ -6,6 +6,8 @@ import pytest
 
 from tests.generic_tests.vcmt_tables import GOOD_ROWS, build_scenarios, run_test, vcmt_table_sql
 
+pytestmark = pytest.mark.engines("chdb", "http", "native")
+
 # Key 4: a state row inserted twice (a replay that was not deduplicated).
 REPLAYED = [(4, 1, 1, "open", 1.0), (4, 1, 1, "open", 1.0)]
 # Key 5 sums to 1, but version 1 sums to 2 and version 2 to -1: a duplicate

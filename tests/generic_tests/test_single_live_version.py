@@ -12,6 +12,8 @@ from tests.generic_tests.vcmt_tables import (
     vcmt_table_sql,
 )
 
+pytestmark = pytest.mark.engines("chdb", "http", "native")
+
 # Key 6: version 2 written without cancelling version 1.
 UNCANCELLED = [(6, 1, 1, "open", 1.0), (6, 2, 1, "shipped", 1.0)]
 # Key 7: the same, plus an orphan cancel of version 3 that brings the key's sum back to 1.

@@ -6,6 +6,8 @@ import pytest
 
 from tests.generic_tests.vcmt_tables import GOOD_ROWS, build_scenarios, run_test
 
+pytestmark = pytest.mark.engines("chdb", "http", "native")
+
 # GOOD_ROWS with version and sign columns named `ver` and `row_sign`.
 RENAMED_SQL = """
 {{{{ config(materialized='table', engine='VersionedCollapsingMergeTree(row_sign, ver)', order_by='k',

@@ -12,6 +12,9 @@ import pytest
 from tests.materialization.scenario import Scenario
 from vcmt_tools.stage_writer import LoadError
 
+# The same tests on the embedded engine and on a served node over HTTP (tests/conftest.py).
+pytestmark = pytest.mark.engines("chdb", "http", "native")
+
 TRUNC = {"id": "Int32", "qty": "Int64", "_op": "String", "_version": "UInt64", "sign": "Int8"}
 TRUNC_CFG = {"unique_key": "id", "truncate_when": "_op = 't'"}
 

@@ -15,8 +15,13 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import PACKAGE_ROOT
 from vcmt_lab.dbt_project import DbtProject
+
+# The same tests on the embedded engine and on a served node over HTTP (tests/conftest.py).
+pytestmark = pytest.mark.engines("chdb", "http")
 
 KEYS = 40
 VERSIONS = 6  # one round per version under a SQL policy (built-in ones fold)

@@ -7,14 +7,16 @@ import json
 import pytest
 
 from tests.materialization.scenario import Scenario
-from vcmt_tools.stage_writer import LoadError, load_file, main
+from vcmt_tools.stage_writer import LoadError, main
+
+pytestmark = pytest.mark.engines("chdb", "http")
 
 COLS = {"id": "Int32", "x": "Int64", "_version": "UInt64", "sign": "Int8"}
 
 
 def _cli(project, path, model="m") -> int:
     return main([str(path), "--model", model, "--project-dir", str(project.root), "--profiles-dir",
-                 str(project.root), "--target", "chdb"])
+                 str(project.root), "--target", project.ch_target])
 
 
 def _live(project, table="m"):
@@ -22,15 +24,16 @@ def _live(project, table="m"):
 
 
 @pytest.mark.parametrize("bad", ["null", "NaN"])
-def test_a_null_or_nan_version_fails_the_load_naming_row_and_column(project, tmp_path, capsys, bad):
+def test_a_null_or_nan_version_fails_the_load_naming_row_and_column(project, tmp_path, bad):
     """0.1.0 wrote a NULL or NaN version as 0."""
     s = Scenario(project, COLS, {"unique_key": "id"})
     s.run_batch([(1, 1, 1, 1)])
     lines = [{"id": 2, "x": 2, "_version": 1, "sign": 1}, {"id": 3, "x": 3, "_version": None, "sign": 1}]
     path = tmp_path / "events.jsonl"
     path.write_text("\n".join(json.dumps(r).replace("null", bad) if r["id"] == 3 else json.dumps(r) for r in lines))
-    assert _cli(project, path) == 2
-    err = capsys.readouterr().err
+    with pytest.raises(LoadError) as failed:
+        project.load_file("m", path)
+    err = str(failed.value)
     assert "row 1 of the input" in err and "`_version`" in err and "Nothing was loaded" in err
     assert _live(project) == [(1, 1, 1)]
 
@@ -42,7 +45,7 @@ def test_a_bad_value_in_a_later_round_applies_nothing(project, tmp_path):
     path = tmp_path / "events.csv"
     path.write_text("id,x,_version,sign\n1,10,2,1\n2,20,1,1\n1,not-a-number,3,1\n")
     with pytest.raises(LoadError, match=r"row 2 of the input \(counting from 0\) has `x` = not-a-number"):
-        load_file(path, "m", project.root, profiles_dir=project.root, target="chdb")
+        project.load_file("m", path)
     assert _live(project) == [(1, 1, 1)]
     assert project.scalar("select count() from m__loads") == 1
 
@@ -67,8 +70,27 @@ def test_the_model_config_decides_not_the_caller(project, tmp_path):
     import pyarrow.parquet as pq
     pq.write_table(pa.Table.from_pylist([{"id": 1, "x": 7, "_version": 2, "sign": 1},
                                          {"id": 1, "x": 100, "_version": 1, "sign": 1}]), path)
-    assert _cli(project, path) == 0
+    project.load_file("m", path)
     assert _live(project) == [(1, 12, 2)]
+
+
+def test_the_command_loads_a_local_file_on_the_embedded_engine_only(project, tmp_path, capsys):
+    """`vcmt-load-stage` hands the engine a path of this machine: the embedded engine reads it; a server
+    target is refused before anything runs, saying how to load there."""
+    s = Scenario(project, COLS, {"unique_key": "id"})
+    s.run_batch([(1, 1, 1, 1)])
+    path = tmp_path / "events.jsonl"
+    path.write_text(json.dumps({"id": 2, "x": 2, "_version": 1, "sign": 1}) + "\n")
+    if project.engine.served:
+        assert _cli(project, path) == 2
+        err = capsys.readouterr().err
+        assert f"`{path.resolve()}` is a file on this machine" in err and "is a ClickHouse server" in err
+        assert "vcmt.load_stage" in err and "file('<path on the server>'" in err
+        assert _live(project) == [(1, 1, 1)]
+    else:
+        assert _cli(project, path) == 0
+        assert "vcmt.load_stage m: 1 event" in capsys.readouterr().out
+        assert _live(project) == [(1, 1, 1), (2, 2, 1)]
 
 
 # -- found by review: each of these lost data or refused good input ------------
@@ -78,17 +100,13 @@ def _model(project, columns: str, config: str = "unique_key='id'") -> None:
     project.dbt("run")
 
 
-def _load_file(project, path):
-    return load_file(path, "m", project.root, profiles_dir=project.root, target="chdb")
-
-
 def test_csv_text_reaches_the_cast_as_written(project, tmp_path):
     """A CSV key `01234` was read as the number 1234 and updated key `1234` instead."""
     _model(project, "id String, note String, _version UInt64")
     project.load_rows("m", [{"id": "01234", "note": "a", "_version": 1}, {"id": "1234", "note": "b", "_version": 1}])
     path = tmp_path / "events.csv"
     path.write_text('id,note,_version\n01234,1.10,2\n')
-    _load_file(project, path)
+    project.load_file("m", path)
     assert project.query("select id, note from m final where sign = 1 order by id") == [("01234", "1.10"), ("1234", "b")]
 
 
@@ -149,10 +167,10 @@ def test_key_names_with_quotes_and_backticks(project):
     assert project.query("select x from m final where sign = 1") == [(4,)]
 
 
-def test_rows_the_reader_cannot_parse_fail_the_load(tmp_path, chdb_path, lab_dir):
+def test_rows_the_reader_cannot_parse_fail_the_load(tmp_path, chdb_path, lab_dir, engine):
     """With input_format_allow_errors_num in the profile, a malformed CSV row (a delete) was skipped silently."""
     from tests.conftest import make_project
-    project = make_project(tmp_path / "proj", "allow_errors", chdb_path, lab_dir,
+    project = make_project(tmp_path / "proj", "allow_errors", chdb_path, lab_dir, engine=engine,
                            custom_settings={"input_format_allow_errors_num": 10})
     try:
         _model(project, "id Int32, _version UInt64, sign Int8")
@@ -160,7 +178,7 @@ def test_rows_the_reader_cannot_parse_fail_the_load(tmp_path, chdb_path, lab_dir
         path = tmp_path / "events.csv"
         path.write_text('id,_version,sign\n1,2,-1\n2,"2\n')
         with pytest.raises(LoadError):
-            _load_file(project, path)
+            project.load_file("m", path)
         assert project.query("select id from m final where sign = 1 order by id") == [(1,), (2,)]
     finally:
         project.close()
@@ -172,7 +190,7 @@ def test_a_path_with_glob_characters_is_refused(project, tmp_path):
     (tmp_path / "ev1.csv").write_text("id,_version\n999,1\n")
     (tmp_path / "ev?.csv").write_text("id,_version\n1,1\n")
     with pytest.raises(LoadError, match="contains one of"):
-        _load_file(project, tmp_path / "ev?.csv")
+        project.load_file("m", tmp_path / "ev?.csv")
 
 
 def test_an_unknown_enum_element_names_row_and_column(project):

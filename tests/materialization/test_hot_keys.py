@@ -6,8 +6,13 @@ import random
 import re
 import time
 
+import pytest
+
 from tests.materialization.scenario import Scenario, expected_rows, oracle_events
 from vcmt_lab.oracle import Oracle
+
+# The same tests on the embedded engine and on a served node over HTTP (tests/conftest.py).
+pytestmark = pytest.mark.engines("chdb", "http")
 
 POLICIES = ("sum", "greatest", "least", "coalesce", "keep", "replace")
 COLS = {"id": "Int32", **{f"x_{p}": "Nullable(Int64)" for p in POLICIES}, "_version": "UInt64", "sign": "Int8"}

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tests.materialization.scenario import Scenario
+
+# The same tests on the embedded engine and on a served node over HTTP (tests/conftest.py).
+pytestmark = pytest.mark.engines("chdb", "http")
 
 COLS = {"id": "Int32", "x": "Int64", "_version": "UInt64", "sign": "Int8"}
 
@@ -129,6 +134,7 @@ def test_key_column_change_requires_full_refresh(project):
     assert "key, version or sign column `id`" in run.log and "--full-refresh" in run.log
 
 
+@pytest.mark.engines("chdb", "http", "native")
 def test_added_projection_is_materialized_for_existing_parts(project):
     """A projection added later is created and materialized; it agrees with the base table and FINAL."""
     cols = {"id": "Int32", "status": "String", "amount": "Int64", "_version": "UInt64", "sign": "Int8"}

@@ -11,6 +11,9 @@ import pytest
 
 from tests.materialization.scenario import Scenario
 
+# The same tests on the embedded engine and on a served node over HTTP (tests/conftest.py).
+pytestmark = pytest.mark.engines("chdb", "http")
+
 COLS = {"id": "Int32", "status": "String", "amount": "Int64", "y": "Int64", "_version": "UInt64", "sign": "Int8"}
 WITH_Y = "`id`, `status`, `amount`, `y`, `_version`, `sign`"
 WITHOUT_Y = "`id`, `status`, `amount`, `_version`, `sign`"

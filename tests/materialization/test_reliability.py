@@ -14,6 +14,9 @@ from tests.conftest import make_project
 from tests.materialization.scenario import Scenario, expected_rows, oracle_events
 from vcmt_lab.oracle import Oracle
 
+# The same tests on the embedded engine and on a served node over HTTP (tests/conftest.py).
+pytestmark = pytest.mark.engines("chdb", "http")
+
 # Every alias the 0.1.0 transform used internally, as user column names.
 HOSTILE = {
     "_k0": "Int32", "_nv": "Int64", "_ov": "Int64", "_s": "Int8", "_n0": "String", "_o0": "String",

@@ -9,6 +9,9 @@ import pytest
 from tests.materialization.scenario import Scenario, expected_rows, oracle_events
 from vcmt_lab.oracle import Oracle
 
+# The same tests on the embedded engine and on a served node over HTTP (tests/conftest.py).
+pytestmark = pytest.mark.engines("chdb", "http")
+
 EX3 = {"id": "Int32", "metric1": "UInt32", "metric2": "UInt32", "_version": "UInt64", "sign": "Int8"}
 
 

@@ -8,6 +8,8 @@ import pytest
 
 from tests.materialization.scenario import Scenario
 
+pytestmark = pytest.mark.engines("chdb", "http")
+
 SRC = "select toInt32(number) as id, toUInt32(number) as x, toUInt64(1) as _version, toInt8(1) as sign from numbers(3)"
 
 CASES = {

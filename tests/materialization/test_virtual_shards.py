@@ -5,6 +5,10 @@ wrote it, its keys, and how many stage INSERTs were running at that moment."""
 
 from __future__ import annotations
 
+import pytest
+
+pytestmark = pytest.mark.engines("chdb", "http")
+
 COLUMNS = "id UInt64, tenant UInt8, a Int64, b String, _version UInt64, sign Int8"
 # The fold path (one INSERT per shard) and the rounds path (`sum`: one INSERT per shard and round).
 PATHS = {"fold": "", "rounds": "merge={'a': 'sum'}, "}
@@ -23,6 +27,7 @@ def _state(project, name: str) -> list[tuple]:
     return project.query(f"select tenant, id, a, b, _version from {name} final where sign = 1 order by tenant, id")
 
 
+@pytest.mark.engines("chdb", "http", "native")
 def test_shards_share_no_key_run_at_once_and_equal_one_stream(module_project):
     project = module_project
     project.command(f"create table vs_src ({COLUMNS}) engine = MergeTree order by tuple()")
@@ -51,10 +56,12 @@ def test_shards_share_no_key_run_at_once_and_equal_one_stream(module_project):
         assert _state(project, four) == _state(project, one)
         assert len(_state(project, one)) > 4000
         # Each step (one round: with shards, a foldable model's events are read once into its batch table
-        # and folded there) was 4 INSERT queries, running at the same time...
+        # and folded there) was 4 INSERT queries, running at the same time on the embedded engine and one
+        # after another on a server (dbt-clickhouse runs one statement at a time per thread)...
         queries = [q for (q,) in project.query(f"select q from {four}_seen group by q order by min(t)")]
         assert len(queries) in (4, 8), queries
-        assert project.scalar(f"select max(running) from {four}_seen") >= 2
+        running = project.scalar(f"select max(running) from {four}_seen")
+        assert running >= 2 if not project.engine.served else running == 1, running
         # ... and no key went into the stage through two INSERTs of one step (steps run one after another).
         for step in (queries[i:i + 4] for i in range(0, len(queries), 4)):
             shared = project.query(f"select tenant, id, groupArray(q) from {four}_seen where q in {tuple(step)} "
