@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make test: pytest, dbt build of integration_tests on chdb, sqlfluff lint, ruff.
+# make test: pytest, dbt build of integration_tests on chdb and on a served node, sqlfluff lint, ruff.
 # Prints a progress line per phase and one summary line at the end.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -46,18 +46,25 @@ else
   results+=("pytest: ${pytest_line}")
 fi
 
-phase 2/4 "dbt build of integration_tests on chdb"
-(
-  cd integration_tests &&
-  rm -rf .local/chdb &&
-  dbt deps --quiet &&
-  dbt seed --target chdb --full-refresh &&
-  dbt build --target chdb
-) 2>&1 | tee "$pytest_log.dbt"
-rc=${PIPESTATUS[0]}
-dbt_line=$(grep -E 'Done\. PASS=' "$pytest_log.dbt" | tail -n1 | sed 's/.*Done\. //')
-if [ "$rc" -ne 0 ]; then failed+=("dbt build"); fi
-results+=("dbt build: ${dbt_line:-exit $rc}")
+# integration_tests' seeds, models and generic tests, built from scratch on one target.
+dbt_build() {
+  local target=$1; shift
+  (
+    cd integration_tests &&
+    rm -rf .local/chdb .local/served_node &&
+    dbt deps --quiet &&
+    "$@" sh -c "dbt seed --target $target --full-refresh && dbt build --target $target"
+  ) 2>&1 | tee "$pytest_log.dbt"
+  local rc=${PIPESTATUS[0]}
+  local line; line=$(grep -E 'Done\. PASS=' "$pytest_log.dbt" | tail -n1 | sed 's/.*Done\. //')
+  if [ "$rc" -ne 0 ]; then failed+=("dbt build on $target"); fi
+  results+=("dbt build on $target: ${line:-exit $rc}")
+}
+
+phase 2/4 "dbt build of integration_tests on chdb, then on a served node over HTTP"
+dbt_build chdb env
+# A ClickHouse node on 127.0.0.1 for the build's lifetime; profiles.yml's clickhouse target reads its port.
+dbt_build clickhouse python -m vcmt_lab.clickhouse_server run .local/served_node --
 
 phase 3/4 "sqlfluff lint (models)"
 if sqlfluff lint examples/cdc/models integration_tests/models --disable-progress-bar; then

@@ -141,7 +141,7 @@ class ServedNode:
         log = open(self.log_path, "ab")  # noqa: SIM115 (the child keeps it; closed when the node stops)
         try:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "vcmt_lab.clickhouse_server", str(self.data_path), str(LIFETIME_S)],
+                [sys.executable, "-m", "vcmt_lab.clickhouse_server", "serve", str(self.data_path), str(LIFETIME_S)],
                 cwd=self.folder, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 start_new_session=True,
             )
@@ -271,5 +271,28 @@ def serve(data_path: str, lifetime_s: int) -> None:
     )
 
 
+def run_with_node(folder: Path, command: Sequence[str]) -> int:
+    """Run `command` while a node serves from `folder`; it finds the node in the environment, as dbt
+    profiles do: CLICKHOUSE_HOST, CLICKHOUSE_PORT (HTTP) and CLICKHOUSE_NATIVE_PORT. Returns its exit code."""
+    with served_node(folder) as node:
+        print(f"clickhouse_server: node on {HOST}, HTTP port {node.http_port}, native port {node.tcp_port} "
+              f"(log: {node.log_path})", flush=True)
+        env = {**os.environ, "CLICKHOUSE_HOST": HOST, "CLICKHOUSE_PORT": str(node.http_port),
+               "CLICKHOUSE_NATIVE_PORT": str(node.tcp_port)}
+        return subprocess.call(list(command), env=env)
+
+
+def main(argv: Sequence[str]) -> int:
+    usage = ("usage: python -m vcmt_lab.clickhouse_server run FOLDER -- COMMAND...  (a node for the command's "
+             "lifetime)\n       python -m vcmt_lab.clickhouse_server serve DATA LIFETIME_S  (internal)")
+    if len(argv) >= 4 and argv[0] == "run" and argv[2] == "--":
+        return run_with_node(Path(argv[1]), argv[3:])
+    if len(argv) == 3 and argv[0] == "serve":
+        serve(argv[1], int(argv[2]))
+        return 0
+    print(usage, file=sys.stderr)
+    return 2
+
+
 if __name__ == "__main__":
-    serve(sys.argv[1], int(sys.argv[2]))
+    raise SystemExit(main(sys.argv[1:]))
