@@ -118,6 +118,7 @@
       'unavailable_column': unavailable,
       'sharding_key': sharding_key,
       'virtual_shards': vcmt._validate_virtual_shards(source.get('virtual_shards')),
+      'lock_timeout': vcmt._validate_lock_timeout(source.get('lock_timeout')),
   }) }}
 {% endmacro %}
 

@@ -37,12 +37,19 @@
 
 
 {#- Apply the model's SELECT through the stage and record what happened in
-    `<model>__loads`. Returns the run's stats. -#}
-{% macro _load(cfg, objs, columns, select_columns, sql) %}
+    `<model>__loads`. Returns the run's stats. The caller holds the model's
+    lock (lock.sql), or names the load in `lock_for` to take it here, once
+    the values are checked: a refused input then never holds the lock. -#}
+{% macro _load(cfg, objs, columns, select_columns, sql, lock_for=none) %}
   {%- set started = modules.datetime.datetime.now() -%}
   {%- set sql = vcmt._unsent_as_defaults(cfg, objs, columns, select_columns, sql) -%}
   {#- Every value is checked before the first write, truncates included. -#}
   {%- do vcmt._check_event_values(cfg, columns, select_columns, vcmt._without_truncates(cfg, sql), 'vcmt_upsert ' ~ objs.target.identifier) -%}
+  {%- if lock_for -%}
+    {%- do vcmt._acquire_lock(objs, cfg.lock_timeout, lock_for) -%}
+  {%- else -%}
+    {%- do vcmt._renew_lock(objs) -%}
+  {%- endif -%}
   {%- set before = vcmt._applied_totals(objs) -%}
   {%- set truncated = vcmt._apply_truncates(cfg, objs, columns, select_columns, sql) -%}
   {%- set fed = vcmt._load_events(cfg, objs, columns, select_columns, truncated.sql) -%}

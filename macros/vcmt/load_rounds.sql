@@ -38,6 +38,7 @@
     {%- for i in range(shards) -%}
       {%- do statements.append(vcmt._round_insert_sql(cfg, objs, data, r, vcmt._shard_condition(cfg, i, shards))) -%}
     {%- endfor -%}
+    {%- do vcmt._renew_lock(objs) -%}
     {%- do vcmt._run_sharded(statements) -%}
   {%- endfor -%}
   {%- call statement('vcmt_batch_drop') -%}

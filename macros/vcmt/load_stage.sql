@@ -42,7 +42,8 @@
   {%- endfor -%}
   {#- Input types may differ from the target's (a file's Nullable or Float
       columns): values are checked and cast by the loader, before any INSERT. -#}
-  {%- set stats = vcmt._load(cfg, objs, columns, select_columns, sql) -%}
+  {%- set stats = vcmt._load(cfg, objs, columns, select_columns, sql, lock_for='vcmt.load_stage') -%}
+  {%- do vcmt._release_lock(objs.target) -%}
   {{ log('vcmt.load_stage ' ~ model ~ ': ' ~ vcmt._summary(stats), info=true) }}
   {{ return(stats) }}
 {% endmacro %}

@@ -22,6 +22,8 @@
   {{ run_hooks(pre_hooks, inside_transaction=False) }}
   {{ run_hooks(pre_hooks, inside_transaction=True) }}
 
+  {#- One load of the model at a time, from its first DDL to its last write (lock.sql). -#}
+  {%- do vcmt._acquire_lock(objs, cfg.lock_timeout, 'dbt run') -%}
   {#- Both paths check their DDL with the engine before changing anything
       (check.sql); schema changes are planned whole first (schema_changes.sql). -#}
   {%- if rebuild -%}
@@ -34,6 +36,7 @@
   {%- endif -%}
 
   {%- set stats = vcmt._load(cfg, objs, columns, select_columns, sql) -%}
+  {%- do vcmt._release_lock(objs.target) -%}
   {%- set summary = vcmt._summary(stats) -%}
   {{ log('vcmt_upsert ' ~ target.identifier ~ ': ' ~ summary, info=true) }}
   {%- set short = stats.events ~ ' events: ' ~ stats.inserted ~ ' ins, ' ~ stats.updated ~ ' upd, ' ~ stats.deleted ~ ' del, ' ~ stats.skipped ~ ' skipped' -%}

@@ -1,0 +1,153 @@
+"""Overlapping loads of one model never corrupt it (docs/design.md#one-load-at-a-time).
+
+Real `dbt run` and `vcmt.load_stage` processes against a served node, started
+at staggered times, load the same keys; a load killed while it holds the
+lock; and the lock's refusals, on both engines.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from vcmt_lab.dbt_project import DbtProject
+
+TIMEOUT = 300
+KEYS = 3000
+MODEL = ("{{ config(materialized='vcmt_upsert', unique_key='id', merge={'n': 'sum'}, lock_timeout=240) }}\n"
+         "select id, n, _version from src")
+
+
+def _cli(project: DbtProject, name: str, *args: str) -> list[str]:
+    """A dbt command line with its own target and log folders (processes run at once)."""
+    return [str(Path(sys.executable).with_name("dbt")), *args, "--project-dir", str(project.root),
+            "--profiles-dir", str(project.root), "--target", project.ch_target,
+            "--target-path", str(project.root / f"target_{name}"), "--log-path", str(project.root / f"logs_{name}")]
+
+
+def _start(project: DbtProject, name: str, *args: str) -> subprocess.Popen:
+    return subprocess.Popen(_cli(project, name, *args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, "DO_NOT_TRACK": "1"})
+
+
+def _last_statement(proc: subprocess.Popen) -> str:
+    """The last statement a failed dbt process ran, from its log."""
+    log = Path(proc.args[proc.args.index("--log-path") + 1]) / "dbt.log"
+    text = log.read_text(errors="replace") if log.exists() else ""
+    return "\nlast statements:\n" + text[-6000:]
+
+
+def _assert_exact(project: DbtProject, expected: dict[int, tuple[int, int]]) -> None:
+    """sum(sign) in {0, 1} per key, GROUP BY = FINAL, and each key's state is the oracle's."""
+    bad = project.query("select id, sum(sign) as s from m group by id having s not in (0, 1) limit 5")
+    assert bad == [], f"keys with sum(sign) outside {{0, 1}}: {bad}"
+    grouped = project.query("select id, sum(n * sign), max(_version) from m group by id having sum(sign) = 1 "
+                            "order by id")
+    final = project.query("select id, n, _version from m final where sign = 1 order by id")
+    assert [(i, n) for i, n, _ in grouped] == [(i, n) for i, n, _ in final]
+    assert {i: (n, v) for i, n, v in final} == expected
+
+
+@pytest.mark.engines("http")
+def test_staggered_runs_and_loads_of_one_model_never_corrupt_it(project):
+    project.command("create table src (id UInt64, n Int64, _version UInt64) engine = MergeTree order by id")
+    project.model("m", MODEL)
+    project.dbt("run")  # the model's objects (and the package installed)
+    rng = random.Random(29)
+    expected: dict[int, list[int]] = defaultdict(lambda: [0, 0])
+    waits = 0
+    for batch in range(1, 3):
+        rows = [(k, rng.randint(-5, 9), batch * 10 + j) for k in range(KEYS) for j in range(3)]
+        project.command("insert into src values " + ", ".join(f"({k}, {n}, {v})" for k, n, v in rows))
+        for k, n, v in rows:
+            expected[k][0] += n
+            expected[k][1] = max(expected[k][1], v)
+        procs = []
+        for i, kind in enumerate(["run", "run", "load", "run"]):
+            time.sleep(rng.uniform(0, 0.8) if i else 0)
+            if kind == "run":
+                procs.append(_start(project, f"b{batch}p{i}", "run", "--select", "m"))
+            else:
+                procs.append(_start(project, f"b{batch}p{i}", "run-operation", "vcmt.load_stage", "--args",
+                                    json.dumps({"model": "m", "sql": "select id, n, _version from src"})))
+        for proc in procs:
+            out, _ = proc.communicate(timeout=TIMEOUT)
+            assert proc.returncode == 0, out[-4000:] + _last_statement(proc)
+            waits += "waiting for another load of this model" in out
+        _assert_exact(project, {k: tuple(v) for k, v in expected.items()})
+    # The loads did overlap: some waited for another.
+    assert waits >= 2, waits
+    # Generations only grow; the holder drops the older ones.
+    locks = project.query("select name from system.tables where database = currentDatabase() and name like 'm\\_\\_lock\\_%'")
+    assert len(locks) == 1, locks
+
+
+@pytest.mark.engines("http")
+def test_a_load_killed_holding_the_lock_blocks_the_next_only_for_the_lease(project):
+    project.command("create table src (id UInt64, n Int64, _version UInt64) engine = MergeTree order by id")
+    project.command("insert into src select number, 1, 1 from numbers(100)")
+    # Slow SELECT: the killed run's statement goes on on the server for a while, the lock kept alive by it.
+    project.model("m", MODEL.replace("from src", "from src where sleepEachRow(0.02) = 0"))
+    project.dbt("parse")  # installs the package
+    killed = _start(project, "killed", "run", "--select", "m")
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if project.query("select name from system.tables where database = currentDatabase() and name like 'm\\_\\_lock\\_%'"):
+            break
+        time.sleep(0.1)
+    else:
+        killed.kill()
+        pytest.fail("the run never took the lock")
+    killed.send_signal(signal.SIGKILL)
+    killed.wait(30)
+    started = time.monotonic()
+    proc = _start(project, "next", "run", "--select", "m")
+    out, _ = proc.communicate(timeout=TIMEOUT)
+    took = time.monotonic() - started
+    assert proc.returncode == 0, out[-4000:]
+    assert "waiting for another load of this model" in out and "took over the lock of vcmt load by dbt invocation" in out
+    assert took < 120, took
+    _assert_exact(project, {k: (1, 1) for k in range(100)})
+
+
+@pytest.mark.engines("chdb", "http")
+def test_a_live_holder_is_waited_for_and_a_silent_one_taken_over(project):
+    project.command("create table src (id UInt64, n Int64, _version UInt64) engine = MergeTree order by id")
+    project.command("insert into src values (1, 5, 1)")
+    project.model("m", MODEL.replace("lock_timeout=240", "lock_timeout=2"))
+    project.dbt("run")
+    project.command("insert into src values (1, 2, 2)")
+    # A holder that renewed just now and another load's lock on the next generation.
+    gen = project.scalar("select max(toUInt64(substring(name, 9))) from system.tables where database = currentDatabase() "
+                         "and name like 'm\\_\\_lock\\_%'")
+    lock = f"m__lock_{gen + 1}"
+    project.command(f"create table {lock} (holder String, kind String, what String, at DateTime64(3)) "
+                    "engine = MergeTree order by tuple() comment 'vcmt load by dbt invocation other'")
+    project.command(f"insert into {lock} select 'vcmt load by dbt invocation other', 'acquired', 'dbt run', now64(3)")
+    run = project.dbt("run", expect_pass=False)
+    assert "another load of this model is running (dbt run; vcmt load by dbt invocation other; since" in run.log
+    assert "waited 2 s (`lock_timeout` = 2). Nothing was changed." in run.log
+    assert project.query("select n, _version from m final where sign = 1") == [(5, 1)]
+    # The same holder, silent for longer than the lease and with nothing running: taken over.
+    project.command(f"alter table {lock} update at = now64(3) - interval 1 hour where 1 "
+                    "settings mutations_sync = 2")
+    run = project.dbt("run")
+    assert "took over the lock of vcmt load by dbt invocation other (dbt run, silent for" in run.log
+    assert project.query("select n, _version from m final where sign = 1") == [(7, 2)]
+
+
+@pytest.mark.engines("chdb")
+def test_lock_timeout_must_be_a_number_of_seconds(project):
+    project.command("create table src (id UInt64, n Int64, _version UInt64) engine = MergeTree order by id")
+    project.model("m", MODEL.replace("lock_timeout=240", "lock_timeout='5m'"))
+    run = project.dbt("run", expect_pass=False)
+    assert "`lock_timeout` must be a number of seconds (0 or more)" in run.log and "got `5m`" in run.log
