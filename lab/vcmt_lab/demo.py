@@ -85,11 +85,12 @@ def _configure_env(work: Path) -> None:
 class Pipeline:
     """Runs the example project (examples/cdc) in this process."""
 
-    def __init__(self, work: Path, staging: str = "python") -> None:
+    def __init__(self, work: Path, staging: str = "python", ch_target: str = "chdb") -> None:
         from vcmt_tools.dbt_invoke import invoke
 
         self._invoke = invoke
         self.work = work
+        self.ch_target = ch_target
         self.vars = json.dumps({"vcmt_lake_root": str(work / "lake"), "vcmt_staging": staging})
         # The example installs the package from this repository (examples/cdc/packages.yml).
         deps = invoke(["deps", "--project-dir", str(EXAMPLE_ROOT), "--profiles-dir", str(EXAMPLE_ROOT),
@@ -113,7 +114,7 @@ class Pipeline:
         """`model`'s objects, role -> table name, as vcmt.objects names them."""
         from vcmt_lab.dbt_project import OBJECT_NAMES_OPERATION, object_names
 
-        return object_names(self.dbt(*OBJECT_NAMES_OPERATION, json.dumps({"model": model}), target="chdb"))
+        return object_names(self.dbt(*OBJECT_NAMES_OPERATION, json.dumps({"model": model}), target=self.ch_target))
 
 
 def _land_batch(landing: Path, lake: Path, batch: int) -> int:
@@ -184,17 +185,32 @@ def _query(client: Any, sql: str, timespec: str = "milliseconds") -> list[dict[s
 
 
 def run(args: argparse.Namespace) -> int:
-    from vcmt_lab import demo_spark
-    from vcmt_lab.cdc import generate
-
     staging = STAGINGS[args.staging]
     if args.spark == "thrift" and args.staging == "python":
         raise SystemExit("demo: a Spark Thrift server runs SQL models only, not the Python staging models; "
                          "use --staging sql with --spark thrift (or --spark connect for the Python models)")
     work = args.work.resolve()
     shutil.rmtree(work, ignore_errors=True)
-    landing, lake = work / "landing", work / "lake"
     _configure_env(work)
+    if args.clickhouse == "chdb":
+        return _run(args, work, staging, None)
+    from vcmt_lab.clickhouse_server import served_node
+
+    # The marts on a ClickHouse node served on 127.0.0.1 (the example's `clickhouse` target, over HTTP).
+    with served_node(work / "served_node") as node:
+        os.environ.update({"CLICKHOUSE_HOST": "127.0.0.1", "CLICKHOUSE_PORT": str(node.http_port)})
+        version = node.client().server_version
+        _say(f"==> ClickHouse: a node served on 127.0.0.1:{node.http_port} (HTTP; ClickHouse {version}'s own server "
+             "code in chDB's local-server mode)")
+        return _run(args, work, staging, node)
+
+
+def _run(args: argparse.Namespace, work: Path, staging: Staging, node: Any) -> int:
+    from vcmt_lab import demo_spark
+    from vcmt_lab.cdc import generate
+
+    landing, lake = work / "landing", work / "lake"
+    ch_target = "clickhouse" if node else "chdb"
     spark = demo_spark.setup(args, work)
     timer = Timer()
     started = time.time()
@@ -209,7 +225,7 @@ def run(args: argparse.Namespace) -> int:
     _say(f"    {manifest.events:,} lines: {manifest.valid_events:,} valid, {sum(malformed.values()):,} malformed "
          f"({', '.join(f'{k} {v}' for k, v in sorted(malformed.items()))})")
 
-    pipeline = Pipeline(work, args.staging)
+    pipeline = Pipeline(work, args.staging, ch_target)
     _say(f"==> [2/4] running {args.batches} batches: Spark staging ({args.staging} models), then ClickHouse marts")
     for batch in range(args.batches):
         landed = _land_batch(landing, lake, batch)
@@ -217,7 +233,7 @@ def run(args: argparse.Namespace) -> int:
         pipeline.dbt("run", "--select", *staging.select, target=spark.target_for(staging.target))
         spark_s = timer.add("spark staging", t)
         t = time.time()
-        pipeline.dbt("run", "--select", "marts", target="chdb")
+        pipeline.dbt("run", "--select", "marts", target=ch_target)
         ch_s = timer.add("clickhouse marts", t)
         _say(f"    batch {batch + 1}/{args.batches}: {landed:,} lines landed; staged on Spark in {spark_s:.1f}s; "
              f"applied to ClickHouse in {ch_s:.1f}s")
@@ -226,14 +242,16 @@ def run(args: argparse.Namespace) -> int:
     t = time.time()
     spark_tests = pipeline.dbt("test", "--select", *staging.select, target=spark.target_for(staging.target),
                                expect_pass=False)
-    ch_tests = pipeline.dbt("test", "--select", "marts", target="chdb", expect_pass=False)
+    ch_tests = pipeline.dbt("test", "--select", "marts", target=ch_target, expect_pass=False)
     timer.add("dbt test", t)
     passed_s, failed_s = _test_results(spark_tests)
     passed_c, failed_c = _test_results(ch_tests)
 
     _say("==> [4/4] comparing with the oracle")
     loads = {mart: pipeline.object_names(mart)["loads"] for mart in staging.marts.values()}
-    report, ok = _report(work, lake, landing, manifest, timer, passed_s + passed_c, failed_s + failed_c, staging, loads)
+    client = node.client("vcmt") if node else None
+    report, ok = _report(work, lake, landing, manifest, timer, passed_s + passed_c, failed_s + failed_c, staging, loads,
+                         client)
     _say(report)
     _say(spark.describe())
     total = time.time() - started
@@ -245,10 +263,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _report(work: Path, lake: Path, landing: Path, manifest: Any, timer: Timer, tests_passed: int,
-            tests_failed: list[str], staging: Staging, loads: dict[str, str]) -> tuple[str, bool]:
+            tests_failed: list[str], staging: Staging, loads: dict[str, str], client: Any = None) -> tuple[str, bool]:
     import clickhouse_connect
 
-    client = clickhouse_connect.get_client(interface="chdb", path=str(work / "chdb"), database="vcmt")
+    if client is None:
+        client = clickhouse_connect.get_client(interface="chdb", path=str(work / "chdb"), database="vcmt")
     staged_root = lake / "staged"
     lines = ["", "## Report", ""]
     ok = not tests_failed
@@ -377,6 +396,9 @@ def main(argv: list[str] | None = None) -> int:
     from vcmt_lab import demo_spark
 
     demo_spark.add_arguments(parser)
+    parser.add_argument("--clickhouse", choices=["chdb", "server"], default="chdb",
+                        help="chdb (default): the marts on the embedded engine; server: on a ClickHouse node served "
+                        "on 127.0.0.1 for the demo's lifetime, over HTTP (type: clickhouse)")
     parser.add_argument("--staging", choices=sorted(STAGINGS), default="python",
                         help="python (default): real Debezium encodings, Python staging models on the vcmt_spark "
                         "target; sql: the simple encoding through the SQL staging models (dbt-spark)")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from tests.conftest import make_project
 from vcmt_lab.fuzz.runner import HOSTILE_PROFILE_SETTINGS, run_campaign
 
@@ -12,11 +14,15 @@ STREAMS = int(os.environ.get("VCMT_FUZZ_STREAMS", "7"))
 EVENTS = int(os.environ.get("VCMT_FUZZ_EVENTS", "300"))
 SEED = int(os.environ.get("VCMT_FUZZ_SEED", "1000"))
 
+# The server leg: the same streams on a served node over HTTP (tests/conftest.py).
+pytestmark = pytest.mark.engines("chdb", "http")
 
-def test_random_streams_match_oracle(tmp_path, chdb_path, lab_dir):
+
+def test_random_streams_match_oracle(tmp_path, chdb_path, lab_dir, engine):
     """Random streams through the external writer and `dbt run`, with crashes, empty runs and a hostile
     profile, end equal to the oracle, invariants intact."""
-    project = make_project(tmp_path / "proj", "fuzz", chdb_path, lab_dir, custom_settings=HOSTILE_PROFILE_SETTINGS)
+    project = make_project(tmp_path / "proj", "fuzz", chdb_path, lab_dir, custom_settings=HOSTILE_PROFILE_SETTINGS,
+                           engine=engine)
     try:
         results = run_campaign(project, STREAMS, EVENTS, SEED, dbt_every=5)
     finally:

@@ -1,6 +1,7 @@
 """make fuzz: a long randomized campaign against the oracle.
 
     python -m vcmt_lab.fuzz [--streams 200] [--events 2000] [--seed 1] [--dbt-every 10] [--jobs 2]
+                            [--clickhouse chdb|server]
 
 Prints `N streams × M events: K mismatches`; every failing stream prints its
 seed, and `--seed S --streams 1` replays it.
@@ -28,6 +29,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dbt-every", type=int, default=10, help="every Nth stream runs through `dbt run` (0: never)")
     parser.add_argument("--jobs", type=int, default=2, help="worker processes, each with its own chDB engine")
     parser.add_argument("--work", type=Path, default=REPO_ROOT / ".local" / "fuzz")
+    parser.add_argument("--clickhouse", choices=["chdb", "server"], default="chdb",
+                        help="chdb (default): each worker's own embedded engine; server: each worker's own node "
+                        "served on 127.0.0.1, over HTTP")
     args = parser.parse_args(argv)
 
     shutil.rmtree(args.work, ignore_errors=True)

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vcmt_lab import invariants
-from vcmt_lab.dbt_project import DbtProject
+from vcmt_lab.dbt_project import DbtProject, Engine
 from vcmt_lab.fuzz.streams import MODEL_SPECS, ModelSpec, Stream, generate_stream, python_policy, to_events
 from vcmt_lab.oracle import Oracle, apply_order
 from vcmt_lab.paths import REPO_ROOT
@@ -211,9 +211,17 @@ def run_campaign(
 def run_share(args: argparse.Namespace, job: int, indices: list[int], started: float) -> list[StreamResult]:
     """One worker's share of a campaign, on its own chDB engine under `args.work/job<N>`; prints progress."""
     work = args.work / f"job{job}"
+    node = None
+    engine = None
+    if getattr(args, "clickhouse", "chdb") == "server":
+        # A served node per worker, over HTTP (type: clickhouse).
+        from vcmt_lab.clickhouse_server import start_node
+
+        node = start_node(work / "served_node")
+        engine = Engine("http", node=node)
     project = DbtProject(
         root=work / "project", package_root=REPO_ROOT, chdb_path=work / "chdb", schema="vcmt_fuzz", lab_dir=work,
-        custom_settings=HOSTILE_PROFILE_SETTINGS,
+        custom_settings=HOSTILE_PROFILE_SETTINGS, engine=engine,
     )
     done = 0
 
@@ -232,3 +240,5 @@ def run_share(args: argparse.Namespace, job: int, indices: list[int], started: f
         return run_campaign(project, args.streams, args.events, args.seed, args.dbt_every, progress, indices)
     finally:
         project.close()
+        if node:
+            node.stop()
