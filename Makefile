@@ -12,7 +12,7 @@ export DO_NOT_TRACK := 1
 export DBT_SEND_ANONYMOUS_USAGE_STATS := false
 export DBT_VERSION_CHECK := false
 
-.PHONY: demo test fuzz bench bench-staging lint venv java clean capture-fixtures
+.PHONY: demo test fuzz bench bench-server bench-staging lint venv java clean capture-fixtures
 
 $(STAMP): pyproject.toml lab/pyproject.toml constraints.txt
 	@echo "==> setting up $(VENV) (first run downloads about 600 MB of wheels)"
@@ -37,10 +37,16 @@ test: venv java
 fuzz: venv
 	@$(BIN)/python -m vcmt_lab.fuzz $(ARGS)
 
-# The ClickHouse benchmark (ARGS), then the Spark staging one (STAGING_ARGS; make bench-staging alone).
+# The ClickHouse benchmark (ARGS), its server leg (SERVER_ARGS; make bench-server alone), then the Spark
+# staging one (STAGING_ARGS; make bench-staging alone).
 bench: venv java
 	@$(BIN)/python -m vcmt_lab.bench $(ARGS)
+	@$(BIN)/python -m vcmt_lab.bench.server $(SERVER_ARGS)
 	@$(BIN)/python -m vcmt_lab.bench.staging $(STAGING_ARGS)
+
+# One model loaded by dbt run on the embedded engine and on a served node (HTTP, native); ARGS (--help).
+bench-server: venv
+	@$(BIN)/python -m vcmt_lab.bench.server $(ARGS)
 
 # Spark staging throughput next to the ClickHouse apply (issue 15); ARGS="--sizes 50000 --landed ''" (--help).
 bench-staging: venv java
