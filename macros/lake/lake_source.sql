@@ -3,6 +3,13 @@
     25.x+ does this by default, older servers need `use_hive_partitioning: 1`
     in the profile's custom_settings).
 
+    Only committed batches are read: the files under the dataset's partition
+    folders (`<name>=<value>/`, at any depth below the first). Spark writes a
+    job's files elsewhere (`_temporary/`, `.spark-staging-*/`) and moves them
+    into their partition folders when the job commits, so what a killed
+    staging job left behind (0-byte or partial files) is never read
+    (docs/staging.md, "Committed batches").
+
     Local lake (default): `file()`, relative to where dbt runs, or absolute.
     S3: set var `vcmt_lake_root` to `s3://bucket/prefix` (var `vcmt_s3_endpoint`
     for MinIO and other S3-compatible stores). Credentials come from env vars
@@ -16,14 +23,21 @@
 {% endmacro %}
 
 {% macro default__lake_source(dataset, format='Parquet') %}
+  {{ return(vcmt._lake_table_function(dataset, format, format)) }}
+{% endmacro %}
+
+
+{#- The table function over `dataset`'s committed files named `*.<format>`, read as `read_format` (`One`:
+    the file listing only, no file opened). -#}
+{% macro _lake_table_function(dataset, format, read_format) %}
   {%- set root = (var('vcmt_lake_root', '.local/lake') | string).rstrip('/') -%}
-  {%- set path = root ~ '/staged/' ~ dataset ~ '/**/*.' ~ (format | lower) -%}
+  {%- set path = root ~ '/staged/' ~ dataset ~ '/*=*/**/*.' ~ (format | lower) -%}
   {%- if not root.startswith('s3://') -%}
-    {{ return("file(" ~ vcmt._sql_string(path) ~ ", " ~ vcmt._sql_string(format) ~ ")") }}
+    {{ return("file(" ~ vcmt._sql_string(path) ~ ", " ~ vcmt._sql_string(read_format) ~ ")") }}
   {%- endif -%}
   {%- set endpoint = var('vcmt_s3_endpoint', none) -%}
   {%- set url = endpoint.rstrip('/') ~ '/' ~ path[5:] if endpoint else path -%}
   {%- set key = env_var('VCMT_S3_ACCESS_KEY_ID', '') -%}
   {%- set credentials = vcmt._sql_string(key) ~ ", " ~ vcmt._sql_string(env_var('VCMT_S3_SECRET_ACCESS_KEY', '')) ~ ", " if key else '' -%}
-  {{ return("s3(" ~ vcmt._sql_string(url) ~ ", " ~ credentials ~ vcmt._sql_string(format) ~ ")") }}
+  {{ return("s3(" ~ vcmt._sql_string(url) ~ ", " ~ credentials ~ vcmt._sql_string(read_format) ~ ")") }}
 {% endmacro %}

@@ -1,4 +1,5 @@
-"""The staged lake between Spark and a mart (issue 31): batch ids are 64-bit end to end.
+"""The staged lake between Spark and a mart (issue 31): batch ids are 64-bit end to end, and a mart reads
+only batches Spark committed, never what a killed staging job left behind.
 
 Real captured Debezium files are landed as batches, staged on Spark with `stage_topic`, and read by a
 `vcmt_upsert` mart on chDB through `vcmt.lake_source()` with a `_batch_id` watermark.
@@ -6,6 +7,12 @@ Real captured Debezium files are landed as batches, staged on Spark with `stage_
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -81,3 +88,69 @@ def test_a_batch_folder_that_is_not_a_64_bit_integer_is_refused(spark, tmp_path,
     with pytest.raises(Exception, match=r"(?s)_batch_id=<N>, N a whole number that fits 64 bits.*_batch_id="
                        + folder):
         stage_topic(spark, str(raw), "postgres", ["id"], COLUMNS).collect()
+
+
+# A staging job as the `vcmt_spark` target runs it (save_model_result: a first create, then an incremental
+# run's dynamic partition overwrite), in its own process so that it can be killed mid-write.
+KILLED_WRITER = textwrap.dedent("""
+    import sys
+    from pyspark.sql import SparkSession, functions as F
+    from dbt.adapters.vcmt_spark.python_submissions import save_model_result
+
+    root, location = sys.argv[1], sys.argv[2]
+    spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+             .config("spark.sql.catalogImplementation", "in-memory")
+             .config("spark.sql.warehouse.dir", root + "/warehouse").getOrCreate())
+
+    def batches(rows, first):
+        return spark.range(rows).select(
+            F.col("id").cast("int").alias("id"), F.sha2(F.col("id").cast("string"), 256).alias("note"),
+            F.lit(None).cast("decimal(12,2)").alias("amount"), F.col("id").alias("_version"),
+            F.lit(1).cast("tinyint").alias("sign"), F.lit("change").alias("_kind"),
+            (F.lit(first) + F.col("id") % 2).cast("bigint").alias("_batch_id")).repartition(2)
+
+    save_model_result(spark, batches(100, 1), "audit", "parquet", ["_batch_id"], location)
+    print("COMMITTED", flush=True)
+    save_model_result(spark, batches(50_000_000, 3), "audit", "parquet", mode="overwrite_partitions")
+    print("DONE", flush=True)
+""")
+
+
+def _kill_mid_write(tmp_path: Path, dataset: Path) -> None:
+    """Run KILLED_WRITER and SIGKILL it once its second write has opened a Parquet file."""
+    script = tmp_path / "writer.py"
+    script.write_text(KILLED_WRITER)
+    log = (tmp_path / "writer.log").open("w")
+    writer = subprocess.Popen([sys.executable, str(script), str(tmp_path), str(dataset)], stdout=log,
+                              stderr=subprocess.STDOUT, start_new_session=True, cwd=tmp_path)
+    try:
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline and writer.poll() is None:
+            if "COMMITTED" in (tmp_path / "writer.log").read_text() \
+                    and any(dataset.glob(".spark-staging-*/**/part-*.parquet")):
+                break
+            time.sleep(0.05)
+        assert writer.poll() is None, (tmp_path / "writer.log").read_text()[-2000:]
+    finally:
+        if writer.poll() is None:
+            os.killpg(writer.pid, signal.SIGKILL)
+        writer.wait()
+        log.close()
+
+
+def test_a_mart_reads_only_committed_batches_after_a_killed_staging_job(project, tmp_path):
+    """The lake reader globbed every Parquet file under the dataset: Spark's uncommitted output of a killed
+    job (`.spark-staging-*`, `_temporary/`) failed every later run (a 0-byte or footless file) or was
+    loaded as part of a batch, its other lines never loaded."""
+    lake = tmp_path / "lake"
+    dataset = lake / "staged" / "audit"
+    _kill_mid_write(tmp_path, dataset)
+    leftovers = [p for p in dataset.rglob("part-*.parquet") if not p.parent.name.startswith("_batch_id=")
+                 or p.parent.parent != dataset]
+    assert leftovers, "the killed job left no uncommitted file: nothing was tested"
+
+    project.vars = {"vcmt_lake_root": str(lake)}
+    project.model("audit_mart", MART)
+    project.dbt("run")
+    assert _loaded_batches(project) == [1, 2]
+    assert project.scalar("select count() from audit_mart final where sign = 1") == 100
