@@ -10,6 +10,10 @@
     staging job left behind (0-byte or partial files) is never read
     (docs/staging.md, "Committed batches").
 
+    In a `vcmt_upsert` model with `watermark='_batch_id'`, each run first
+    checks for late and amended batches and fails naming them
+    (`_check_lake_batches`, docs/staging.md, "Late and amended batches").
+
     Local lake (default): `file()`, relative to where dbt runs, or absolute.
     S3: set var `vcmt_lake_root` to `s3://bucket/prefix` (var `vcmt_s3_endpoint`
     for MinIO and other S3-compatible stores). Credentials come from env vars
@@ -23,6 +27,7 @@
 {% endmacro %}
 
 {% macro default__lake_source(dataset, format='Parquet') %}
+  {%- do vcmt._check_lake_batches(dataset, vcmt._lake_table_function(dataset, format, 'One')) -%}
   {{ return(vcmt._lake_table_function(dataset, format, format)) }}
 {% endmacro %}
 

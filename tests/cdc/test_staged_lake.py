@@ -154,3 +154,47 @@ def test_a_mart_reads_only_committed_batches_after_a_killed_staging_job(project,
     project.dbt("run")
     assert _loaded_batches(project) == [1, 2]
     assert project.scalar("select count() from audit_mart final where sign = 1") == 100
+
+
+def test_a_late_batch_fails_the_run_naming_it_until_a_full_refresh(spark, project, tmp_path):
+    """A batch folder landing after a later one was loaded was staged, then skipped by the watermark."""
+    one, two, three = _captured_changes()
+    lake = tmp_path / "lake"
+    _land(lake / "raw" / "audit", {1: one, 3: three})
+    _stage(spark, lake, [1, 3])
+    project.vars = {"vcmt_lake_root": str(lake)}
+    project.model("audit_mart", MART)
+    project.dbt("run")
+
+    _land(lake / "raw" / "audit", {2: two})
+    _stage(spark, lake, [2])
+    failed = project.dbt("run", expect_pass=False)
+    assert "batches 2 landed after batch 3 was loaded" in failed.log
+    assert "dbt run -s audit_mart --full-refresh" in failed.log
+    assert _loaded_batches(project) == [1, 3]
+    project.dbt("run", expect_pass=False)  # still refused: nothing is skipped silently
+
+    project.dbt("run", "--full-refresh")
+    assert _loaded_batches(project) == [1, 2, 3]
+    project.dbt("run")
+    # A model loaded before the check existed has no record: its first run records the lake, then checks.
+    project.command("drop table audit_mart__lake_batches")
+    project.dbt("run")
+
+
+def test_a_file_added_to_a_loaded_batch_fails_the_run_naming_it(spark, project, tmp_path):
+    one, two, three = _captured_changes()
+    lake = tmp_path / "lake"
+    _land(lake / "raw" / "audit", {1: one, 2: two})
+    _stage(spark, lake, [1, 2])
+    project.vars = {"vcmt_lake_root": str(lake)}
+    project.model("audit_mart", MART)
+    project.dbt("run")
+
+    (lake / "raw" / "audit" / "_batch_id=1" / "lines.json").write_text(three + "\n", encoding="utf-8")
+    _stage(spark, lake, [1])  # appended: a second file in the staged batch 1
+    failed = project.dbt("run", expect_pass=False)
+    assert "batches 1 have files that were not there" in failed.log
+    assert _loaded_batches(project) == [1, 2]
+    project.dbt("run", "--full-refresh")
+    assert project.scalar("select count() from audit_mart final where sign = 1") == 3
