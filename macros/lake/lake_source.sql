@@ -3,6 +3,18 @@
     25.x+ does this by default, older servers need `use_hive_partitioning: 1`
     in the profile's custom_settings).
 
+    Only committed batches are read: the files under the dataset's partition
+    folders (`<name>=<value>/`, at any depth below the first), or, in a
+    dataset without partition folders, the files directly in its folder.
+    Spark writes a job's files elsewhere (`_temporary/`, `.spark-staging-*/`)
+    and moves them there when the job commits, so what a killed staging job
+    left behind (0-byte or partial files) is never read (docs/staging.md,
+    "Committed batches").
+
+    In a `vcmt_upsert` model with `watermark='_batch_id'`, each run first
+    checks for late and amended batches and fails naming them
+    (`_check_lake_batches`, docs/staging.md, "Late and amended batches").
+
     Local lake (default): `file()`, relative to where dbt runs, or absolute.
     S3: set var `vcmt_lake_root` to `s3://bucket/prefix` (var `vcmt_s3_endpoint`
     for MinIO and other S3-compatible stores). Credentials come from env vars
@@ -16,14 +28,28 @@
 {% endmacro %}
 
 {% macro default__lake_source(dataset, format='Parquet') %}
+  {%- set files = '*=*/**/*' -%}
+  {#- A dataset written without partition folders holds its committed files directly in its folder (a glob
+      cannot say "partition folders or none"). -#}
+  {%- if execute and run_query('select count() from ' ~ vcmt._lake_table_function(dataset, format, 'One', '*')).columns[0].values()[0] | int > 0 -%}
+    {%- set files = '*' -%}
+  {%- endif -%}
+  {%- do vcmt._check_lake_batches(dataset, vcmt._lake_table_function(dataset, format, 'One', files)) -%}
+  {{ return(vcmt._lake_table_function(dataset, format, format, files)) }}
+{% endmacro %}
+
+
+{#- The table function over `dataset`'s committed files named `*.<format>`, read as `read_format` (`One`:
+    the file listing only, no file opened). -#}
+{% macro _lake_table_function(dataset, format, read_format, files='*=*/**/*') %}
   {%- set root = (var('vcmt_lake_root', '.local/lake') | string).rstrip('/') -%}
-  {%- set path = root ~ '/staged/' ~ dataset ~ '/**/*.' ~ (format | lower) -%}
+  {%- set path = root ~ '/staged/' ~ dataset ~ '/' ~ files ~ '.' ~ (format | lower) -%}
   {%- if not root.startswith('s3://') -%}
-    {{ return("file(" ~ vcmt._sql_string(path) ~ ", " ~ vcmt._sql_string(format) ~ ")") }}
+    {{ return("file(" ~ vcmt._sql_string(path) ~ ", " ~ vcmt._sql_string(read_format) ~ ")") }}
   {%- endif -%}
   {%- set endpoint = var('vcmt_s3_endpoint', none) -%}
   {%- set url = endpoint.rstrip('/') ~ '/' ~ path[5:] if endpoint else path -%}
   {%- set key = env_var('VCMT_S3_ACCESS_KEY_ID', '') -%}
   {%- set credentials = vcmt._sql_string(key) ~ ", " ~ vcmt._sql_string(env_var('VCMT_S3_SECRET_ACCESS_KEY', '')) ~ ", " if key else '' -%}
-  {{ return("s3(" ~ vcmt._sql_string(url) ~ ", " ~ credentials ~ vcmt._sql_string(format) ~ ")") }}
+  {{ return("s3(" ~ vcmt._sql_string(url) ~ ", " ~ credentials ~ vcmt._sql_string(read_format) ~ ")") }}
 {% endmacro %}

@@ -38,7 +38,7 @@ def read_lines(session, topic_path: str, exclude_batches: Iterable[int] = (),
     lines = lines.select(
         F.col("value").alias("raw"),
         F.col("_metadata.file_name").alias("_source_file"),
-        F.col("_batch_id").cast("int").alias("_batch_id"),
+        batch_id(F.col("_batch_id"), F.col("_metadata.file_path")).alias("_batch_id"),
     )
     staged = staged_predicate(F.col("_batch_id"), exclude_batches)
     if staged is not None:
@@ -46,6 +46,19 @@ def read_lines(session, topic_path: str, exclude_batches: Iterable[int] = (),
     if only_batches is not None:
         lines = lines.where(F.col("_batch_id").isin(sorted({int(b) for b in only_batches})))
     return lines
+
+
+def batch_id(folder: Column, path: Column) -> Column:
+    """The batch id of a `_batch_id=<N>` folder as a BIGINT, or the run fails naming the file.
+
+    Batch ids are 64-bit end to end: a timestamp-shaped `20270101000000` or a number past 2^32, cast to
+    32 bits, wrapped (negative, or a small number already staged) and was skipped or read out of order.
+    A folder that is not a 64-bit integer is refused, never staged as a NULL or wrapped batch
+    (docs/staging.md, "Batch ids").
+    """
+    return F.coalesce(folder.try_cast("bigint"), F.raise_error(F.concat(
+        F.lit("a landed batch folder must be named _batch_id=<N>, N a whole number that fits 64 bits "
+              "(at most 9223372036854775807); rename the folder holding "), path)))
 
 
 def staged_predicate(batch: Column, batches: Iterable[int]) -> Column | None:

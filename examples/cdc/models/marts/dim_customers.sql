@@ -21,7 +21,7 @@ select
     {{ "birth_date" if python_staging else "cast(null, 'Nullable(Date32)')" }} as birth_date,
     toUInt64(assumeNotNull(_version)) as _version,
     toInt8(assumeNotNull(sign)) as sign,
-    toUInt32(_batch_id) as _batch_id
+    toInt64(_batch_id) as _batch_id
 from {{ vcmt.lake_source('stg_mysql__customers' if python_staging else 'stg_cdc__customer_changes') }}
 where
     {{ "_kind = 'change'" if python_staging else "true" }}

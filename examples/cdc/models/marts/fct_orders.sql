@@ -31,7 +31,7 @@ select
     toInt8(assumeNotNull(sign)) as sign,
     {{ "_kind" if python_staging else "'change'" }} as _kind,
     {{ "_unavailable" if python_staging else "cast([], 'Array(String)')" }} as _unavailable,
-    toUInt32(_batch_id) as _batch_id
+    toInt64(_batch_id) as _batch_id
 from {{ vcmt.lake_source('stg_pg__orders' if python_staging else 'stg_cdc__order_changes') }}
 where
     {{ "_kind in ('change', 'truncate')" if python_staging else "true" }}

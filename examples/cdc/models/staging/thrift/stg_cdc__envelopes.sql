@@ -14,7 +14,14 @@ with raw_lines as (
             '{{ topic }}' as topic,
             value as raw_payload,
             _metadata.file_name as source_file,
-            cast(_batch_id as int) as _batch_id
+            -- 64-bit, never wrapped: a folder that is not a 64-bit integer fails the run (docs/staging.md).
+            coalesce(
+                try_cast(_batch_id as bigint),
+                raise_error(concat(
+                    'a landed batch folder must be named _batch_id=<N>, N a whole number that fits 64 bits; '
+                    'rename the folder holding ', _metadata.file_path
+                ))
+            ) as _batch_id
         from text.`{{ cdc_lake_root() }}/raw/{{ topic }}`
         {%- if not loop.last %}
             union all

@@ -1,0 +1,201 @@
+"""The staged lake between Spark and a mart (issue 31): batch ids are 64-bit end to end, and a mart reads
+only batches Spark committed, never what a killed staging job left behind.
+
+Real captured Debezium files are landed as batches, staged on Spark with `stage_topic`, and read by a
+`vcmt_upsert` mart on chDB through `vcmt.lake_source()` with a `_batch_id` watermark.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.cdc.test_debezium_fixtures import ROOT
+from vcmt_tools.staging.topic import stage_topic
+
+pytestmark = pytest.mark.spark
+
+AUDIT = ROOT / "postgres" / "schemas-precise" / "topics" / "pg.public.audit" / "partition=0"
+COLUMNS = {"id": "int", "note": "string", "amount": "decimal(12,2)"}
+
+MART = """
+{{ config(materialized='vcmt_upsert', unique_key='id', watermark='_batch_id',
+          truncate_when="_kind = 'truncate'") }}
+select assumeNotNull(id) as id, note, amount, assumeNotNull(_version) as _version,
+       toInt8(assumeNotNull(sign)) as sign, _kind, _batch_id
+from {{ vcmt.lake_source('audit') }}
+where _kind in ('change', 'truncate')
+{% if vcmt.is_incremental() %} and _batch_id > {{ vcmt.watermark(default=-1) }} {% endif %}
+"""
+
+
+def _captured_changes() -> list[str]:
+    """The captured inserts of distinct keys after the topic's truncate, one line each."""
+    (captured,) = (p for p in AUDIT.iterdir() if not p.name.endswith(".keys.json"))
+    lines = captured.read_text(encoding="utf-8").splitlines()
+    return [lines[4], lines[5], lines[7]]
+
+
+def _land(raw: Path, batches: dict[int | str, str]) -> None:
+    for batch, line in batches.items():
+        folder = raw / f"_batch_id={batch}"
+        folder.mkdir(parents=True)
+        (folder / "lines.json").write_text(line + "\n", encoding="utf-8")
+
+
+def _stage(spark, lake: Path, batches) -> None:
+    df = stage_topic(spark, str(lake / "raw" / "audit"), "postgres", ["id"], COLUMNS, only_batches=batches)
+    df.write.mode("append").partitionBy("_batch_id").parquet(str(lake / "staged" / "audit"))
+
+
+def _loaded_batches(project) -> list[int]:
+    return [r[0] for r in project.query("select distinct _batch_id from audit_mart order by 1")]
+
+
+def test_batch_ids_are_64_bit_from_the_landed_folder_to_the_mart_watermark(spark, project, tmp_path):
+    """4294967297 was staged as batch 1 and 20270101000000 as a negative batch, behind the watermark."""
+    first, second, third = _captured_changes()
+    lake = tmp_path / "lake"
+    _land(lake / "raw" / "audit", {3: first, 2**32 + 1: second})
+    _stage(spark, lake, [3, 2**32 + 1])
+    assert sorted(p.name for p in (lake / "staged" / "audit").glob("_batch_id=*")) \
+        == ["_batch_id=3", "_batch_id=4294967297"]
+
+    project.vars = {"vcmt_lake_root": str(lake)}
+    project.model("audit_mart", MART)
+    project.dbt("run")
+    assert _loaded_batches(project) == [3, 2**32 + 1]
+
+    _land(lake / "raw" / "audit", {20270101000000: third})
+    _stage(spark, lake, [20270101000000])
+    project.dbt("run")
+    assert _loaded_batches(project) == [3, 2**32 + 1, 20270101000000]
+    assert project.scalar("select watermark from audit_mart__loads order by loaded_at desc limit 1") \
+        == "20270101000000"
+
+
+@pytest.mark.parametrize("folder", ["9223372036854775808", "abc"])
+def test_a_batch_folder_that_is_not_a_64_bit_integer_is_refused(spark, tmp_path, folder):
+    raw = tmp_path / "raw"
+    _land(raw, {1: _captured_changes()[0], folder: _captured_changes()[1]})
+    with pytest.raises(Exception, match=r"(?s)_batch_id=<N>, N a whole number that fits 64 bits.*_batch_id="
+                       + folder):
+        stage_topic(spark, str(raw), "postgres", ["id"], COLUMNS).collect()
+
+
+# A staging job as the `vcmt_spark` target runs it (save_model_result: a first create, then an incremental
+# run's dynamic partition overwrite), in its own process so that it can be killed mid-write.
+KILLED_WRITER = textwrap.dedent("""
+    import sys
+    from pyspark.sql import SparkSession, functions as F
+    from dbt.adapters.vcmt_spark.python_submissions import save_model_result
+
+    root, location = sys.argv[1], sys.argv[2]
+    spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+             .config("spark.sql.catalogImplementation", "in-memory")
+             .config("spark.sql.warehouse.dir", root + "/warehouse").getOrCreate())
+
+    def batches(rows, first):
+        # Two tasks, no shuffle: each sorts its rows by batch, then writes for seconds.
+        return spark.range(0, rows, 1, 2).select(
+            F.col("id").cast("int").alias("id"), F.sha2(F.col("id").cast("string"), 256).alias("note"),
+            F.lit(None).cast("decimal(12,2)").alias("amount"), F.col("id").alias("_version"),
+            F.lit(1).cast("tinyint").alias("sign"), F.lit("change").alias("_kind"),
+            (F.lit(first) + F.col("id") % 2).cast("bigint").alias("_batch_id"))
+
+    save_model_result(spark, batches(100, 1), "audit", "parquet", ["_batch_id"], location)
+    print("COMMITTED", flush=True)
+    save_model_result(spark, batches(4_000_000, 3), "audit", "parquet", mode="overwrite_partitions")
+    print("DONE", flush=True)
+""")
+
+
+def _kill_mid_write(tmp_path: Path, dataset: Path) -> None:
+    """Run KILLED_WRITER and SIGKILL it once its second write has opened a Parquet file."""
+    script = tmp_path / "writer.py"
+    script.write_text(KILLED_WRITER)
+    log = (tmp_path / "writer.log").open("w")
+    writer = subprocess.Popen([sys.executable, str(script), str(tmp_path), str(dataset)], stdout=log,
+                              stderr=subprocess.STDOUT, start_new_session=True, cwd=tmp_path)
+    try:
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline and writer.poll() is None:
+            if "COMMITTED" in (tmp_path / "writer.log").read_text() \
+                    and any(dataset.glob(".spark-staging-*/**/part-*.parquet")):
+                break
+            time.sleep(0.05)
+        assert writer.poll() is None, (tmp_path / "writer.log").read_text()[-2000:]
+    finally:
+        if writer.poll() is None:
+            os.killpg(writer.pid, signal.SIGKILL)
+        writer.wait()
+        log.close()
+
+
+def test_a_mart_reads_only_committed_batches_after_a_killed_staging_job(project, tmp_path):
+    """The lake reader globbed every Parquet file under the dataset: Spark's uncommitted output of a killed
+    job (`.spark-staging-*`, `_temporary/`) failed every later run (a 0-byte or footless file) or was
+    loaded as part of a batch, its other lines never loaded."""
+    lake = tmp_path / "lake"
+    dataset = lake / "staged" / "audit"
+    _kill_mid_write(tmp_path, dataset)
+    leftovers = [p for p in dataset.rglob("part-*.parquet") if not p.parent.name.startswith("_batch_id=")
+                 or p.parent.parent != dataset]
+    assert leftovers, "the killed job left no uncommitted file: nothing was tested"
+
+    project.vars = {"vcmt_lake_root": str(lake)}
+    project.model("audit_mart", MART)
+    project.dbt("run")
+    assert _loaded_batches(project) == [1, 2]
+    assert project.scalar("select count() from audit_mart final where sign = 1") == 100
+
+
+def test_a_late_batch_fails_the_run_naming_it_until_a_full_refresh(spark, project, tmp_path):
+    """A batch folder landing after a later one was loaded was staged, then skipped by the watermark."""
+    one, two, three = _captured_changes()
+    lake = tmp_path / "lake"
+    _land(lake / "raw" / "audit", {1: one, 3: three})
+    _stage(spark, lake, [1, 3])
+    project.vars = {"vcmt_lake_root": str(lake)}
+    project.model("audit_mart", MART)
+    project.dbt("run")
+
+    _land(lake / "raw" / "audit", {2: two})
+    _stage(spark, lake, [2])
+    failed = project.dbt("run", expect_pass=False)
+    assert "batches 2 landed after batch 3 was loaded" in failed.log
+    assert "dbt run -s audit_mart --full-refresh" in failed.log
+    assert _loaded_batches(project) == [1, 3]
+    project.dbt("run", expect_pass=False)  # still refused: nothing is skipped silently
+
+    project.dbt("run", "--full-refresh")
+    assert _loaded_batches(project) == [1, 2, 3]
+    project.dbt("run")
+    # A model loaded before the check existed has no record: its first run records the lake, then checks.
+    project.command("drop table audit_mart__lake_batches")
+    project.dbt("run")
+
+
+def test_a_file_added_to_a_loaded_batch_fails_the_run_naming_it(spark, project, tmp_path):
+    one, two, three = _captured_changes()
+    lake = tmp_path / "lake"
+    _land(lake / "raw" / "audit", {1: one, 2: two})
+    _stage(spark, lake, [1, 2])
+    project.vars = {"vcmt_lake_root": str(lake)}
+    project.model("audit_mart", MART)
+    project.dbt("run")
+
+    (lake / "raw" / "audit" / "_batch_id=1" / "lines.json").write_text(three + "\n", encoding="utf-8")
+    _stage(spark, lake, [1])  # appended: a second file in the staged batch 1
+    failed = project.dbt("run", expect_pass=False)
+    assert "batches 1 have files that were not there" in failed.log
+    assert _loaded_batches(project) == [1, 2]
+    project.dbt("run", "--full-refresh")
+    assert project.scalar("select count() from audit_mart final where sign = 1") == 3
