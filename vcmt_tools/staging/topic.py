@@ -250,12 +250,17 @@ def _judge_stage(values: _Steps, declared: Mapping[str, dbz.Declared], key: Sequ
         wrong_type = wrong_type | bad_value(name)
     kind = F.col("_kind")
     # A change line's reasons, in the contract's order (the first two are told by the parse).
-    rules = {"null_key": null_key, "null_version": ~F.col("version_present"),
-             "version_out_of_range": F.col("_version").isNull(), "wrong_type": wrong_type}
+    position = {"null_version": ~F.col("version_present"), "version_out_of_range": F.col("_version").isNull()}
+    rules = {"null_key": null_key, **position, "wrong_type": wrong_type}
     assert ("bad_json", "unknown_op", *rules) == contract.REASONS, "the reasons' order is the contract's"
+    # A truncate needs its position only: without one, the mart would delete up to an unknown point.
+    truncate_reason = F.lit(None).cast("string")
+    for name, broken in reversed(position.items()):
+        truncate_reason = F.when(broken, F.lit(name)).otherwise(truncate_reason)
     reason = (
         F.when(kind == "malformed",
                F.when(F.col("_vcmt_one"), F.lit("unknown_op")).otherwise(F.lit("bad_json")))
+        .when(kind == "truncate", truncate_reason)
         .when(kind != "change", F.lit(None).cast("string"))
     )
     for name, broken in rules.items():
@@ -263,8 +268,9 @@ def _judge_stage(values: _Steps, declared: Mapping[str, dbz.Declared], key: Sequ
     judged = values.select("*", reason.alias("_reason")).select(
         "*", ((F.col("_kind") == "change") & F.col("_reason").isNull()).alias("_valid"))
     valid = F.col("_valid")
-    # A change line that cannot be staged is malformed: only valid changes keep `change`.
-    out_kind = F.when((F.col("_kind") == "change") & ~valid, F.lit("malformed")).otherwise(F.col("_kind"))
+    # A change or truncate line that cannot be staged is malformed: only valid ones keep their kind.
+    out_kind = F.when(F.col("_kind").isin("change", "truncate") & F.col("_reason").isNotNull(),
+                      F.lit("malformed")).otherwise(F.col("_kind"))
     unavailable = F.filter(
         F.array(*[F.when(F.col(f"{n}__unavailable"), F.lit(n)) for n in declared]), lambda c: c.isNotNull()
     )
