@@ -164,3 +164,14 @@ def test_a_text_value_longer_than_jacksons_default_limit_stages(spark) -> None:
     line = edited(captured(PG, "items", "r", 1), ("after", "body"), json.dumps(body))
     df = staged(spark, [line], {"id": "bigint", "body": "string"})
     assert (df[0]["_kind"], df[0]["_reason"], len(df[0]["body"] or "")) == ("change", None, len(body))
+
+
+def test_text_that_is_not_base64_is_not_decoded_as_bytes(spark) -> None:
+    """Spark's unbase64 skips characters outside the alphabet. A precise-mode decimal sent as the text
+    "12.34" (hostile value in the captured line) was staged as the bytes of "1234" (-26588.24 at scale 2);
+    the captured `name` declared binary was staged as bytes of its letters."""
+    line = captured(PG, "items", "r", 1)
+    rows = staged(spark, [line, edited(line, ("after", "price"), '"12.34"')], {"id": "bigint", "price": "decimal(12,2)"})
+    assert [(r["price"], r["_reason"]) for r in rows] == [(Decimal("1234.50"), None), (None, "wrong_type")]
+    rows = staged(spark, [line], {"id": "bigint", "name": "binary"})
+    assert verdicts(rows) == [("malformed", "wrong_type")]

@@ -462,17 +462,27 @@ def numeric_parts(p: Parts, field: Column, d: Declared, mode: str | Column, has_
     ).otherwise(is_precise(mode))
     # io.debezium.data.VariableScaleDecimal: {"scale": n, "value": base64}, read only for such values.
     variable = F.when(p.is_object, p.raw)
+    # NaN and infinities are a double's, never base64 (Spark also makes a JSON number beyond a double
+    # the string "Infinity").
+    bytes_text = p.is_string & bytes_encoded & (~p.text.isin(*_NOT_FINITE) if d.family == "float" else F.lit(True))
     octets = (
-        F.when(p.is_object, F.unbase64(F.try_variant_get(variable, "$.value", "string")))
-        # NaN and infinities are a double's, never base64 (Spark also makes a JSON number beyond a double
-        # the string "Infinity").
-        .when(p.is_string & bytes_encoded & (~p.text.isin(*_NOT_FINITE) if d.family == "float" else F.lit(True)),
-              F.unbase64(p.text))
+        F.when(p.is_object, from_base64(F.try_variant_get(variable, "$.value", "string")))
+        .when(bytes_text, from_base64(p.text))
     )
     declared_scale = F.lit(d.scale if d.scale is not None else 0)
-    scale = F.when(p.is_object, exact_integer(F.try_variant_get(variable, "$.scale", "string"), "int")).otherwise(
-        F.coalesce(exact_integer(field["parameters"]["scale"], "int"), declared_scale))
+    scale = (
+        F.when(p.is_object, exact_integer(F.try_variant_get(variable, "$.scale", "string"), "int"))
+        # Text that should be bytes and is not base64 has no scale: the value is not decoded (wrong_type).
+        .when(bytes_text & from_base64(p.text).isNull(), F.lit(None).cast("int"))
+        .otherwise(F.coalesce(exact_integer(field["parameters"]["scale"], "int"), declared_scale))
+    )
     return {"octets": octets, "scale": scale}
+
+
+def from_base64(text: Column) -> Column:
+    """Base64 text as bytes; NULL when it is not base64. Spark's `unbase64` skips characters outside the
+    alphabet: the text "12.34" became the bytes of "1234", a wrong decimal."""
+    return F.try_to_binary(text, F.lit("base64"))
 
 
 def _micros_from(n: Column, unit: Column) -> Column:
@@ -520,7 +530,8 @@ def decode_value(p: Parts, field: Column, d: Declared) -> Column:
         value = text
     elif d.family in ("float", "decimal"):
         # A JSON number, or decimal.handling.mode=string, as it is; encoded bytes at their scale.
-        number_text = F.when(p.octets.isNotNull(), scaled_text(unscaled_text(p.octets), p.scale)).otherwise(text)
+        number_text = (F.when(p.octets.isNotNull(), scaled_text(unscaled_text(p.octets), p.scale))
+                       .when(p.scale.isNotNull(), text))
         value = number_text.cast(d.spark_type)
         if d.family == "decimal":
             # The cast rounds digits beyond the declared scale; one it cannot hold is NULL already.
@@ -530,7 +541,7 @@ def decode_value(p: Parts, field: Column, d: Declared) -> Column:
             # A finite number beyond a float's range would become an infinity.
             value = F.when(~F.abs(value).eqNullSafe(float("inf")) | number_text.isin(*_NOT_FINITE), value)
     elif d.family == "binary":
-        value = F.when(p.is_string, F.unbase64(text))
+        value = F.when(p.is_string, from_base64(text))
     elif d.family == "date":
         days = p.number
         value = (
