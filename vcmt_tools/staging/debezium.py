@@ -349,11 +349,14 @@ class Parts:
     number: Column  # the text as a BIGINT
     octets: Column | None = None  # decimals: the encoded unscaled bytes, NULL for a plain number
     scale: Column | None = None  # decimals: the scale of those bytes
+    digits: Column | None = None  # decimals: the number as decimal text (`number_text`)
 
     @staticmethod
-    def named(prefix: str, encoded: bool) -> Parts:
-        """The parts computed earlier as columns `<prefix>__<part>` (`octets`, `scale` only when `encoded`)."""
-        names = [f.name for f in dataclasses.fields(Parts) if encoded or f.name not in ("octets", "scale")]
+    def named(prefix: str, encoded: bool, digits: bool = False) -> Parts:
+        """The parts computed earlier as columns `<prefix>__<part>` (`octets`, `scale` only when `encoded`,
+        `digits` when asked)."""
+        names = [f.name for f in dataclasses.fields(Parts)
+                 if (encoded or f.name not in ("octets", "scale")) and (digits or f.name != "digits")]
         return Parts(*[F.col(f"{prefix}__{n}") for n in names])
 
     @staticmethod
@@ -479,6 +482,12 @@ def numeric_parts(p: Parts, field: Column, d: Declared, mode: str | Column, has_
     return {"octets": octets, "scale": scale}
 
 
+def number_text(p: Parts) -> Column:
+    """A number's value as text: a JSON number, or decimal.handling.mode=string, as it is; encoded bytes at
+    their scale. Its own projection (`digits`): the decimal decoder reads it several times."""
+    return F.when(p.octets.isNotNull(), scaled_text(unscaled_text(p.octets), p.scale)).when(p.scale.isNotNull(), p.text)
+
+
 def from_base64(text: Column) -> Column:
     """Base64 text as bytes; NULL when it is not base64. Spark's `unbase64` skips characters outside the
     alphabet: the text "12.34" became the bytes of "1234", a wrong decimal."""
@@ -529,9 +538,7 @@ def decode_value(p: Parts, field: Column, d: Declared) -> Column:
     elif d.family == "string":
         value = text
     elif d.family in ("float", "decimal"):
-        # A JSON number, or decimal.handling.mode=string, as it is; encoded bytes at their scale.
-        number_text = (F.when(p.octets.isNotNull(), scaled_text(unscaled_text(p.octets), p.scale))
-                       .when(p.scale.isNotNull(), text))
+        number_text = p.digits
         value = number_text.cast(d.spark_type)
         if d.family == "decimal":
             # The cast rounds digits beyond the declared scale; one it cannot hold is NULL already.

@@ -205,7 +205,7 @@ def _envelope_stage(opened: _Steps, declared: Mapping[str, dbz.Declared], flavou
 def _value_stage(located: _Steps, declared: Mapping[str, dbz.Declared],
                  decimal_handling: str | Column) -> _Steps:
     """Stages 4-5: the JSON text of values whose JSON type matters, then what the decoders ask of each value
-    (present, text, JSON type, number), a decimal's encoded bytes and scale, each computed once; then
+    (present, text, JSON type, number), a decimal's encoded bytes and scale, then its text, each computed once; then
     whether a value is the unavailable placeholder, and its decoded value."""
     variants = [name for name, d in declared.items() if not dbz.is_text(d)]
     with_json = located.select("*", *[F.to_json(F.col(f"{name}__raw")).alias(f"{name}__json") for name in variants])
@@ -217,9 +217,10 @@ def _value_stage(located: _Steps, declared: Mapping[str, dbz.Declared],
     ])
     numeric = [name for name, d in declared.items() if d.family in ("float", "decimal")]
 
-    def parts(name: str, encoded: bool = True) -> dbz.Parts:
-        """The column references of a value's parts (with a decimal's bytes and scale once `encoded`)."""
-        return dbz.Parts.named(name, encoded and name in numeric)
+    def parts(name: str, encoded: bool = True, digits: bool = True) -> dbz.Parts:
+        """The column references of a value's parts (with a decimal's bytes and scale once `encoded`, and its
+        text once `digits`)."""
+        return dbz.Parts.named(name, encoded and name in numeric, digits and encoded and name in numeric)
 
     encoded = parted.select("*", *[
         col.alias(f"{name}__{part}")
@@ -227,7 +228,9 @@ def _value_stage(located: _Steps, declared: Mapping[str, dbz.Declared],
         for part, col in dbz.numeric_parts(parts(name, encoded=False), F.col(f"{name}__field"), declared[name],
                                            decimal_handling, F.col("has_schema")).items()
     ])
-    return encoded.select("*", *[
+    numbers = encoded.select("*", *[dbz.number_text(parts(name, digits=False)).alias(f"{name}__digits")
+                                     for name in numeric])
+    return numbers.select("*", *[
         col
         for name, d in declared.items()
         for col in (dbz.is_unavailable(parts(name)).alias(f"{name}__unavailable"),
