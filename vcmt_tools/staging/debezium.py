@@ -156,9 +156,13 @@ def line_type(declared: dict[str, Declared]) -> T.DataType:
 
 
 # JSON as RFC 8259 writes it: Spark's reader also takes single quotes and NaN unless told not to.
+# Jackson refuses a string value longer than 20,000,000 characters by default (StreamReadConstraints), which
+# made a long text value `bad_json`: a line's string can be as long as the line (docs/staging.md, "Declared
+# columns").
 _STRICT_JSON = {"allowSingleQuotes": "false", "allowNonNumericNumbers": "false", "allowComments": "false",
                 "allowUnquotedFieldNames": "false", "allowNumericLeadingZeros": "false",
-                "allowBackslashEscapingAnyCharacter": "false", "allowUnquotedControlChars": "false"}
+                "allowBackslashEscapingAnyCharacter": "false", "allowUnquotedControlChars": "false",
+                "maxStringLen": str(2**31 - 1)}
 
 
 def schema_prefix(line: str) -> str | None:
@@ -345,11 +349,14 @@ class Parts:
     number: Column  # the text as a BIGINT
     octets: Column | None = None  # decimals: the encoded unscaled bytes, NULL for a plain number
     scale: Column | None = None  # decimals: the scale of those bytes
+    digits: Column | None = None  # decimals: the number as decimal text (`number_text`)
 
     @staticmethod
-    def named(prefix: str, encoded: bool) -> Parts:
-        """The parts computed earlier as columns `<prefix>__<part>` (`octets`, `scale` only when `encoded`)."""
-        names = [f.name for f in dataclasses.fields(Parts) if encoded or f.name not in ("octets", "scale")]
+    def named(prefix: str, encoded: bool, digits: bool = False) -> Parts:
+        """The parts computed earlier as columns `<prefix>__<part>` (`octets`, `scale` only when `encoded`,
+        `digits` when asked)."""
+        names = [f.name for f in dataclasses.fields(Parts)
+                 if (encoded or f.name not in ("octets", "scale")) and (digits or f.name != "digits")]
         return Parts(*[F.col(f"{prefix}__{n}") for n in names])
 
     @staticmethod
@@ -363,7 +370,16 @@ class Parts:
             # Strings the decoders read (base64, numbers, ISO times) have no escapes.
             text = F.when(is_string, json.substr(F.lit(2), F.length(json) - 2)).when(present, json)
         return {"present": present, "text": text, "is_string": is_string, "is_object": is_object,
-                "number": text.cast("bigint")}
+                "number": exact_integer(text, "bigint")}
+
+
+def exact_integer(text: Column, spark_type: str) -> Column:
+    """Integer text as `spark_type`; NULL for anything else (a fraction, an exponent, a value out of range).
+
+    Spark's plain cast reads "2.75" as 2 (without ANSI mode, which dbt-spark turns off); `try_cast` is the
+    ANSI cast, exact whatever the session's mode (docs/staging.md, "Declared columns").
+    """
+    return text.try_cast(spark_type)
 
 
 def _in_range(x: Column, low: int, high: int) -> Column:
@@ -442,47 +458,64 @@ def numeric_parts(p: Parts, field: Column, d: Declared, mode: str | Column, has_
 
     Chosen once per value, so the byte decoding reads a column instead of repeating this choice.
     """
-    mode = decimal_handling_column(mode)
     bytes_encoded = F.when(
         F.coalesce(has_schema, F.lit(False)),
         # With a schema: a Decimal logical type is bytes; type string is decimal.handling.mode=string.
         (field["name"] == _DECIMAL_LOGICAL) | (field["type"] == "bytes"),
-    ).otherwise(mode == F.lit("precise"))
+    ).otherwise(is_precise(mode))
     # io.debezium.data.VariableScaleDecimal: {"scale": n, "value": base64}, read only for such values.
     variable = F.when(p.is_object, p.raw)
+    # NaN and infinities are a double's, never base64 (Spark also makes a JSON number beyond a double
+    # the string "Infinity").
+    bytes_text = p.is_string & bytes_encoded & (~p.text.isin(*_NOT_FINITE) if d.family == "float" else F.lit(True))
     octets = (
-        F.when(p.is_object, F.unbase64(F.try_variant_get(variable, "$.value", "string")))
-        # NaN and infinities are a double's, never base64 (Spark also makes a JSON number beyond a double
-        # the string "Infinity").
-        .when(p.is_string & bytes_encoded & (~p.text.isin(*_NOT_FINITE) if d.family == "float" else F.lit(True)),
-              F.unbase64(p.text))
+        F.when(p.is_object, from_base64(F.try_variant_get(variable, "$.value", "string")))
+        .when(bytes_text, from_base64(p.text))
     )
     declared_scale = F.lit(d.scale if d.scale is not None else 0)
-    scale = F.when(p.is_object, F.try_variant_get(variable, "$.scale", "int")).otherwise(
-        F.coalesce(field["parameters"]["scale"].cast("int"), declared_scale))
+    scale = (
+        F.when(p.is_object, exact_integer(F.try_variant_get(variable, "$.scale", "string"), "int"))
+        # Text that should be bytes and is not base64 has no scale: the value is not decoded (wrong_type).
+        .when(bytes_text & from_base64(p.text).isNull(), F.lit(None).cast("int"))
+        .otherwise(F.coalesce(exact_integer(field["parameters"]["scale"], "int"), declared_scale))
+    )
     return {"octets": octets, "scale": scale}
+
+
+def number_text(p: Parts) -> Column:
+    """A number's value as text: a JSON number, or decimal.handling.mode=string, as it is; encoded bytes at
+    their scale. Its own projection (`digits`): the decimal decoder reads it several times."""
+    return F.when(p.octets.isNotNull(), scaled_text(unscaled_text(p.octets), p.scale)).when(p.scale.isNotNull(), p.text)
+
+
+def from_base64(text: Column) -> Column:
+    """Base64 text as bytes; NULL when it is not base64. Spark's `unbase64` skips characters outside the
+    alphabet: the text "12.34" became the bytes of "1234", a wrong decimal."""
+    return F.try_to_binary(text, F.lit("base64"))
 
 
 def _micros_from(n: Column, unit: Column) -> Column:
     """Epoch (or time-of-day) count in `unit` as microseconds, NULL outside Spark's timestamp range."""
     millis_ok = _in_range(n, _MIN_MICROS // 1000, _MAX_MICROS // 1000)
-    # Exact floor division of nanoseconds (a double would lose the last digits of a 19-digit count).
-    nanos_to_micros = ((n - F.pmod(n, F.lit(1000))).cast("decimal(20,0)") / F.lit(1000)).cast("bigint")
+    # Exact division of nanoseconds (a double would lose the last digits of a 19-digit count).
+    nanos_to_micros = (n.cast("decimal(20,0)") / F.lit(1000)).cast("bigint")
     return (
         F.when((unit == "millis") & millis_ok, n * 1000)
         .when(unit == "micros", n)
-        .when(unit == "nanos", nanos_to_micros)
+        # Spark's timestamps hold microseconds: nanoseconds left over would be dropped (wrong_type instead).
+        .when((unit == "nanos") & (F.pmod(n, F.lit(1000)) == 0), nanos_to_micros)
     )
 
 
-def decimal_handling_column(mode: str | Column) -> Column:
-    """The connector's `decimal.handling.mode` as a Column: a name checked here, or a Column
-    giving it per line (lines of several connectors staged in one job)."""
+def is_precise(mode: str | Column) -> Column:
+    """The connector's `decimal.handling.mode` is `precise` (a string without a schema is base64 bytes):
+    `mode` is a name, checked here, or a Column giving it per line (lines of several connectors staged in
+    one job). A name is decided here: as a literal comparison, Spark warned of a trivially true predicate."""
     if isinstance(mode, Column):
-        return mode
+        return mode == F.lit("precise")
     if mode not in DECIMAL_HANDLING:
         raise ValueError(f"decimal_handling must be one of {DECIMAL_HANDLING}, got {mode!r}")
-    return F.lit(mode)
+    return F.lit(mode == "precise")
 
 
 def decode_value(p: Parts, field: Column, d: Declared) -> Column:
@@ -495,27 +528,41 @@ def decode_value(p: Parts, field: Column, d: Declared) -> Column:
     sem = field["name"]
     text = p.text
 
-    if d.family in ("integer", "boolean", "string"):
-        value = text.cast(d.spark_type)
+    # Every decoder is exact or NULL (wrong_type): nothing is rounded, truncated or wrapped
+    # (docs/staging.md, "Declared columns").
+    if d.family == "integer":
+        value = exact_integer(text, d.spark_type)
+    elif d.family == "boolean":
+        # JSON booleans and MySQL's TINYINT(1) 0/1 only: Spark's cast also reads "yes", "t" and " n ".
+        value = F.when(text.isin("true", "false", "0", "1"), text.cast("boolean"))
+    elif d.family == "string":
+        value = text
     elif d.family in ("float", "decimal"):
-        # A JSON number, or decimal.handling.mode=string, as it is; encoded bytes at their scale.
-        number_text = F.when(p.octets.isNotNull(), scaled_text(unscaled_text(p.octets), p.scale)).otherwise(text)
+        number_text = p.digits
         value = number_text.cast(d.spark_type)
-        # Casting text to a narrower decimal rounds; to a decimal it cannot hold gives NULL (wrong_type).
+        if d.family == "decimal":
+            # The cast rounds digits beyond the declared scale; one it cannot hold is NULL already.
+            fits = F.coalesce(p.octets.isNotNull() & (p.scale <= F.lit(d.scale)), F.lit(False))
+            value = F.when(fits | _fits_scale(number_text, d.scale), value)
+        else:
+            # A finite number beyond a float's range would become an infinity.
+            value = F.when(~F.abs(value).eqNullSafe(float("inf")) | number_text.isin(*_NOT_FINITE), value)
     elif d.family == "binary":
-        value = F.when(p.is_string, F.unbase64(text))
+        value = F.when(p.is_string, from_base64(text))
     elif d.family == "date":
         days = p.number
         value = (
-            F.when(p.is_string, text.cast("date"))
+            # ISO dates only: Spark's cast also reads "2024" and drops the time of "2024-01-01T12:00".
+            F.when(p.is_string, F.when(text.rlike(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"), text.cast("date")))
             .when(_in_range(days, _MIN_DAYS, _MAX_DAYS), F.date_from_unix_date(days.cast("int")))
         )
     elif d.family == "timestamp":
         unit = _unit(sem, _TS_UNITS, d.unit)
         micros = _micros_from(p.number, unit)
         value = (
-            # ZonedTimestamp: ISO-8601 with `Z` or an offset, any fraction width.
-            F.when(p.is_string, text.cast("timestamp"))
+            # ZonedTimestamp: ISO-8601 with `Z` or an offset, any fraction width; digits beyond microseconds
+            # must be zeros (Spark's cast drops them).
+            F.when(p.is_string, F.when(~text.rlike(r"\.[0-9]{6}0*[1-9]"), text.cast("timestamp")))
             .when(_in_range(micros, _MIN_MICROS, _MAX_MICROS), F.timestamp_micros(micros))
         )
     elif d.family == "time":
@@ -525,6 +572,22 @@ def decode_value(p: Parts, field: Column, d: Declared) -> Column:
     else:  # pragma: no cover - Declared.parse refuses anything else
         raise ValueError(d.family)
     return F.when(p.present, value).cast(d.spark_type)
+
+
+# A decimal number as text: sign, integer digits, fraction digits, exponent (`_fits_scale`).
+_NUMBER = r"^[+-]?([0-9]*)(?:\.([0-9]*))?(?:[eE]([+-]?[0-9]+))?$"
+
+
+def _fits_scale(number: Column, scale: int) -> Column:
+    """The decimal text `number` has no nonzero digit beyond `scale` fraction digits (casting it to that
+    scale would not round it). "1.230" fits scale 2, "1.235" does not, "12E-1" fits 1."""
+    whole, fraction, exponent = (F.regexp_extract(number, _NUMBER, i) for i in (1, 2, 3))
+    digits = F.concat(whole, fraction)
+    significant = F.regexp_replace(digits, "0+$", "")
+    places = (F.length(fraction) - F.when(exponent == "", F.lit(0)).otherwise(exponent.try_cast("int"))
+              - (F.length(digits) - F.length(significant)))
+    zero = significant.rlike("^0*$")
+    return F.coalesce(number.rlike(_NUMBER) & (zero | (places <= F.lit(scale))), F.lit(False))
 
 
 def _unit(sem: Column, units: dict[str, str], declared: str | None) -> Column:
@@ -561,13 +624,13 @@ def version(e: dict[str, Column], flavour: str) -> tuple[Column, Column]:
     """
     source = e["source"]
     if flavour == "postgres":
-        lsn = source["lsn"].cast("bigint")
+        lsn = exact_integer(source["lsn"], "bigint")
         packed = lsn * 2 + F.when(e["op"] == "r", F.lit(0)).otherwise(F.lit(1))
         return F.when(_in_range(lsn, 0, LSN_MAX), packed), source["lsn"].isNotNull()
     if flavour in ("mysql", "mariadb"):
-        file_no = F.regexp_extract(source["file"], r"\.(\d+)$", 1).cast("bigint")
-        pos = source["pos"].cast("bigint")
-        row = F.coalesce(source["row"].cast("bigint"), F.lit(0))
+        file_no = exact_integer(F.regexp_extract(source["file"], r"\.(\d+)$", 1), "bigint")
+        pos = exact_integer(source["pos"], "bigint")
+        row = F.coalesce(exact_integer(source["row"], "bigint"), F.lit(0))
         present = source["file"].isNotNull() & source["pos"].isNotNull()
         fits = (
             _in_range(file_no, 0, (1 << BINLOG_FILE_BITS) - 1)
@@ -586,7 +649,9 @@ def version(e: dict[str, Column], flavour: str) -> tuple[Column, Column]:
 def source_ts(e: dict[str, Column]) -> tuple[Column, Column]:
     """(`_source_ts`, present): commit time at the source, from `source.ts_us` when sent, else `source.ts_ms`."""
     source = e["source"]
-    us, ms = source["ts_us"].cast("bigint"), source["ts_ms"].cast("bigint")
-    micros = F.coalesce(us, F.when(_in_range(ms, _MIN_MICROS // 1000, _MAX_MICROS // 1000), ms * 1000))
+    us, ms = exact_integer(source["ts_us"], "bigint"), exact_integer(source["ts_ms"], "bigint")
+    # A `ts_us` that is sent decides, read or not: one that is not a count is not replaced by `ts_ms`.
+    micros = F.when(source["ts_us"].isNotNull(), us).when(
+        _in_range(ms, _MIN_MICROS // 1000, _MAX_MICROS // 1000), ms * 1000)
     present = source["ts_us"].isNotNull() | source["ts_ms"].isNotNull()
     return F.when(_in_range(micros, _MIN_MICROS, _MAX_MICROS), F.timestamp_micros(micros)), present

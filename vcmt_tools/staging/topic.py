@@ -12,6 +12,8 @@ the same staged table. See docs/staging.md.
 
 from __future__ import annotations
 
+import json
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 
 from pyspark.sql import Column, DataFrame
@@ -216,7 +218,7 @@ def _envelope_stage(opened: _Steps, declared: Mapping[str, dbz.Declared], flavou
 def _value_stage(located: _Steps, declared: Mapping[str, dbz.Declared],
                  decimal_handling: str | Column) -> _Steps:
     """Stages 4-5: the JSON text of values whose JSON type matters, then what the decoders ask of each value
-    (present, text, JSON type, number), a decimal's encoded bytes and scale, each computed once; then
+    (present, text, JSON type, number), a decimal's encoded bytes and scale, then its text, each computed once; then
     whether a value is the unavailable placeholder, and its decoded value."""
     variants = [name for name, d in declared.items() if not dbz.is_text(d)]
     with_json = located.select("*", *[F.to_json(F.col(f"{name}__raw")).alias(f"{name}__json") for name in variants])
@@ -228,9 +230,10 @@ def _value_stage(located: _Steps, declared: Mapping[str, dbz.Declared],
     ])
     numeric = [name for name, d in declared.items() if d.family in ("float", "decimal")]
 
-    def parts(name: str, encoded: bool = True) -> dbz.Parts:
-        """The column references of a value's parts (with a decimal's bytes and scale once `encoded`)."""
-        return dbz.Parts.named(name, encoded and name in numeric)
+    def parts(name: str, encoded: bool = True, digits: bool = True) -> dbz.Parts:
+        """The column references of a value's parts (with a decimal's bytes and scale once `encoded`, and its
+        text once `digits`)."""
+        return dbz.Parts.named(name, encoded and name in numeric, digits and encoded and name in numeric)
 
     encoded = parted.select("*", *[
         col.alias(f"{name}__{part}")
@@ -238,7 +241,9 @@ def _value_stage(located: _Steps, declared: Mapping[str, dbz.Declared],
         for part, col in dbz.numeric_parts(parts(name, encoded=False), F.col(f"{name}__field"), declared[name],
                                            decimal_handling, F.col("has_schema")).items()
     ])
-    return encoded.select("*", *[
+    numbers = encoded.select("*", *[dbz.number_text(parts(name, digits=False)).alias(f"{name}__digits")
+                                     for name in numeric])
+    return numbers.select("*", *[
         col
         for name, d in declared.items()
         for col in (dbz.is_unavailable(parts(name)).alias(f"{name}__unavailable"),
@@ -263,12 +268,17 @@ def _judge_stage(values: _Steps, declared: Mapping[str, dbz.Declared], key: Sequ
         wrong_type = wrong_type | bad_value(name)
     kind = F.col("_kind")
     # A change line's reasons, in the contract's order (the first two are told by the parse).
-    rules = {"null_key": null_key, "null_version": ~F.col("version_present"),
-             "version_out_of_range": F.col("_version").isNull(), "wrong_type": wrong_type}
+    position = {"null_version": ~F.col("version_present"), "version_out_of_range": F.col("_version").isNull()}
+    rules = {"null_key": null_key, **position, "wrong_type": wrong_type}
     assert ("bad_json", "unknown_op", *rules) == contract.REASONS, "the reasons' order is the contract's"
+    # A truncate needs its position only: without one, the mart would delete up to an unknown point.
+    truncate_reason = F.lit(None).cast("string")
+    for name, broken in reversed(position.items()):
+        truncate_reason = F.when(broken, F.lit(name)).otherwise(truncate_reason)
     reason = (
         F.when(kind == "malformed",
                F.when(F.col("_vcmt_one"), F.lit("unknown_op")).otherwise(F.lit("bad_json")))
+        .when(kind == "truncate", truncate_reason)
         .when(kind != "change", F.lit(None).cast("string"))
     )
     for name, broken in rules.items():
@@ -276,8 +286,9 @@ def _judge_stage(values: _Steps, declared: Mapping[str, dbz.Declared], key: Sequ
     judged = values.select("*", reason.alias("_reason")).select(
         "*", ((F.col("_kind") == "change") & F.col("_reason").isNull()).alias("_valid"))
     valid = F.col("_valid")
-    # A change line that cannot be staged is malformed: only valid changes keep `change`.
-    out_kind = F.when((F.col("_kind") == "change") & ~valid, F.lit("malformed")).otherwise(F.col("_kind"))
+    # A change or truncate line that cannot be staged is malformed: only valid ones keep their kind.
+    out_kind = F.when(F.col("_kind").isin("change", "truncate") & F.col("_reason").isNotNull(),
+                      F.lit("malformed")).otherwise(F.col("_kind"))
     unavailable = F.filter(
         F.array(*[F.when(F.col(f"{n}__unavailable"), F.lit(n)) for n in declared]), lambda c: c.isNotNull()
     )
@@ -323,7 +334,8 @@ def stage_topic(session, topic_path: str, flavour: str, key: Sequence[str], colu
     removes every row at or below a truncate's `_version`).
     """
     lines = read_lines(session, topic_path, exclude_batches, only_batches)
-    return decode_lines(lines, flavour, key, columns, decimal_handling, schema_prefix_of(session, topic_path, lines))
+    prefix = schema_prefix_of(session, topic_path, lines, columns)
+    return decode_lines(lines, flavour, key, columns, decimal_handling, prefix)
 
 
 # How many of a topic's first new lines are looked at for a schema prefix (a tombstone or a heartbeat
@@ -333,10 +345,11 @@ PEEK_LINES = 16
 _PREFIXES: dict[str, tuple[object, str | None]] = {}
 
 
-def schema_prefix_of(session, topic_path: str, lines: DataFrame) -> str | None:
+def schema_prefix_of(session, topic_path: str, lines: DataFrame,
+                     columns: Mapping[str, str] | None = None) -> str | None:
     """The Connect schema prefix (`dbz.schema_prefix`) staging parses once for `topic_path`: the first
     among the first new `lines`, read once per session and topic (one small Spark job); None when none
-    carries a schema.
+    carries a schema. Those lines also check the declared `columns` (`refuse_unknown_units`).
 
     Lines with another schema (after a DDL change, say) are parsed whole, with the same result, until a
     new session reads the topic again (docs/staging.md, "Known Connect schemas").
@@ -349,16 +362,55 @@ def schema_prefix_of(session, topic_path: str, lines: DataFrame) -> str | None:
     first = lines.select(F.col("raw").cast("binary").alias("raw")).limit(PEEK_LINES).collect()
     if not first:  # nothing new to read: ask again next time
         return None
-    prefix = None
+    texts = []
     for row in first:
         try:
-            prefix = dbz.schema_prefix(bytes(row["raw"] or b"").decode("utf-8"))
+            texts.append(bytes(row["raw"] or b"").decode("utf-8"))
         except UnicodeDecodeError:
             continue
-        if prefix:
-            break
+    prefix = next((p for p in map(dbz.schema_prefix, texts) if p), None)
+    if columns is not None and prefix is None:  # a topic without Connect schemas
+        refuse_unknown_units(texts, columns)
     _PREFIXES[topic_path] = (session, prefix)
     return prefix
+
+
+def unitless(columns: Mapping[str, str]) -> list[str]:
+    """The declared columns whose numbers have no unit without a Connect schema: plain `timestamp`, `time`."""
+    return [name for name, t in columns.items()
+            if (d := dbz.Declared.parse(t)).family in ("timestamp", "time") and d.unit is None]
+
+
+def unit_fix(name: str, declared: str) -> str:
+    """What to declare for a `unitless` column."""
+    return (f"declare `{name}` as `{declared}_micros` or `{declared}_millis`, the unit of the connector's numbers "
+            "(time.precision.mode adaptive: microseconds for PostgreSQL timestamp/time and MySQL DATETIME(4..6), "
+            "milliseconds for precision 0..3; connect: milliseconds)")
+
+
+def refuse_unknown_units(texts: Sequence[str], columns: Mapping[str, str]) -> None:
+    """Refuse a column declared without a unit (`unitless`) whose value is a JSON number in a line without a
+    Connect schema: its unit cannot be known, so every change line would be quarantined as wrong_type
+    (docs/staging.md, "Declared columns"). A ZonedTimestamp (ISO text) needs no unit."""
+    names = unitless(columns)
+    if not names:
+        return
+    for text in texts:
+        try:
+            doc = json.loads(text)
+        except ValueError:
+            continue
+        if not isinstance(doc, dict) or doc.get("schema") is not None:
+            continue
+        envelope = doc["payload"] if isinstance(doc.get("payload"), dict) else doc
+        for image in (envelope.get("after"), envelope.get("before")):
+            for name in names:
+                value = image.get(name) if isinstance(image, dict) else None
+                if isinstance(value, int | float) and not isinstance(value, bool):
+                    raise ValueError(
+                        f"column `{name}` is declared `{columns[name]}`, but the topic's lines carry no Kafka Connect "
+                        f"schema and its value is a number ({value}) whose unit is unknown: every change line would be "
+                        f"quarantined as wrong_type. {unit_fix(name, columns[name].strip().lower())}.")
 
 
 def staged_batches(session, table: str) -> list[int]:
@@ -384,9 +436,10 @@ def _partition_batches(session, table: str) -> list[int]:
 
 
 def stage_new_batches(dbt, session, topic_path: str, flavour: str, key: Sequence[str], columns: Mapping[str, str],
-                      *, decimal_handling: str | Column = "precise") -> DataFrame:
+                      *, decimal_handling: str | Column = "precise", max_malformed_share: float = 0.5) -> DataFrame:
     """The body of a Python staging model: the topic at `topic_path` through `stage_topic`, without the
-    batches the model's table holds already (`staged_batches`).
+    batches the model's table holds already (`staged_batches`), counted and checked (`checked`): a batch
+    with more than `max_malformed_share` of its lines malformed fails the run before anything is written.
 
     Pass `topic_path=dbt.config.meta_get("topic_path")` from the model itself: dbt gives a Python model
     only the config keys its own file reads, and `dbt.config(...)` must be in that file as well.
@@ -397,5 +450,69 @@ def stage_new_batches(dbt, session, topic_path: str, flavour: str, key: Sequence
                          "\"{{ var('vcmt_lake_root') }}/raw/<topic>\", and pass dbt.config.meta_get(\"topic_path\")")
     # An incremental run's table exists (dbt found it): no `tableExists` round trip before the partitions.
     done = _partition_batches(session, str(dbt.this)) if dbt.is_incremental else []
-    return stage_topic(session, topic_path, flavour, key, columns, exclude_batches=done,
-                       decimal_handling=decimal_handling)
+    staged = stage_topic(session, topic_path, flavour, key, columns, exclude_batches=done,
+                         decimal_handling=decimal_handling)
+    return checked(staged, str(dbt.this), columns, max_malformed_share)
+
+
+# How much of a sample line a refusal shows.
+SAMPLE_CHARS = 500
+
+
+def _plural(n: int, word: str, words: str | None = None) -> str:
+    return f"{n:,} {word}" if n == 1 else f"{n:,} {words or word + 's'}"
+
+
+def checked(staged: DataFrame, model: str, columns: Mapping[str, str], max_malformed_share: float) -> DataFrame:
+    """`staged` computed once, as a local checkpoint that the model's write then reads, after counting its
+    lines per batch, kind and reason: prints one summary line (lines by kind), and refuses (ValueError, before
+    anything is written) a batch in which more than `max_malformed_share` of the lines are malformed, naming
+    its top reasons with a sample line (docs/staging.md, "Run summary and the malformed threshold")."""
+    if not 0 <= max_malformed_share <= 1:
+        raise ValueError(f"{model}: max_malformed_share must be between 0 and 1 (1 never refuses a batch), "
+                         f"got {max_malformed_share!r}")
+    staged = staged.localCheckpoint(eager=True)
+    counts = staged.groupBy("_batch_id", "_kind", "_reason").agg(
+        F.count(F.lit(1)).alias("n"), F.min("_raw").alias("sample")).collect()
+    print(summary(model, counts), flush=True)
+    for batch in sorted({r["_batch_id"] for r in counts}):
+        rows = [r for r in counts if r["_batch_id"] == batch]
+        lines = sum(r["n"] for r in rows)
+        bad = sorted((r for r in rows if r["_kind"] == "malformed"), key=lambda r: (-r["n"], r["_reason"]))
+        malformed = sum(r["n"] for r in bad)
+        if malformed <= max_malformed_share * lines:
+            continue
+        top = bad[0]
+        sample = top["sample"] if len(top["sample"]) <= SAMPLE_CHARS else top["sample"][:SAMPLE_CHARS] + " ..."
+        hint = ""
+        if top["_reason"] == "wrong_type" and unitless(columns):
+            hint = " If the topic's lines carry no Connect schema: " + "; ".join(
+                unit_fix(n, columns[n].strip().lower()) for n in unitless(columns)) + "."
+        raise ValueError(
+            f"{model}: batch {batch}: {malformed:,} of {_plural(lines, 'line')} ({malformed / lines:.0%}) are "
+            f"malformed, more than max_malformed_share={max_malformed_share}; nothing was staged. Reasons: "
+            + ", ".join(f"{r['_reason']} {r['n']:,}" for r in bad)
+            + f". A {top['_reason']} line: {sample}\nFix the model's declared columns (or the lines), or pass "
+            "max_malformed_share=1 to stage_new_batches to stage the batch anyway (malformed lines are kept as "
+            f"_kind = 'malformed').{hint}")
+    return staged
+
+
+def summary(model: str, counts: Sequence) -> str:
+    """One line: the batches staged and their lines by kind (malformed ones by reason)."""
+    if not counts:
+        return f"{model}: nothing new to stage"
+    batches = sorted({r["_batch_id"] for r in counts})
+    kinds: Counter = Counter()
+    reasons: Counter = Counter()
+    for r in counts:
+        kinds[r["_kind"]] += r["n"]
+        if r["_reason"] is not None:
+            reasons[r["_reason"]] += r["n"]
+    shown = ", ".join(map(str, batches[:5])) + (f", ... {batches[-1]}" if len(batches) > 5 else "")
+    parts = [f"{kinds[k]:,} {k}" for k in contract.KINDS if kinds[k] and k != "malformed"]
+    if kinds["malformed"]:
+        parts.append(f"{kinds['malformed']:,} malformed ("
+                     + ", ".join(f"{reasons[r]:,} {r}" for r in contract.REASONS if reasons[r]) + ")")
+    return (f"{model}: staged {_plural(len(batches), 'batch', 'batches')} ({shown}), "
+            f"{_plural(sum(kinds.values()), 'line')}: {', '.join(parts)}")
