@@ -283,12 +283,16 @@ def _report(work: Path, lake: Path, landing: Path, manifest: Any, timer: Timer, 
     KEYS = {topic: tuple(manifest.topics[topic].key) for topic in MARTS}  # noqa: N806
     timespec = "microseconds" if staging.encoding == "debezium" else "milliseconds"
 
-    lines += ["", "| mart | events | upserts | deletes | inserted | updated | deleted | skipped | rows | live keys |",
-              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    # The mart loads' numbers as the README's "What each run reports" defines them: events = ignored below a
+    # truncate + superseded + sent; sent = inserted + updated + deleted + skipped.
+    lines += ["", "| mart | events | upserts | deletes | ignored below a truncate | superseded | sent | inserted "
+              "| updated | deleted | skipped | truncates | rows truncated | rows | live keys |",
+              "|---|" + "---:|" * 14]
     for mart in MARTS.values():
         s = client.query(
-            f"select sum(events), sum(upserts), sum(deletes), sum(inserted), sum(updated), sum(deleted), "
-            f"sum(skipped) from {loads[mart]}"
+            f"select sum(events), sum(upserts), sum(deletes), sum(ignored_below_truncate), sum(superseded), sum(fed), "
+            f"sum(inserted), sum(updated), sum(deleted), sum(skipped), sum(truncates), sum(truncated_rows) "
+            f"from {loads[mart]}"
         ).result_rows[0]
         rows, live = client.query(f"select count(), sum(sign) from {mart}").result_rows[0]
         lines.append(f"| {mart} | " + " | ".join(f"{int(v):,}" for v in (*s, rows, live)) + " |")

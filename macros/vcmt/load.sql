@@ -56,30 +56,31 @@
   {#- With truncates, the watermark is the highest over every row read, ignored ones included. -#}
   {%- set batch_watermark = truncated.watermark if cfg.truncate_when else fed.watermark -%}
   {%- set after = vcmt._applied_totals(objs, vcmt._next_watermark_sql(cfg, objs, columns, select_columns, batch_watermark)) -%}
+  {%- set truncated_rows = truncated.truncated_rows -%}
   {%- set stats = {
-      'events': fed.events,
-      'upserts': fed.events - fed.deletes,
-      'deletes': fed.deletes,
+      'events': fed.events + truncated.ignored,
+      'upserts': fed.events - fed.deletes + truncated.ignored - truncated.ignored_deletes,
+      'deletes': fed.deletes + truncated.ignored_deletes,
       'fed': fed.fed,
       'superseded': fed.events - fed.fed,
       'rounds': fed.rounds,
       'virtual_shards': fed.virtual_shards,
       'inserted': after.inserted - before.inserted,
       'updated': after.updated - before.updated,
-      'deleted': after.deleted - before.deleted,
+      'deleted': after.deleted - before.deleted - truncated_rows,
       'watermark': after.watermark,
       'truncates': truncated.truncates,
       'truncated_to': truncated.truncated_to,
-      'truncated_rows': truncated.truncated_rows,
+      'truncated_rows': truncated_rows,
       'ignored_below_truncate': truncated.ignored,
   } -%}
+  {#- The report's numbers add up (README "What each run reports"). -#}
   {%- do stats.update({
-      'skipped': stats.fed - stats.inserted - stats.updated - (stats.deleted - stats.truncated_rows),
-      'rows_written': stats.inserted + 2 * stats.updated + stats.deleted,
+      'skipped': stats.fed - stats.inserted - stats.updated - stats.deleted,
+      'rows_written': stats.inserted + 2 * stats.updated + stats.deleted + truncated_rows,
       'seconds': (modules.datetime.datetime.now() - started).total_seconds(),
   }) -%}
-  {%- if stats.events > 0 or stats.truncates > 0 or stats.ignored_below_truncate > 0 -%}
-    {%- do vcmt._record_load(objs, stats) -%}
-  {%- endif -%}
+  {#- Every load is recorded, an empty one too: `<model>__loads` is the run history. -#}
+  {%- do vcmt._record_load(objs, stats) -%}
   {{ return(stats) }}
 {% endmacro %}

@@ -143,7 +143,7 @@ def test_watermark_counts_redelivered_events(project):
     project.dbt("run")
     project.dbt("run")
     assert project.query("select id, a from m final where sign = 1") == [(1, "live")]
-    assert project.query("select events, deletes, watermark from m__loads") == [(3, 2, "6")]
+    assert project.query("select events, deletes, watermark from m__loads where events > 0") == [(3, 2, "6")]
 
 
 def test_watermark_is_compared_as_the_targets_type(project):
@@ -152,7 +152,7 @@ def test_watermark_is_compared_as_the_targets_type(project):
     project.load_rows("m", [{"id": 1, "_version": 1, "ts": 1700000000}])
     project.load_rows("m", [{"id": 2, "_version": 1, "ts": 1800000000}])
     project.load_rows("m", [{"id": 3, "_version": 1, "ts": 1600000000}])
-    assert [w for (w,) in project.query("select watermark from m__loads order by loaded_at")] == [
+    assert [w for (w,) in project.query("select watermark from m__loads where events > 0 order by loaded_at")] == [
         "2023-11-14 22:13:20", "2027-01-15 08:00:00", "2027-01-15 08:00:00"]
 
 

@@ -178,7 +178,7 @@ def test_watermark_reads_only_new_batches(project):
     project.dbt("run")
     project.command("insert into src values (1, 10, 2, 2)")
     run = project.dbt("run")
-    assert "1 events (1 upserts, 0 deletes)" in run.log
+    assert "1 event read (1 upsert, 0 deletes)" in run.log
     assert project.query("select argMax(watermark, loaded_at) from m__loads") == [("2",)]
     run = project.dbt("run")
     assert "0 events" in run.log
@@ -217,7 +217,7 @@ def test_stage_writer_applies_python_rows_with_the_models_own_loader(project):
     events = [{"id": i % 3, "x": i, "_version": i, "sign": 1} for i in range(1, 31)]
     events.append(dict(events[-1]))
     report = project.load_rows("m", events)
-    assert "31 events" in report and "in 1 round(s)" in report
+    assert "31 events read" in report and "in 1 round:" in report
     assert s.final_rows() == [(0, sum(range(3, 31, 3)), 30), (1, sum(range(1, 31, 3)), 28), (2, sum(range(2, 31, 3)), 29)]
     s.assert_invariants()
 
