@@ -39,8 +39,10 @@
 {#- Apply the model's SELECT through the stage and record what happened in
     `<model>__loads`. Returns the run's stats. The caller holds the model's
     lock (lock.sql), or names the load in `lock_for` to take it here, once
-    the values are checked: a refused input then never holds the lock. -#}
-{% macro _load(cfg, objs, columns, select_columns, sql, lock_for=none) %}
+    the values are checked: a refused input then never holds the lock. An
+    external load (`vcmt.load_stage`) passes `move_watermark=false` unless
+    asked (docs/design.md#watermark). -#}
+{% macro _load(cfg, objs, columns, select_columns, sql, lock_for=none, move_watermark=true) %}
   {%- set started = modules.datetime.datetime.now() -%}
   {%- set sql = vcmt._unsent_as_defaults(cfg, objs, columns, select_columns, sql) -%}
   {#- Every value is checked before the first write, truncates included. -#}
@@ -55,7 +57,8 @@
   {%- set fed = vcmt._load_events(cfg, objs, columns, select_columns, truncated.sql) -%}
   {#- With truncates, the watermark is the highest over every row read, ignored ones included. -#}
   {%- set batch_watermark = truncated.watermark if cfg.truncate_when else fed.watermark -%}
-  {%- set after = vcmt._applied_totals(objs, vcmt._next_watermark_sql(cfg, objs, columns, select_columns, batch_watermark)) -%}
+  {%- set recorded = batch_watermark if move_watermark else none -%}
+  {%- set after = vcmt._applied_totals(objs, vcmt._next_watermark_sql(cfg, objs, columns, select_columns, recorded)) -%}
   {%- set truncated_rows = truncated.truncated_rows -%}
   {%- set stats = {
       'events': fed.events + truncated.ignored,
@@ -69,6 +72,8 @@
       'updated': after.updated - before.updated,
       'deleted': after.deleted - before.deleted - truncated_rows,
       'watermark': after.watermark,
+      'watermark_not_moved': batch_watermark if cfg.watermark and not move_watermark else none,
+      'watermark_column': cfg.watermark,
       'truncates': truncated.truncates,
       'truncated_to': truncated.truncated_to,
       'truncated_rows': truncated_rows,

@@ -44,7 +44,9 @@
       ~ n.skipped ~ ' skipped (stale, duplicate, or a delete of a key with no live row)'
       ~ ('; ' ~ c(n.truncates, 'truncate') ~ ': ' ~ c(n.truncated_rows, 'row') ~ ' at or below version ' ~ n.truncated_to ~ ' deleted' if n.truncated_to is not none else '')
       ~ ('; ' ~ c(n.truncates, 'truncate') ~ ' already applied' if n.truncates > 0 and n.truncated_to is none else '')
-      ~ '; ' ~ c(n.rows_written, 'row') ~ ' written') }}
+      ~ '; ' ~ c(n.rows_written, 'row') ~ ' written'
+      ~ ('; watermark not moved (this load\'s `' ~ n.watermark_column ~ '` reaches ' ~ n.watermark_not_moved
+         ~ '; pass move_watermark=true to move it)' if n.get('watermark_not_moved') is not none else '')) }}
 {% endmacro %}
 
 

@@ -157,7 +157,7 @@ def test_watermark_compares_as_numbers_and_backfills_never_lower_it(project):
     assert _loads(project)[-1] == (1, "10")
     project.command("insert into old_batches values (3, 1, 1, 2)")
     project.dbt("run-operation", "vcmt.load_stage", "--args",
-                "{model: m, sql: 'select id, x, _version, _batch_id from old_batches'}")
+                "{model: m, sql: 'select id, x, _version, _batch_id from old_batches', move_watermark: true}")
     assert _loads(project)[-1] == (1, "10")
     project.command("insert into src values (4, 1, 1, 11)")
     project.dbt("run")
