@@ -70,7 +70,7 @@
   {%- set row = run_query('select ' ~ parts | join(', ')).rows[0] -%}
   {%- for i in range(probes | length) if row[i] | int == 1 -%}
     {%- set what, fix = probes[i][0], probes[i][2] -%}
-    {{ exceptions.raise_compiler_error("vcmt_upsert: " ~ what ~ " is not valid SQL: ClickHouse cannot parse it. Nothing was created or changed for `" ~ target ~ "`; " ~ fix ~ ".") }}
+    {{ exceptions.raise_compiler_error("vcmt_upsert: " ~ what ~ " is not valid SQL: ClickHouse cannot parse it. Nothing was created or changed for " ~ target ~ "; " ~ fix ~ ".") }}
   {%- endfor -%}
 {% endmacro %}
 

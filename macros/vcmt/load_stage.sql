@@ -32,7 +32,7 @@
                                        can_on_cluster=adapter.get_clickhouse_cluster_name() is not none) -%}
   {%- set objs = vcmt.objects(target, cfg.sharding_key) -%}
   {%- if not vcmt._relation_exists(objs.stage) -%}
-    {{ exceptions.raise_compiler_error("vcmt.load_stage: `" ~ objs.stage ~ "` does not exist; build the model first with `dbt run --select " ~ model ~ "`.") }}
+    {{ exceptions.raise_compiler_error("vcmt.load_stage: " ~ objs.stage ~ " does not exist; build the model first with `dbt run --select " ~ model ~ "`.") }}
   {%- endif -%}
   {%- do vcmt._add_missing_loads_columns(objs, vcmt._existing_objects(objs)) -%}
   {%- set columns = [] -%}
@@ -41,7 +41,7 @@
   {%- set returned = select_columns | map(attribute='name') | list -%}
   {%- do vcmt._check_reserved_names(returned, 'vcmt.load_stage') -%}
   {%- for c in columns if c.name not in returned and c.name != cfg.sign -%}
-    {{ exceptions.raise_compiler_error("vcmt.load_stage: the SELECT must return every column of `" ~ target ~ "`; `" ~ c.name ~ "` is missing. It returns " ~ returned ~ ".") }}
+    {{ exceptions.raise_compiler_error("vcmt.load_stage: the SELECT must return every column of " ~ target ~ "; `" ~ c.name ~ "` is missing. It returns " ~ returned ~ ".") }}
   {%- endfor -%}
   {#- Input types may differ from the target's (a file's Nullable or Float
       columns): values are checked and cast by the loader, before any INSERT. -#}
