@@ -21,15 +21,19 @@
   {%- set wm = vcmt._highest_as_text(vcmt._quote(cfg.watermark)) if cfg.watermark else 'cast(null as Nullable(String))' -%}
 
   {%- if cfg.foldable -%}
-    {%- set stats = run_query('select count(), countIf(_vcmt_sign < 0), uniqExact(' ~ keys ~ '), ' ~ wm ~ ' from (' ~ events_sql ~ ') ' ~ vcmt._read_settings()).rows[0] -%}
+    {%- set stats_sql = 'select count(), countIf(_vcmt_sign < 0), uniqExact(' ~ keys ~ '), ' ~ wm ~ ' from (' ~ events_sql ~ ') ' ~ vcmt._read_settings() -%}
+    {%- set stats = run_query(stats_sql).rows[0] -%}
+    {%- set ran = [stats_sql] -%}
     {%- if stats[0] | int > 0 and cfg.virtual_shards == 1 -%}
-      {%- call statement('vcmt_load') -%}{{ vcmt._fold_insert_sql(cfg, objs, data, events_sql) }}{%- endcall -%}
+      {%- set insert_sql = vcmt._fold_insert_sql(cfg, objs, data, events_sql) -%}
+      {%- call statement('vcmt_load') -%}{{ insert_sql }}{%- endcall -%}
+      {%- do ran.append(insert_sql) -%}
     {%- elif stats[0] | int > 0 -%}
-      {%- do vcmt._load_folded_in_shards(cfg, objs, data, events_sql, stats[2] | int) -%}
+      {%- do ran.extend(vcmt._load_folded_in_shards(cfg, objs, data, events_sql, stats[2] | int)) -%}
     {%- endif -%}
     {{ return({'events': stats[0] | int, 'deletes': stats[1] | int, 'fed': stats[2] | int,
                'rounds': 1 if stats[0] | int > 0 else 0, 'watermark': stats[3],
-               'virtual_shards': cfg.virtual_shards if stats[0] | int > 0 else 1}) }}
+               'virtual_shards': cfg.virtual_shards if stats[0] | int > 0 else 1, 'sql': ran}) }}
   {%- endif -%}
 
   {{ return(vcmt._load_in_rounds(cfg, objs, columns, data, events_sql)) }}
@@ -84,6 +88,7 @@
       'skipped': stats.fed - stats.inserted - stats.updated - stats.deleted,
       'rows_written': stats.inserted + 2 * stats.updated + stats.deleted + truncated_rows,
       'seconds': (modules.datetime.datetime.now() - started).total_seconds(),
+      'sql': truncated.get('ran', []) + fed.sql,
   }) -%}
   {#- Every load is recorded, an empty one too: `<model>__loads` is the run history. -#}
   {%- do vcmt._record_load(objs, stats) -%}

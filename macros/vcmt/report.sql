@@ -50,6 +50,16 @@
 {% endmacro %}
 
 
+{#- What ran, in target/run/ as dbt writes it for its own materializations:
+    the statements that read and applied this run's events (the DDL and the
+    checks before them are in dbt's log). -#}
+{% macro _write_run_sql(target, stats) %}
+  {%- set header = '-- vcmt_upsert ' ~ target ~ ': the statements that loaded this run (docs/design.md#loader).\n-- '
+                   ~ vcmt._summary(stats) ~ '\n\n' -%}
+  {%- do write(header ~ (stats.sql | map('trim') | join(';\n\n')) ~ ';\n') -%}
+{% endmacro %}
+
+
 {#- "1 event", "2 events". -#}
 {% macro _count(n, noun) %}
   {{ return(n ~ ' ' ~ noun ~ ('' if n == 1 else 's')) }}

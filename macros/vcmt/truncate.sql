@@ -73,7 +73,9 @@
   {%- if pending[1] | int == 1 -%}
     {%- set before = vcmt._applied_totals(objs) -%}
     {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': truncate at ' ~ cfg.version ~ ' ' ~ pending[2] ~ ': deleting every row at or below it', info=true) }}
-    {%- call statement('vcmt_truncate') -%}{{ vcmt._truncate_deletes_sql(cfg, objs, columns) }}{%- endcall -%}
+    {%- set deletes_sql = vcmt._truncate_deletes_sql(cfg, objs, columns) -%}
+    {%- call statement('vcmt_truncate') -%}{{ deletes_sql }}{%- endcall -%}
+    {%- do result.update({'ran': [deletes_sql]}) -%}
     {%- set deleted = vcmt._applied_totals(objs).deleted - before.deleted -%}
     {%- call statement('vcmt_truncate_done') -%}
       insert into {{ objs.truncates }} (version, applied_at, invocation_id, rows_deleted)

@@ -41,6 +41,7 @@
   {{ log('vcmt_upsert ' ~ target.identifier ~ ': ' ~ summary, info=true) }}
   {%- set short = vcmt._count(stats.events, 'event') ~ ': ' ~ stats.inserted ~ ' ins, ' ~ stats.updated ~ ' upd, ' ~ stats.deleted ~ ' del, ' ~ stats.skipped ~ ' skipped' -%}
   {%- do store_raw_result('main', message=short, code='VCMT_UPSERT', rows_affected=stats.rows_written) -%}
+  {%- do vcmt._write_run_sql(target, stats) -%}
 
   {{ run_hooks(post_hooks, inside_transaction=True) }}
   {%- do adapter.commit() -%}
