@@ -15,7 +15,7 @@ export DBT_VERSION_CHECK := false
 .PHONY: demo test fuzz bench bench-server bench-staging lint venv java clean capture-fixtures
 
 $(STAMP): pyproject.toml lab/pyproject.toml constraints.txt
-	@echo "==> setting up $(VENV) (first run downloads about 600 MB of wheels)"
+	@echo "==> setting up $(VENV) (first run downloads about 1.7 GB of wheels)"
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade "pip==24.3.1"
 	@$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt \

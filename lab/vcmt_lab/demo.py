@@ -215,14 +215,16 @@ def _run(args: argparse.Namespace, work: Path, staging: Staging, node: Any) -> i
     timer = Timer()
     started = time.time()
 
-    _say(f"==> [1/4] generating {args.events:,} events in {args.batches} batches (seed {args.seed}, "
+    _say(f"==> [1/4] generating {args.events:,} change events in {args.batches} batches (seed {args.seed}, "
          f"{staging.encoding} encoding)")
     t = time.time()
     manifest = generate(landing, events=args.events, batches=args.batches, seed=args.seed,
                         malformed_share=args.malformed_share, encoding=staging.encoding)
     timer.add("generate", t)
     malformed = manifest.malformed
-    _say(f"    {manifest.events:,} lines: {manifest.valid_events:,} valid, {sum(malformed.values()):,} malformed "
+    # Lines, not events: redeliveries, tombstones and the other kinds of line come on top of the changes.
+    _say(f"    written as {manifest.events:,} lines: {manifest.valid_events:,} change lines (duplicates and late ones "
+         f"included), {sum(malformed.values()):,} malformed "
          f"({', '.join(f'{k} {v}' for k, v in sorted(malformed.items()))})")
 
     pipeline = Pipeline(work, args.staging, ch_target)
@@ -256,7 +258,8 @@ def _run(args: argparse.Namespace, work: Path, staging: Staging, node: Any) -> i
     _say(spark.describe())
     total = time.time() - started
     verdict = "OK" if ok else "FAILED"
-    _say(f"make demo: {verdict} in {total:.0f}s — {manifest.events:,} events, {args.batches} batches; "
+    _say(f"make demo: {verdict} in {total:.0f}s — {args.events:,} change events ({manifest.events:,} lines), "
+         f"{args.batches} batches; "
          f"marts {'equal' if ok else 'differ from'} the oracle; "
          f"{passed_s + passed_c} tests passed, {len(failed_s) + len(failed_c)} failed")
     return 0 if ok else 1
@@ -283,12 +286,16 @@ def _report(work: Path, lake: Path, landing: Path, manifest: Any, timer: Timer, 
     KEYS = {topic: tuple(manifest.topics[topic].key) for topic in MARTS}  # noqa: N806
     timespec = "microseconds" if staging.encoding == "debezium" else "milliseconds"
 
-    lines += ["", "| mart | events | upserts | deletes | inserted | updated | deleted | skipped | rows | live keys |",
-              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    # The mart loads' numbers as the README's "What each run reports" defines them: events = ignored below a
+    # truncate + superseded + sent; sent = inserted + updated + deleted + skipped.
+    lines += ["", "| mart | events | upserts | deletes | ignored below a truncate | superseded | sent | inserted "
+              "| updated | deleted | skipped | truncates | rows truncated | rows | live keys |",
+              "|---|" + "---:|" * 14]
     for mart in MARTS.values():
         s = client.query(
-            f"select sum(events), sum(upserts), sum(deletes), sum(inserted), sum(updated), sum(deleted), "
-            f"sum(skipped) from {loads[mart]}"
+            f"select sum(events), sum(upserts), sum(deletes), sum(ignored_below_truncate), sum(superseded), sum(fed), "
+            f"sum(inserted), sum(updated), sum(deleted), sum(skipped), sum(truncates), sum(truncated_rows) "
+            f"from {loads[mart]}"
         ).result_rows[0]
         rows, live = client.query(f"select count(), sum(sign) from {mart}").result_rows[0]
         lines.append(f"| {mart} | " + " | ".join(f"{int(v):,}" for v in (*s, rows, live)) + " |")
@@ -329,7 +336,7 @@ def _report(work: Path, lake: Path, landing: Path, manifest: Any, timer: Timer, 
     lines += ["", f"downstream aggregate agg_orders_by_tenant_status vs oracle: {len(expected_agg)} groups, "
               f"{len(agg_diff)} differ" + (f" (e.g. {sorted(agg_diff, key=repr)[:3]})" if agg_diff else "")]
 
-    lines += ["", "| stage | seconds | events/s |", "|---|---:|---:|"]
+    lines += ["", "| stage | seconds | lines/s |", "|---|---:|---:|"]
     for stage, seconds in timer.seconds.items():
         lines.append(f"| {stage} | {seconds:.1f} | {manifest.events / seconds if seconds else 0:,.0f} |")
     client.close()
@@ -344,7 +351,7 @@ def _quarantine_report(client: Any, parquet: Any, manifest: Any, staging: Stagin
         f"select reason, count() from {parquet('stg_cdc__quarantine')} group by reason order by reason"
     ).result_rows)
     generated_bad = manifest.malformed
-    lines = ["| | count |", "|---|---:|", f"| events generated | {manifest.events:,} |"]
+    lines = ["| | count |", "|---|---:|", f"| lines generated | {manifest.events:,} |"]
     for topic in staging.models:
         lines.append(f"| staged `{topic}` | {staged[topic]:,} |")
     lines.append(f"| quarantined | {sum(quarantine.values()):,} |")

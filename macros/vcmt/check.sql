@@ -70,7 +70,7 @@
   {%- set row = run_query('select ' ~ parts | join(', ')).rows[0] -%}
   {%- for i in range(probes | length) if row[i] | int == 1 -%}
     {%- set what, fix = probes[i][0], probes[i][2] -%}
-    {{ exceptions.raise_compiler_error("vcmt_upsert: " ~ what ~ " is not valid SQL: ClickHouse cannot parse it. Nothing was created or changed for `" ~ target ~ "`; " ~ fix ~ ".") }}
+    {{ exceptions.raise_compiler_error("vcmt_upsert: " ~ what ~ " is not valid SQL: ClickHouse cannot parse it. Nothing was created or changed for " ~ target ~ "; " ~ fix ~ ".") }}
   {%- endfor -%}
 {% endmacro %}
 
@@ -82,7 +82,7 @@
   {%- do vcmt._drop_check_relations(chk) -%}
   {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': checking the table and its views with ClickHouse on temporary tables; nothing is created or changed until this passes', info=true) }}
   {%- call statement('vcmt_check_stage') -%}{{ vcmt._as_temporary(vcmt._create_stage_sql(chk.stage, columns)) }}{%- endcall -%}
-  {%- do vcmt._check_expressions_on(cfg, chk.stage, ['partition_by', 'order_by', 'primary_key', 'merge', 'truncate_when']) -%}
+  {%- do vcmt._check_expressions_on(cfg, chk.stage, ['partition_by', 'order_by', 'primary_key', 'merge', 'truncate_when', 'projections']) -%}
   {%- call statement('vcmt_check_target') -%}{{ vcmt._as_temporary(vcmt.create_target_sql(cfg, chk.target, columns)) }}{%- endcall -%}
   {%- do vcmt._check_views(cfg, chk, columns) -%}
   {%- do vcmt._drop_check_relations(chk) -%}
@@ -112,6 +112,15 @@
   {%- if probes -%}
     {%- call statement('vcmt_check_expressions') -%}select {{ probes | join(', ') }} from {{ stage }} as n{%- endcall -%}
   {%- endif -%}
+  {#- A projection's query has no FROM: analysed over the stage's columns
+      (FROM first), with the projection's name as its first item, so an
+      unknown column or function is reported naming the projection, without
+      the engine's "missing FROM" hint that the table's DDL would add. -#}
+  {%- for p in cfg.projections if 'projections' in options -%}
+    {%- set named = '0 as `vcmt_upsert: projection ' ~ p['name'] ~ '`, ' -%}
+    {%- set query = modules.re.sub('(?is)^\\s*select(\\s+distinct\\b)?\\s*', 'select\\1 ' ~ named, p['query'], 1) -%}
+    {%- call statement('vcmt_check_projection') -%}explain from {{ stage }} as n {{ vcmt._user_sql(query) }}{%- endcall -%}
+  {%- endfor -%}
 {% endmacro %}
 
 
@@ -125,7 +134,7 @@
   {%- set chk = vcmt._check_relations(objs) -%}
   {%- do vcmt._drop_check_relations(chk) -%}
   {%- call statement('vcmt_check_stage') -%}{{ vcmt._as_temporary(vcmt._create_stage_sql(chk.stage, plan.columns)) }}{%- endcall -%}
-  {%- do vcmt._check_expressions_on(cfg, chk.stage, ['merge', 'truncate_when']) -%}
+  {%- do vcmt._check_expressions_on(cfg, chk.stage, ['merge', 'truncate_when', 'projections']) -%}
   {%- set create_query = found[objs.target.identifier].create_table_query -%}
   {%- set name = '(`(?:[^`\\\\]|\\\\.)*`|[^\\s`(.]+)' -%}
   {%- set prefix = '^CREATE TABLE ' ~ name ~ '\\.' ~ name ~ '\\s*' -%}

@@ -29,14 +29,16 @@
     their position (the SELECT is read once, so a SELECT reading the model
     sees it as before the load); then each shard inserts one range of
     positions, i.e. of keys, from there. `keys` is the batch's number of
-    distinct keys (the stats query counted it): the folded batch's rows. -#}
+    distinct keys (the stats query counted it): the folded batch's rows.
+    Returns the statements it ran (for target/run/). -#}
 {% macro _load_folded_in_shards(cfg, objs, data, events_sql, keys) %}
   {%- call statement('vcmt_batch_replace') -%}{{ vcmt._drop_sql(objs.batch) }}{%- endcall -%}
-  {%- call statement('vcmt_batch') -%}
+  {%- set batch_sql -%}
     create table {{ objs.batch }} engine = MergeTree order by tuple() as
     select *, toUInt64(1) as _vcmt_round, rowNumberInAllBlocks() as _vcmt_pos from ({{ vcmt._fold_select_sql(cfg, data, events_sql) }})
     {{ vcmt._stage_insert_settings(cfg) }}
-  {%- endcall -%}
+  {%- endset -%}
+  {%- call statement('vcmt_batch') -%}{{ batch_sql }}{%- endcall -%}
   {%- set k = cfg.virtual_shards -%}
   {%- set statements = [] -%}
   {%- for i in range(k) -%}
@@ -44,4 +46,5 @@
   {%- endfor -%}
   {%- do vcmt._run_sharded(statements) -%}
   {%- call statement('vcmt_batch_drop') -%}{{ vcmt._drop_sql(objs.batch) }}{%- endcall -%}
+  {{ return([batch_sql] + statements) }}
 {% endmacro %}

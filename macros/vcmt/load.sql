@@ -21,15 +21,19 @@
   {%- set wm = vcmt._highest_as_text(vcmt._quote(cfg.watermark)) if cfg.watermark else 'cast(null as Nullable(String))' -%}
 
   {%- if cfg.foldable -%}
-    {%- set stats = run_query('select count(), countIf(_vcmt_sign < 0), uniqExact(' ~ keys ~ '), ' ~ wm ~ ' from (' ~ events_sql ~ ') ' ~ vcmt._read_settings()).rows[0] -%}
+    {%- set stats_sql = 'select count(), countIf(_vcmt_sign < 0), uniqExact(' ~ keys ~ '), ' ~ wm ~ ' from (' ~ events_sql ~ ') ' ~ vcmt._read_settings() -%}
+    {%- set stats = run_query(stats_sql).rows[0] -%}
+    {%- set ran = [stats_sql] -%}
     {%- if stats[0] | int > 0 and cfg.virtual_shards == 1 -%}
-      {%- call statement('vcmt_load') -%}{{ vcmt._fold_insert_sql(cfg, objs, data, events_sql) }}{%- endcall -%}
+      {%- set insert_sql = vcmt._fold_insert_sql(cfg, objs, data, events_sql) -%}
+      {%- call statement('vcmt_load') -%}{{ insert_sql }}{%- endcall -%}
+      {%- do ran.append(insert_sql) -%}
     {%- elif stats[0] | int > 0 -%}
-      {%- do vcmt._load_folded_in_shards(cfg, objs, data, events_sql, stats[2] | int) -%}
+      {%- do ran.extend(vcmt._load_folded_in_shards(cfg, objs, data, events_sql, stats[2] | int)) -%}
     {%- endif -%}
     {{ return({'events': stats[0] | int, 'deletes': stats[1] | int, 'fed': stats[2] | int,
                'rounds': 1 if stats[0] | int > 0 else 0, 'watermark': stats[3],
-               'virtual_shards': cfg.virtual_shards if stats[0] | int > 0 else 1}) }}
+               'virtual_shards': cfg.virtual_shards if stats[0] | int > 0 else 1, 'sql': ran}) }}
   {%- endif -%}
 
   {{ return(vcmt._load_in_rounds(cfg, objs, columns, data, events_sql)) }}
@@ -39,8 +43,10 @@
 {#- Apply the model's SELECT through the stage and record what happened in
     `<model>__loads`. Returns the run's stats. The caller holds the model's
     lock (lock.sql), or names the load in `lock_for` to take it here, once
-    the values are checked: a refused input then never holds the lock. -#}
-{% macro _load(cfg, objs, columns, select_columns, sql, lock_for=none) %}
+    the values are checked: a refused input then never holds the lock. An
+    external load (`vcmt.load_stage`) passes `move_watermark=false` unless
+    asked (docs/design.md#watermark). -#}
+{% macro _load(cfg, objs, columns, select_columns, sql, lock_for=none, move_watermark=true) %}
   {%- set started = modules.datetime.datetime.now() -%}
   {%- set sql = vcmt._unsent_as_defaults(cfg, objs, columns, select_columns, sql) -%}
   {#- Every value is checked before the first write, truncates included. -#}
@@ -55,31 +61,36 @@
   {%- set fed = vcmt._load_events(cfg, objs, columns, select_columns, truncated.sql) -%}
   {#- With truncates, the watermark is the highest over every row read, ignored ones included. -#}
   {%- set batch_watermark = truncated.watermark if cfg.truncate_when else fed.watermark -%}
-  {%- set after = vcmt._applied_totals(objs, vcmt._next_watermark_sql(cfg, objs, columns, select_columns, batch_watermark)) -%}
+  {%- set recorded = batch_watermark if move_watermark else none -%}
+  {%- set after = vcmt._applied_totals(objs, vcmt._next_watermark_sql(cfg, objs, columns, select_columns, recorded)) -%}
+  {%- set truncated_rows = truncated.truncated_rows -%}
   {%- set stats = {
-      'events': fed.events,
-      'upserts': fed.events - fed.deletes,
-      'deletes': fed.deletes,
+      'events': fed.events + truncated.ignored,
+      'upserts': fed.events - fed.deletes + truncated.ignored - truncated.ignored_deletes,
+      'deletes': fed.deletes + truncated.ignored_deletes,
       'fed': fed.fed,
       'superseded': fed.events - fed.fed,
       'rounds': fed.rounds,
       'virtual_shards': fed.virtual_shards,
       'inserted': after.inserted - before.inserted,
       'updated': after.updated - before.updated,
-      'deleted': after.deleted - before.deleted,
+      'deleted': after.deleted - before.deleted - truncated_rows,
       'watermark': after.watermark,
+      'watermark_not_moved': batch_watermark if cfg.watermark and not move_watermark else none,
+      'watermark_column': cfg.watermark,
       'truncates': truncated.truncates,
       'truncated_to': truncated.truncated_to,
-      'truncated_rows': truncated.truncated_rows,
+      'truncated_rows': truncated_rows,
       'ignored_below_truncate': truncated.ignored,
   } -%}
+  {#- The report's numbers add up (README "What each run reports"). -#}
   {%- do stats.update({
-      'skipped': stats.fed - stats.inserted - stats.updated - (stats.deleted - stats.truncated_rows),
-      'rows_written': stats.inserted + 2 * stats.updated + stats.deleted,
+      'skipped': stats.fed - stats.inserted - stats.updated - stats.deleted,
+      'rows_written': stats.inserted + 2 * stats.updated + stats.deleted + truncated_rows,
       'seconds': (modules.datetime.datetime.now() - started).total_seconds(),
+      'sql': truncated.get('ran', []) + fed.sql,
   }) -%}
-  {%- if stats.events > 0 or stats.truncates > 0 or stats.ignored_below_truncate > 0 -%}
-    {%- do vcmt._record_load(objs, stats) -%}
-  {%- endif -%}
+  {#- Every load is recorded, an empty one too: `<model>__loads` is the run history. -#}
+  {%- do vcmt._record_load(objs, stats) -%}
   {{ return(stats) }}
 {% endmacro %}

@@ -17,9 +17,11 @@
   {%- call statement('vcmt_batch_replace') -%}
     {{ vcmt._drop_sql(objs.batch) }}
   {%- endcall -%}
-  {%- call statement('vcmt_batch') -%}{{ vcmt._batch_create_sql(cfg, objs, data, events_sql, folds) }}{%- endcall -%}
+  {%- set ran = [vcmt._batch_create_sql(cfg, objs, data, events_sql, folds)] -%}
+  {%- call statement('vcmt_batch') -%}{{ ran[0] }}{%- endcall -%}
   {%- if folds is not none -%}
     {%- do vcmt._fold_batch(cfg, objs, data, folds) -%}
+    {%- do ran.append(vcmt._fold_batch_sql(cfg, objs, data, folds)) -%}
   {%- endif -%}
 
   {#- Events, deletes and the watermark count every event read, redeliveries
@@ -40,12 +42,16 @@
     {%- endfor -%}
     {%- do vcmt._renew_lock(objs) -%}
     {%- do vcmt._run_sharded(statements) -%}
+    {%- if r == 1 -%}
+      {%- do ran.extend(statements) -%}
+      {%- if rounds > 1 -%}{%- do ran.append('-- rounds 2 to ' ~ rounds ~ ': the same INSERT with _vcmt_round = 2, ...') -%}{%- endif -%}
+    {%- endif -%}
   {%- endfor -%}
   {%- call statement('vcmt_batch_drop') -%}
     {{ vcmt._drop_sql(objs.batch) }}
   {%- endcall -%}
   {{ return({'events': stats[0] | int, 'deletes': stats[1] | int, 'fed': stats[2] | int,
-             'rounds': rounds, 'watermark': stats[4], 'virtual_shards': shards}) }}
+             'rounds': rounds, 'watermark': stats[4], 'virtual_shards': shards, 'sql': ran}) }}
 {% endmacro %}
 
 

@@ -9,22 +9,22 @@
   {{ return([
       ('loaded_at', 'DateTime64(3)', 'when the load ended'),
       ('invocation_id', 'String', "dbt's invocation id"),
-      ('events', 'UInt64', 'events read (upserts + deletes), exact duplicates included'),
+      ('events', 'UInt64', 'change events read (upserts + deletes): ignored_below_truncate + superseded + fed'),
       ('upserts', 'UInt64', 'events read with sign >= 0'),
       ('deletes', 'UInt64', 'events read with sign < 0'),
       ('superseded', 'UInt64', 'events folded into a later event of the same key in the batch, or exact duplicates'),
-      ('fed', 'UInt64', 'events that reached the transform: events - superseded'),
+      ('fed', 'UInt64', 'events sent to the target: inserted + updated + deleted + skipped'),
       ('rounds', 'UInt32', 'INSERTs into the stage one after another (1 when the batch folds)'),
       ('virtual_shards', 'UInt32', 'concurrent INSERTs per round'),
       ('inserted', 'UInt64', 'keys that got their first live row'),
       ('updated', 'UInt64', 'keys whose live row was replaced'),
-      ('deleted', 'UInt64', 'keys whose live row was removed'),
+      ('deleted', 'UInt64', 'keys whose live row a delete event removed'),
       ('skipped', 'UInt64', 'fed events that changed nothing: stale, duplicate, or a delete of a key with no live row'),
-      ('rows_written', 'UInt64', 'rows written to the target: inserted + 2 x updated + deleted'),
-      ('truncates', 'UInt64', 'truncate events read'),
-      ('truncated_rows', 'UInt64', 'live rows a truncate deleted'),
+      ('rows_written', 'UInt64', 'rows written to the target: inserted + 2 x updated + deleted + truncated_rows'),
+      ('truncates', 'UInt64', 'truncate events read (not counted in events)'),
+      ('truncated_rows', 'UInt64', 'live rows a truncate removed'),
       ('ignored_below_truncate', 'UInt64', 'events read at or below a truncate, ignored'),
-      ('watermark', 'Nullable(String)', 'the highest `watermark` value loaded so far'),
+      ('watermark', 'Nullable(String)', 'the highest `watermark` value loaded so far; NULL when this load moved nothing'),
       ('seconds', 'Float64', 'duration of the load'),
   ]) }}
 {% endmacro %}
@@ -34,15 +34,35 @@
     `dbt run` and by `vcmt.load_stage`, and kept in the run result. -#}
 {% macro _summary(stats) %}
   {%- set n = stats -%}
+  {%- set c = vcmt._count -%}
   {{ return(
-      n.events ~ ' events (' ~ n.upserts ~ ' upserts, ' ~ n.deletes ~ ' deletes); '
-      ~ n.superseded ~ ' superseded in batch; ' ~ n.fed ~ ' applied in ' ~ n.rounds ~ ' round(s)'
+      c(n.events, 'event') ~ ' read (' ~ c(n.upserts, 'upsert') ~ ', ' ~ c(n.deletes, 'delete') ~ '): '
+      ~ (n.ignored_below_truncate ~ ' ignored at or below a truncate, ' if n.ignored_below_truncate > 0 else '')
+      ~ n.superseded ~ ' superseded in the batch, ' ~ n.fed ~ ' sent to the target in ' ~ c(n.rounds, 'round')
       ~ (' on ' ~ n.virtual_shards ~ ' virtual shards' if n.virtual_shards > 1 else '') ~ ': '
       ~ n.inserted ~ ' inserted, ' ~ n.updated ~ ' updated, ' ~ n.deleted ~ ' deleted, '
-      ~ n.skipped ~ ' skipped as stale or duplicate; ' ~ n.rows_written ~ ' rows written'
-      ~ ('; ' ~ n.truncates ~ ' truncate(s): ' ~ n.truncated_rows ~ ' rows at or below version ' ~ n.truncated_to ~ ' deleted' if n.truncated_to is not none else '')
-      ~ ('; ' ~ n.truncates ~ ' truncate(s) already applied' if n.truncates > 0 and n.truncated_to is none else '')
-      ~ ('; ' ~ n.ignored_below_truncate ~ ' events at or below a truncate ignored' if n.ignored_below_truncate > 0 else '')) }}
+      ~ n.skipped ~ ' skipped (stale, duplicate, or a delete of a key with no live row)'
+      ~ ('; ' ~ c(n.truncates, 'truncate') ~ ': ' ~ c(n.truncated_rows, 'row') ~ ' at or below version ' ~ n.truncated_to ~ ' deleted' if n.truncated_to is not none else '')
+      ~ ('; ' ~ c(n.truncates, 'truncate') ~ ' already applied' if n.truncates > 0 and n.truncated_to is none else '')
+      ~ '; ' ~ c(n.rows_written, 'row') ~ ' written'
+      ~ ('; watermark not moved (this load\'s `' ~ n.watermark_column ~ '` reaches ' ~ n.watermark_not_moved
+         ~ '; pass move_watermark=true to move it)' if n.get('watermark_not_moved') is not none else '')) }}
+{% endmacro %}
+
+
+{#- What ran, in target/run/ as dbt writes it for its own materializations:
+    the statements that read and applied this run's events (the DDL and the
+    checks before them are in dbt's log). -#}
+{% macro _write_run_sql(target, stats) %}
+  {%- set header = '-- vcmt_upsert ' ~ target ~ ': the statements that loaded this run (docs/design.md#loader).\n-- '
+                   ~ vcmt._summary(stats) ~ '\n\n' -%}
+  {%- do write(header ~ (stats.sql | map('trim') | join(';\n\n')) ~ ';\n') -%}
+{% endmacro %}
+
+
+{#- "1 event", "2 events". -#}
+{% macro _count(n, noun) %}
+  {{ return(n ~ ' ' ~ noun ~ ('' if n == 1 else 's')) }}
 {% endmacro %}
 
 

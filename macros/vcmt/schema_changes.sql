@@ -38,10 +38,10 @@
   {%- if added or removed or changed -%}
     {%- set protected = cfg.key_columns + [cfg.version, cfg.sign] -%}
     {%- for name in (added | map(attribute='name') | list) + removed + (changed | map(attribute='name') | list) if name in protected -%}
-      {{ exceptions.raise_compiler_error("vcmt_upsert: the schema of `" ~ objs.target ~ "` changed in key, version or sign column `" ~ name ~ "` (" ~ describe ~ "); that needs a rebuild: run with --full-refresh.") }}
+      {{ exceptions.raise_compiler_error("vcmt_upsert: the schema of " ~ objs.target ~ " changed in key, version or sign column `" ~ name ~ "` (" ~ describe ~ "); that needs a rebuild: run with --full-refresh.") }}
     {%- endfor -%}
     {%- if cfg.on_schema_change == 'fail' -%}
-      {{ exceptions.raise_compiler_error("vcmt_upsert: the model's columns no longer match `" ~ objs.target ~ "` (" ~ describe ~ "). Set on_schema_change='append_new_columns' or 'sync_all_columns', or run with --full-refresh.") }}
+      {{ exceptions.raise_compiler_error("vcmt_upsert: the model's columns no longer match " ~ objs.target ~ " (" ~ describe ~ "). Set on_schema_change='append_new_columns' or 'sync_all_columns', or run with --full-refresh.") }}
     {%- endif -%}
   {%- endif -%}
   {%- set sync = cfg.on_schema_change == 'sync_all_columns' -%}
@@ -174,14 +174,14 @@
       {%- do keys.append(label) -%}
     {%- endfor -%}
     {%- if keys -%}
-      {{ exceptions.raise_compiler_error("vcmt_upsert: cannot " ~ ('drop' if row[0] in dropped else 'change the type of') ~ " column `" ~ row[0] ~ "` of `" ~ objs.target ~ "` in place: it is part of the table's " ~ keys | join(' and ') ~ " (" ~ describe ~ "). Nothing was changed. Keep returning the column with its type, or run with --full-refresh to rebuild the table.") }}
+      {{ exceptions.raise_compiler_error("vcmt_upsert: cannot " ~ ('drop' if row[0] in dropped else 'change the type of') ~ " column `" ~ row[0] ~ "` of " ~ objs.target ~ " in place: it is part of the table's " ~ keys | join(' and ') ~ " (" ~ describe ~ "). Nothing was changed. Keep returning the column with its type, or run with --full-refresh to rebuild the table.") }}
     {%- endif -%}
   {%- endfor -%}
   {%- set indexes = run_query("select name, expr from system.data_skipping_indices where " ~ where) -%}
   {%- for row in indexes.rows -%}
     {%- set uses = vcmt._columns_used_by(row[1], dropped + retyped) -%}
     {%- if uses -%}
-      {{ exceptions.raise_compiler_error("vcmt_upsert: cannot change column(s) " ~ uses ~ " of `" ~ objs.target ~ "`: skip index `" ~ row[0] ~ "` uses them (" ~ describe ~ "). Nothing was changed. Drop the index first (ALTER TABLE " ~ objs.target ~ " DROP INDEX " ~ row[0] ~ "), or run with --full-refresh.") }}
+      {{ exceptions.raise_compiler_error("vcmt_upsert: cannot change column(s) " ~ uses ~ " of " ~ objs.target ~ ": skip index `" ~ row[0] ~ "` uses them (" ~ describe ~ "). Nothing was changed. Drop the index first (ALTER TABLE " ~ objs.target ~ " DROP INDEX " ~ row[0] ~ "), or run with --full-refresh.") }}
     {%- endif -%}
   {%- endfor -%}
   {%- set create_query = found.get(objs.target.identifier, {}).get('create_table_query', '') -%}
@@ -189,7 +189,7 @@
   {%- if ttl -%}
     {%- set uses = vcmt._columns_used_by(ttl.group(1), dropped + retyped) -%}
     {%- if uses -%}
-      {{ exceptions.raise_compiler_error("vcmt_upsert: cannot change column(s) " ~ uses ~ " of `" ~ objs.target ~ "`: the table's TTL (" ~ ttl.group(1) ~ ") uses them (" ~ describe ~ "). Nothing was changed. Keep returning the column with its type, or change `ttl` and run with --full-refresh.") }}
+      {{ exceptions.raise_compiler_error("vcmt_upsert: cannot change column(s) " ~ uses ~ " of " ~ objs.target ~ ": the table's TTL (" ~ ttl.group(1) ~ ") uses them (" ~ describe ~ "). Nothing was changed. Keep returning the column with its type, or change `ttl` and run with --full-refresh.") }}
     {%- endif -%}
   {%- endif -%}
   {%- for name, query in wanted_projections.items() -%}

@@ -101,7 +101,7 @@
     {%- set stored_engine = found[objs[role].identifier].create_table_query.split(' ENGINE = ')[-1] -%}
     {%- set wanted_engine = run_query("select formatQuerySingleLine(" ~ vcmt._sql_string(vcmt._create_distributed_sql(cfg, objs[role], objs[local])) ~ ")").rows[0][0].split(' ENGINE = ')[-1] -%}
     {%- if stored_engine != wanted_engine -%}
-      {{ exceptions.raise_compiler_error("vcmt_upsert: `sharding_key` (or the profile's `cluster`) changed, but `" ~ objs[role] ~ "` routes by what it was created with: stored `" ~ stored_engine ~ "`; got `" ~ wanted_engine ~ "`. A key's next events would go to another shard than its stored row." ~ refresh) }}
+      {{ exceptions.raise_compiler_error("vcmt_upsert: `sharding_key` (or the profile's `cluster`) changed, but " ~ objs[role] ~ " routes by what it was created with: stored `" ~ stored_engine ~ "`; got `" ~ wanted_engine ~ "`. A key's next events would go to another shard than its stored row." ~ refresh) }}
     {%- endif -%}
   {%- endfor -%}
 {% endmacro %}

@@ -17,7 +17,7 @@
                                     ~ " and table = " ~ vcmt._sql_string(objs.tombstones.identifier)
                                     ~ " and is_in_sorting_key order by position").columns[0].values() | list -%}
     {%- if stored_keys and stored_keys | sort != cfg.key_columns | sort -%}
-      {{ exceptions.raise_compiler_error("vcmt_upsert: `unique_key` changed, but `" ~ target ~ "` and its tombstones are keyed by " ~ stored_keys ~ ": rows and deletes recorded under the old key cannot be matched by the new one; got `" ~ cfg.key_columns ~ "`." ~ refresh) }}
+      {{ exceptions.raise_compiler_error("vcmt_upsert: `unique_key` changed, but " ~ target ~ " and its tombstones are keyed by " ~ stored_keys ~ ": rows and deletes recorded under the old key cannot be matched by the new one; got `" ~ cfg.key_columns ~ "`." ~ refresh) }}
     {%- endif -%}
   {%- endif -%}
 
@@ -30,7 +30,7 @@
   {%- for setting, clause, how in [('partition_by', 'PARTITION BY', ''), ('order_by', 'ORDER BY', ''), ('primary_key', 'PRIMARY KEY', ''),
                                    ('ttl', 'TTL', " (a TTL can also be changed in place with ALTER TABLE ... MODIFY TTL, keeping the config in step)")] -%}
     {%- if stored.get(clause, '') != wanted.get(clause, '') -%}
-      {{ exceptions.raise_compiler_error("vcmt_upsert: `" ~ setting ~ "` changed, but the existing table `" ~ target ~ "` keeps the " ~ clause ~ " it was created with: stored `" ~ (stored.get(clause) or 'none') ~ "`; got `" ~ (wanted.get(clause) or 'none') ~ "`." ~ refresh ~ how) }}
+      {{ exceptions.raise_compiler_error("vcmt_upsert: `" ~ setting ~ "` changed, but the existing table " ~ target ~ " keeps the " ~ clause ~ " it was created with: stored `" ~ (stored.get(clause) or 'none') ~ "`; got `" ~ (wanted.get(clause) or 'none') ~ "`." ~ refresh ~ how) }}
     {%- endif -%}
   {%- endfor -%}
 
@@ -60,7 +60,7 @@
     {%- for name, old, new in changes -%}
       {%- do described.append(name ~ ": " ~ (old if old is not none else 'default') ~ " -> " ~ (new if new is not none else 'default')) -%}
     {%- endfor -%}
-    {{ exceptions.raise_compiler_error("vcmt_upsert: `settings` changed, but the existing table `" ~ target ~ "` keeps the settings it was created with; got `" ~ described | join(', ') ~ "`." ~ refresh ~ " A setting the engine can change in place may instead be applied with ALTER TABLE ... MODIFY SETTING, keeping the config in step.") }}
+    {{ exceptions.raise_compiler_error("vcmt_upsert: `settings` changed, but the existing table " ~ target ~ " keeps the settings it was created with; got `" ~ described | join(', ') ~ "`." ~ refresh ~ " A setting the engine can change in place may instead be applied with ALTER TABLE ... MODIFY SETTING, keeping the config in step.") }}
   {%- endif -%}
 {% endmacro %}
 

@@ -31,13 +31,14 @@
 {% endmacro %}
 
 
-{#- Returns {sql, truncates, truncated_to, truncated_rows, ignored, watermark}:
+{#- Returns {sql, truncates, truncated_to, truncated_rows, ignored, ignored_deletes, watermark}:
     the SQL to load (the model's SELECT without truncates and without events
     at or below the floor), what was done, and the batch's highest watermark
     over all its rows (a batch of only truncates or ignored events is read). -#}
 {% macro _apply_truncates(cfg, objs, columns, select_columns, sql) %}
   {%- if not cfg.truncate_when -%}
-    {{ return({'sql': sql, 'truncates': 0, 'truncated_to': none, 'truncated_rows': 0, 'ignored': 0, 'watermark': none}) }}
+    {{ return({'sql': sql, 'truncates': 0, 'truncated_to': none, 'truncated_rows': 0, 'ignored': 0, 'ignored_deletes': 0,
+              'watermark': none}) }}
   {%- endif -%}
   {%- set vtype = vcmt._sql_string((columns | selectattr('name', 'equalto', cfg.version) | first).data_type) -%}
   {%- set v = vcmt._quote(cfg.version) -%}
@@ -45,18 +46,19 @@
   {%- set floor = vcmt._truncate_floor_sql(objs) -%}
   {%- set returned = select_columns | map(attribute='name') | list -%}
   {#- An unconditional delete applies whatever its version. -#}
-  {%- set any_version = 'ifNull(' ~ vcmt._quote(cfg.sign) ~ ' < 0, 0)' if cfg.delete_mode == 'unconditional' and cfg.sign in returned else '0' -%}
+  {%- set is_delete = 'ifNull(' ~ vcmt._quote(cfg.sign) ~ ' < 0, 0)' if cfg.sign in returned else '0' -%}
+  {%- set any_version = is_delete if cfg.delete_mode == 'unconditional' else '0' -%}
   {%- set rows = 'select ' ~ vcmt._truncate_condition(cfg) ~ ' as _vcmt_t, accurateCastOrNull(' ~ v ~ ', ' ~ vtype ~ ') as _vcmt_v, '
-                 ~ any_version ~ ' as _vcmt_any, ' ~ (vcmt._quote(cfg.watermark) if cfg.watermark else 'null') ~ ' as _vcmt_w from (' ~ vcmt._user_sql(sql) ~ ') as _vcmt_src' -%}
+                 ~ any_version ~ ' as _vcmt_any, ' ~ is_delete ~ ' as _vcmt_del, ' ~ (vcmt._quote(cfg.watermark) if cfg.watermark else 'null') ~ ' as _vcmt_w from (' ~ vcmt._user_sql(sql) ~ ') as _vcmt_src' -%}
   {%- set below = 'not _vcmt_t and not _vcmt_any and _vcmt_v <= _vcmt_floor' -%}
   {%- set seen = run_query('with ' ~ floor ~ ' as _vcmt_floor select countIf(_vcmt_t), countIf(_vcmt_t and _vcmt_v is null), '
         ~ 'countIf(_vcmt_t and _vcmt_v is not null and (_vcmt_floor is null or _vcmt_v > _vcmt_floor)), countIf(' ~ below ~ '), '
-        ~ vcmt._highest_as_text('_vcmt_w') ~ ' from (' ~ rows ~ ') ' ~ vcmt._read_settings()).rows[0] -%}
+        ~ vcmt._highest_as_text('_vcmt_w') ~ ', countIf(' ~ below ~ ' and _vcmt_del)' ~ ' from (' ~ rows ~ ') ' ~ vcmt._read_settings()).rows[0] -%}
   {%- if seen[1] | int > 0 -%}
     {{ exceptions.raise_compiler_error("vcmt_upsert " ~ objs.target.identifier ~ ": " ~ seen[1] ~ " truncate event(s) (rows where `truncate_when`: " ~ cfg.truncate_when ~ ") have a `" ~ cfg.version ~ "` that is NULL or does not fit " ~ vtype ~ "; a truncate's version says which rows it removes. Nothing was loaded. Give truncate rows their source position.") }}
   {%- endif -%}
   {%- set result = {'truncates': seen[0] | int, 'truncated_to': none, 'truncated_rows': 0, 'ignored': seen[3] | int,
-                    'watermark': seen[4]} -%}
+                    'ignored_deletes': seen[5] | int, 'watermark': seen[4]} -%}
 
   {%- if seen[2] | int > 0 -%}
     {%- call statement('vcmt_truncate_record') -%}
@@ -71,7 +73,9 @@
   {%- if pending[1] | int == 1 -%}
     {%- set before = vcmt._applied_totals(objs) -%}
     {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': truncate at ' ~ cfg.version ~ ' ' ~ pending[2] ~ ': deleting every row at or below it', info=true) }}
-    {%- call statement('vcmt_truncate') -%}{{ vcmt._truncate_deletes_sql(cfg, objs, columns) }}{%- endcall -%}
+    {%- set deletes_sql = vcmt._truncate_deletes_sql(cfg, objs, columns) -%}
+    {%- call statement('vcmt_truncate') -%}{{ deletes_sql }}{%- endcall -%}
+    {%- do result.update({'ran': [deletes_sql]}) -%}
     {%- set deleted = vcmt._applied_totals(objs).deleted - before.deleted -%}
     {%- call statement('vcmt_truncate_done') -%}
       insert into {{ objs.truncates }} (version, applied_at, invocation_id, rows_deleted)
@@ -79,8 +83,9 @@
     {%- endcall -%}
     {%- do result.update({'truncated_to': pending[2], 'truncated_rows': deleted}) -%}
     {%- if seen[2] | int > 0 -%}
-      {%- set ignored = run_query('with ' ~ floor ~ ' as _vcmt_floor select countIf(' ~ below ~ ') from (' ~ rows ~ ') ' ~ vcmt._read_settings()).rows[0][0] -%}
-      {%- do result.update({'ignored': ignored | int}) -%}
+      {%- set ignored = run_query('with ' ~ floor ~ ' as _vcmt_floor select countIf(' ~ below ~ '), countIf(' ~ below ~ ' and _vcmt_del) from ('
+                                  ~ rows ~ ') ' ~ vcmt._read_settings()).rows[0] -%}
+      {%- do result.update({'ignored': ignored[0] | int, 'ignored_deletes': ignored[1] | int}) -%}
     {%- endif -%}
   {%- endif -%}
 

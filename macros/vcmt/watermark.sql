@@ -1,7 +1,7 @@
 {#- The highest value of the model's `watermark` column loaded so far, as a SQL
     literal, or `default` when nothing was loaded yet. Recorded per run in
     `<model>__loads`, so it also covers input that was skipped as stale. It
-    never moves backwards: an empty run records nothing, and a backfill of
+    never moves backwards: an empty run records NULL, and a backfill of
     older values through `vcmt.load_stage` keeps the highest.
 
       {{ config(materialized='vcmt_upsert', unique_key='id', watermark='_batch_id') }}
@@ -33,7 +33,7 @@
     so far, compared as the column's type in the target (the type `batch_max`
     was read as), so a backfill of older batches never lowers it. A recorded
     value that no longer fits that type (the watermark moved to another
-    column) is ignored. none when the batch had no rows: an empty run records
+    column) is ignored. none when the batch had no rows: an empty run moves
     nothing. -#}
 {% macro _next_watermark_sql(cfg, objs, columns, select_columns, batch_max) %}
   {%- if batch_max is none -%}{{ return(none) }}{%- endif -%}

@@ -182,6 +182,20 @@ def test_explicit_grant_explains_the_engine(project):
     assert "type: chdb runs ClickHouse in-process without users, roles or access control" in run.log
 
 
+def test_a_grant_a_server_would_refuse_fails_on_chdb_too(project):
+    """0.2 skipped any `grants` on chdb, even a privilege a server refuses with a syntax error."""
+    project.model(
+        "badgrant",
+        """
+        {{ config(materialized='table', order_by='id', grants={'select': ['reporter'], 'fake_privilege': 'analyst'}) }}
+        select 1 as id
+        """,
+    )
+    run = project.dbt("run", "--select", "badgrant", expect_pass=False)
+    assert f"grants: `fake_privilege` on `{project.schema}`.`badgrant` is not a valid grant" in run.log
+    assert "grants not applied" not in run.log
+
+
 # --- query_log ---------------------------------------------------------------
 
 # The singular test fails (returns a row) when the model's CREATE is missing from the log.
@@ -264,3 +278,44 @@ def test_query_without_select_is_refused_as_on_a_server(project):
     project.write("macros/settings.sql", SETTINGS_MACRO)
     run = project.dbt("run-operation", "implicit_select", expect_pass=False)
     assert "SYNTAX_ERROR" in run.log or "Syntax error" in run.log, run.log[-3000:]
+
+
+# Two dbt commands in ONE Python process: a Memory table and system.query_log survive from one to the next.
+KEEP_ENGINE_SCRIPT = textwrap.dedent(
+    """
+    import sys, pathlib, yaml
+    from dbt.cli.main import dbtRunner
+
+    root = pathlib.Path(sys.argv[1])
+    (root / "models").mkdir(parents=True)
+    (root / "macros").mkdir()
+    (root / "dbt_project.yml").write_text(yaml.safe_dump({"name": "k", "version": "1.0", "config-version": 2,
+                                                          "profile": "k"}))
+    target = {"type": "chdb", "path": str(root / "engine"), "schema": "k", "threads": 1, "query_log": True}
+    (root / "profiles.yml").write_text(yaml.safe_dump({"k": {"target": "t", "outputs": {"t": target}}}))
+    (root / "models" / "mem.sql").write_text(
+        "{{ config(materialized='table', engine='Memory') }} select 1 as id union all select 2")
+    (root / "macros" / "probe.sql").write_text(
+        "{% macro probe() %}{% do run_query('system flush logs') %}"
+        "{% set rows = run_query('select count() from k.mem').columns[0].values()[0] %}"
+        "{% set logged = run_query(\\"select count() from system.query_log where type = 'QueryFinish' "
+        "and query_kind = 'Create' and query like '%mem%'\\").columns[0].values()[0] %}"
+        "{{ log('probe: ' ~ rows ~ ' rows, ' ~ logged ~ ' logged', info=True) }}{% endmacro %}")
+    args = ["--project-dir", str(root), "--profiles-dir", str(root)]
+    print("run:", dbtRunner().invoke(["run", *args]).success, flush=True)
+    print("probe:", dbtRunner().invoke(["run-operation", "probe", *args]).success, flush=True)
+    """
+)
+
+
+def test_the_engine_lives_as_long_as_the_process(tmp_path):
+    """0.2 restarted the engine whenever dbt closed its last connection: the next command in the same process
+    found the Memory table empty and system.query_log without the earlier queries."""
+    script = tmp_path / "keep_engine.py"
+    script.write_text(KEEP_ENGINE_SCRIPT)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DBT_")}
+    env.update(DBT_SEND_ANONYMOUS_USAGE_STATS="false", DO_NOT_TRACK="1", DBT_USE_COLORS="false")
+    proc = subprocess.run([sys.executable, str(script), str(tmp_path / "proj")], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert "run: True" in proc.stdout and "probe: True" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "probe: 2 rows, 1 logged" in proc.stdout, proc.stdout[-3000:]

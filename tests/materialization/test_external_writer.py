@@ -143,16 +143,20 @@ def test_watermark_counts_redelivered_events(project):
     project.dbt("run")
     project.dbt("run")
     assert project.query("select id, a from m final where sign = 1") == [(1, "live")]
-    assert project.query("select events, deletes, watermark from m__loads") == [(3, 2, "6")]
+    assert project.query("select events, deletes, watermark from m__loads where events > 0") == [(3, 2, "6")]
+
+
+def _load_select(project, sql: str, **args) -> str:
+    """`dbt run-operation vcmt.load_stage` of `sql`; returns its log."""
+    return project.dbt("run-operation", "vcmt.load_stage", "--args", json.dumps({"model": "m", "sql": sql, **args})).log
 
 
 def test_watermark_is_compared_as_the_targets_type(project):
     """An epoch-seconds watermark from a file was compared as a number with a date text: recorded as NULL."""
     _model(project, "id Int32, _version UInt64, ts DateTime('UTC')", "unique_key='id', watermark='ts'")
-    project.load_rows("m", [{"id": 1, "_version": 1, "ts": 1700000000}])
-    project.load_rows("m", [{"id": 2, "_version": 1, "ts": 1800000000}])
-    project.load_rows("m", [{"id": 3, "_version": 1, "ts": 1600000000}])
-    assert [w for (w,) in project.query("select watermark from m__loads order by loaded_at")] == [
+    for i, ts in enumerate([1700000000, 1800000000, 1600000000]):
+        _load_select(project, f"select toInt32({i}) as id, toUInt64(1) as _version, {ts} as ts", move_watermark=True)
+    assert [w for (w,) in project.query("select watermark from m__loads where events > 0 order by loaded_at")] == [
         "2023-11-14 22:13:20", "2027-01-15 08:00:00", "2027-01-15 08:00:00"]
 
 
@@ -199,3 +203,38 @@ def test_an_unknown_enum_element_names_row_and_column(project):
         project.load_rows("m", [{"id": 1, "state": "new", "_version": 1}, {"id": 2, "state": "gone", "_version": 1}])
     project.load_rows("m", [{"id": 1, "state": "done", "_version": 1}])
     assert project.query("select id, toString(state) from m final where sign = 1") == [(1, "done")]
+
+
+WATERMARKED = """
+{{ config(materialized='vcmt_upsert', unique_key='id', watermark='_batch_id') }}
+select * from m_src {% if vcmt.is_incremental() %} where _batch_id > {{ vcmt.watermark(default=-1) }} {% endif %}
+"""
+
+
+def test_an_external_load_leaves_the_models_watermark_unless_asked(project, tmp_path, capsys):
+    """0.2 recorded an external file's highest `_batch_id`: the next dbt run skipped batches of its own source."""
+    project.command("create table m_src (id Int32, x Int64, _version UInt64, _batch_id UInt32) "
+                    "engine = MergeTree order by tuple()")
+    project.model("m", WATERMARKED)
+    project.command("insert into m_src values (1, 1, 1, 1)")
+    project.dbt("run")
+    report = project.load_rows("m", [{"id": 9, "x": 9, "_version": 1, "_batch_id": 5}])
+    assert "watermark not moved (this load's `_batch_id` reaches 5; pass move_watermark=true to move it)" in report
+    project.command("insert into m_src values (2, 2, 1, 2)")
+    project.dbt("run")
+    assert _live(project) == [(1, 1, 1, 1), (2, 2, 1, 2), (9, 9, 1, 5)]
+    assert project.query("select watermark from m__loads order by loaded_at") == [("1",), (None,), ("2",)]
+
+    if project.engine.served:
+        run = _load_select(project, "select 8 as id, 8 as x, 1 as _version, 7 as _batch_id", move_watermark=True)
+    else:
+        path = tmp_path / "backfill.jsonl"
+        path.write_text(json.dumps({"id": 8, "x": 8, "_version": 1, "_batch_id": 7}))
+        assert main([str(path), "--model", "m", "--project-dir", str(project.root), "--profiles-dir",
+                     str(project.root), "--target", project.ch_target, "--move-watermark"]) == 0
+        run = capsys.readouterr().out
+    assert "vcmt.load_stage m: 1 event read" in run and "watermark not moved" not in run
+    project.command("insert into m_src values (3, 3, 1, 6)")  # at or below the moved watermark: not read
+    project.dbt("run")
+    assert project.query("select argMax(watermark, loaded_at) from m__loads where watermark is not null") == [("7",)]
+    assert [r[0] for r in _live(project)] == [1, 2, 8, 9]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from tests.materialization.scenario import Scenario
@@ -178,7 +180,7 @@ def test_watermark_reads_only_new_batches(project):
     project.dbt("run")
     project.command("insert into src values (1, 10, 2, 2)")
     run = project.dbt("run")
-    assert "1 events (1 upserts, 0 deletes)" in run.log
+    assert "1 event read (1 upsert, 0 deletes)" in run.log
     assert project.query("select argMax(watermark, loaded_at) from m__loads") == [("2",)]
     run = project.dbt("run")
     assert "0 events" in run.log
@@ -217,7 +219,7 @@ def test_stage_writer_applies_python_rows_with_the_models_own_loader(project):
     events = [{"id": i % 3, "x": i, "_version": i, "sign": 1} for i in range(1, 31)]
     events.append(dict(events[-1]))
     report = project.load_rows("m", events)
-    assert "31 events" in report and "in 1 round(s)" in report
+    assert "31 events read" in report and "in 1 round:" in report
     assert s.final_rows() == [(0, sum(range(3, 31, 3)), 30), (1, sum(range(1, 31, 3)), 28), (2, sum(range(2, 31, 3)), 29)]
     s.assert_invariants()
 
@@ -230,3 +232,20 @@ def test_load_stage_operation_applies_a_select_through_the_loader(project):
                       "{model: m, sql: 'select toInt32(number) as id, toInt64(number * 10) as x, toUInt64(5) as _version, toInt8(1) as sign from numbers(3)'}")
     assert "vcmt.load_stage m: 3 events" in run.log
     assert s.final_rows() == [(0, 0, 5), (1, 10, 5), (2, 20, 5)]
+
+
+def test_target_run_holds_the_sql_that_loaded_the_run_and_dbt_show_inline_shows_the_state(project):
+    """0.2 wrote nothing to target/run/ for a vcmt_upsert model, as if nothing had run."""
+    s = Scenario(project, COLS, {"unique_key": "id", "merge": {"x": "sum"}})
+    s.run_batch([(1, 1, 1, 1), (2, 2, 1, 1)])
+    written = list((project.root / "target" / "run").glob("*/models/m.sql"))
+    assert len(written) == 1
+    text = written[0].read_text()
+    assert "2 events read" in text and "insert into" in text and "m__stage" in text
+    s.run_batch([(1, 5, 2, 1), (1, 6, 3, 1), (1, 7, 4, -1)])  # rounds
+    text = written[0].read_text()
+    assert "3 events read" in text and "create table" in text and "m__batch" in text and "_vcmt_round = 1" in text
+    # The README's way to see a model's current rows from dbt (`dbt show --select m` shows its SELECT).
+    s.run_batch([(2, 40, 2, 1)])
+    run = project.dbt("show", "--inline", "select id, x from {{ ref('m') }} final where sign = 1 order by id")
+    assert re.search(r"\|\s*2\s*\|\s*42\s*\|", run.log)

@@ -96,6 +96,34 @@ def test_dropping_a_column_a_configured_projection_uses_fails_before_any_ddl(pro
     s.assert_invariants()
 
 
+@pytest.mark.parametrize("config, message", [
+    ({"merge": {"amount": "{old} +* {new}"}}, "`merge` for column `amount` ({old} +* {new}) is not valid SQL"),
+    ({"merge": {"amount": "nofn({old}, {new})"}}, "AS `vcmt_upsert: merge for column amount`"),
+    ({"projections": [{"name": "by_s", "query": "select status, sum(sign) group by by status"}]},
+     "projection `by_s` (select status, sum(sign) group by by status) is not valid SQL"),
+    ({"projections": [{"name": "by_s", "query": "select nocol, sum(sign) group by nocol"}]},
+     "Unknown expression identifier `nocol`. In scope SELECT 0 AS `vcmt_upsert: projection by_s`"),
+    ({"projections": [{"name": "by_s", "query": "select status, sum(nofn(amount) * sign) group by status"}]},
+     "In scope SELECT 0 AS `vcmt_upsert: projection by_s`"),
+    ({"projections": [{"name": "by_s", "query": "select status, sum(sign) group by status", "materialize": True}]},
+     "projection `by_s` has unknown key(s) ['materialize']"),
+])
+def test_a_config_error_on_an_existing_model_names_the_setting(project, config, message):
+    """0.2: on an existing model the new transform or projection reached the engine first, whose error showed
+    internal SQL (and, for a projection, a "missing FROM" hint) without naming the setting."""
+    s = Scenario(project, COLS, {"unique_key": "id"}, select=WITH_Y)
+    s.run_batch(_rows(3, 1))
+    def objects() -> dict[str, str]:  # the model's own objects; the load lock's generations come and go (lock.sql)
+        return {name: uuid for name, uuid in _objects(project).items() if "__lock_" not in name}
+
+    before = objects()
+    s.write_model(WITH_Y, **config)
+    run = s.run_batch(_rows(3, 2), expect_pass=False)
+    assert message in run.log
+    assert "does not have the FROM clause" not in run.log and "``" not in run.log
+    assert objects() == before
+
+
 @pytest.mark.parametrize("expression, message", [
     ("{old} +* {new}", "`merge` for column `amount` ({old} +* {new}) is not valid SQL"),
     ("no_such_function({old}, {new})", "merge for column amount"),

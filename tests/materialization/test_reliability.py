@@ -130,20 +130,20 @@ def _loads(project):
     return project.query("select events, watermark from m__loads order by loaded_at")
 
 
-def test_watermark_empty_runs_record_nothing_and_batch_zero_is_read(project):
+def test_watermark_empty_runs_move_nothing_and_batch_zero_is_read(project):
     """0.1.0 recorded '0' for an empty run, so batch 0 was skipped for ever."""
     project.command("create table src (id Int32, x Int32, _version UInt64, _batch_id UInt32) engine = MergeTree order by id")
     project.model("m", WATERMARKED)
     project.dbt("run")  # deployed before any data lands
     project.dbt("run")  # and run again, still empty
-    assert _loads(project) == []
+    assert _loads(project) == [(0, None), (0, None)]
     project.command("insert into src values (1, 10, 1, 0), (2, 20, 1, 0)")
     project.dbt("run")
     assert project.query("select id, x from m final where sign = 1 order by id") == [(1, 10), (2, 20)]
-    project.dbt("run")  # empty again: records nothing, the next run reads only batch 1
+    project.dbt("run")  # empty again: moves nothing, the next run reads only batch 1
     project.command("insert into src values (1, 11, 2, 1)")
     project.dbt("run")
-    assert _loads(project) == [(2, "0"), (1, "1")]
+    assert _loads(project)[2:] == [(2, "0"), (0, None), (1, "1")]
 
 
 def test_watermark_compares_as_numbers_and_backfills_never_lower_it(project):
@@ -157,7 +157,7 @@ def test_watermark_compares_as_numbers_and_backfills_never_lower_it(project):
     assert _loads(project)[-1] == (1, "10")
     project.command("insert into old_batches values (3, 1, 1, 2)")
     project.dbt("run-operation", "vcmt.load_stage", "--args",
-                "{model: m, sql: 'select id, x, _version, _batch_id from old_batches'}")
+                "{model: m, sql: 'select id, x, _version, _batch_id from old_batches', move_watermark: true}")
     assert _loads(project)[-1] == (1, "10")
     project.command("insert into src values (4, 1, 1, 11)")
     project.dbt("run")
@@ -178,7 +178,7 @@ def test_watermark_value_with_a_backslash(project):
     project.command("insert into src values (2, 1, 1, 'b')")
     project.dbt("run")
     project.dbt("run")
-    assert _loads(project) == [(1, "a\\b'c"), (1, "b")]
+    assert _loads(project) == [(1, "a\\b'c"), (1, "b"), (0, None)]
 
 
 # -- SQL text the user writes --------------------------------------------------

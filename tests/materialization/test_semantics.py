@@ -149,16 +149,63 @@ def test_no_sign_column_treats_every_event_as_upsert(project):
     assert project.query("select id, v, _version from m final where sign = 1 order by id") == [(1, "b", 2), (2, "c", 1)]
 
 
+LOADS = ("events, upserts, deletes, ignored_below_truncate, superseded, fed, inserted, updated, deleted, skipped, "
+         "truncates, truncated_rows, rows_written")
+
+
+def _last_load(project) -> dict:
+    names = [n.strip() for n in LOADS.split(",")]
+    return dict(zip(names, project.query(f"select {LOADS} from m__loads order by loaded_at desc limit 1")[0], strict=True))
+
+
 def test_run_report_counts_inserted_updated_deleted_skipped(project):
-    """The run line and `m__loads` say what was applied."""
+    """The run line and `m__loads` say what was done."""
     s = Scenario(project, EX3, {"unique_key": "id"})
     s.run_batch([(1, 1, 1, 1, 1), (2, 2, 2, 1, 1), (3, 3, 3, 1, 1)])
     run = s.run_batch([(1, 9, 9, 2, 1), (1, 8, 8, 3, 1), (2, 0, 0, 2, -1), (3, 3, 3, 1, 1), (4, 4, 4, 1, 1)])
-    assert "5 events (4 upserts, 1 deletes); 1 superseded in batch" in run.log
-    assert "1 inserted, 1 updated, 1 deleted, 1 skipped as stale or duplicate; 4 rows written" in run.log
+    assert "5 events read (4 upserts, 1 delete): 1 superseded in the batch, 4 sent to the target in 1 round: " \
+        "1 inserted, 1 updated, 1 deleted, 1 skipped (stale, duplicate, or a delete of a key with no live row); " \
+        "4 rows written" in run.log
     last = project.query("select events, upserts, deletes, inserted, updated, deleted, skipped, rows_written "
                          "from m__loads order by loaded_at desc limit 1")
     assert last == [(5, 4, 1, 1, 1, 1, 1, 4)]
+
+
+@pytest.mark.parametrize("merge", [{}, {"metric1": "sum"}], ids=["fold", "rounds"])
+def test_run_report_numbers_add_up_with_every_kind_of_event(project, merge):
+    """0.2: "applied" counted skipped events, truncated rows were counted as deletes, events ignored under a
+    truncate were in no total, and an empty run left no row in `m__loads`."""
+    cols = {**EX3, "_op": "String"}
+    s = Scenario(project, cols, {"unique_key": "id", "truncate_when": "_op = 't'", "merge": merge})
+    s.run_batch([(k, k, k, 10, 1, "c") for k in range(1, 7)])
+    run = s.run_batch([
+        (1, 1, 1, 11, 1, "u"), (1, 1, 1, 12, 1, "u"),       # superseded, then updated
+        (2, 0, 0, 13, -1, "d"),                              # deleted
+        (3, 3, 3, 10, 1, "c"), (3, 3, 3, 10, 1, "c"),        # an exact duplicate, then stale
+        (7, 7, 7, 11, 1, "c"),                               # inserted
+        (8, 8, 8, 11, 1, "c"), (8, 0, 0, 12, -1, "d"),       # an insert superseded by its delete
+        (0, 0, 0, 5, 1, "t"),                                # a truncate: rows at or below version 5 go
+        (4, 4, 4, 3, 1, "u"), (5, 0, 0, 4, -1, "d"),         # at or below the truncate: ignored
+    ])
+    n = _last_load(project)
+    assert n == {"events": 10, "upserts": 7, "deletes": 3, "ignored_below_truncate": 2, "superseded": 3, "fed": 5,
+                 "inserted": 1, "updated": 1, "deleted": 1, "skipped": 2, "truncates": 1, "truncated_rows": 0,
+                 "rows_written": 4}
+    assert n["events"] == n["upserts"] + n["deletes"] == n["ignored_below_truncate"] + n["superseded"] + n["fed"]
+    assert n["fed"] == n["inserted"] + n["updated"] + n["deleted"] + n["skipped"]
+    assert "10 events read (7 upserts, 3 deletes): 2 ignored at or below a truncate, 3 superseded in the batch, " \
+        "5 sent to the target in" in run.log
+    assert "1 truncate: 0 rows at or below version 5 deleted; 4 rows written" in run.log
+
+    run = s.run_batch([(0, 0, 0, 11, 1, "t"), (6, 6, 6, 11, 1, "u")])  # a truncate that removes live rows
+    n = _last_load(project)
+    assert (n["events"], n["ignored_below_truncate"], n["fed"], n["deleted"], n["truncated_rows"]) == (1, 1, 0, 0, 5)
+    assert n["rows_written"] == n["inserted"] + 2 * n["updated"] + n["deleted"] + n["truncated_rows"] == 5
+    assert "1 truncate: 5 rows at or below version 11 deleted; 5 rows written" in run.log
+
+    s.run_batch([])
+    assert _last_load(project)["events"] == 0
+    assert project.scalar("select count() from m__loads") == 4
 
 
 POLICIES = ["replace", "keep", "greatest", "least", "sum", "coalesce", "{old} * 2 + {new}"]
@@ -210,7 +257,7 @@ def test_large_batch_spanning_many_blocks_matches_oracle(project):
             rows.append((key, rng.randint(1, 9), v, -1 if rng.random() < 0.05 else 1))
     rng.shuffle(rows)
     run = s.run_batch(rows)
-    assert "in 100 round(s)" in run.log
+    assert "in 100 rounds" in run.log
     oracle = Oracle(["x"], {"x": lambda old, new: old + new})
     oracle.apply_batch(oracle_events(rows, list(cols), ["id"]))
     assert s.final_rows() == expected_rows(oracle, list(cols), ["id"])

@@ -5,12 +5,15 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 import clickhouse_connect
+from clickhouse_connect.driver._chdbclient import build_connection_string
 from clickhouse_connect.driver.exceptions import ClickHouseError
 from dbt.adapters.chdb.statements import multi_statement_message, second_statement_at
 from dbt.adapters.clickhouse.httpclient import ChHttpClient
 from dbt.adapters.clickhouse.query import quote_identifier
 from dbt.adapters.exceptions import FailedToConnectError
 from dbt_common.exceptions import DbtDatabaseError
+
+import chdb
 
 _LOCKED_MARKER = "Another server instance in same directory is already running"
 
@@ -49,6 +52,14 @@ _QUERY_LOG_CONFIG = """<clickhouse>
 # fd 2 is process-wide: two threads swapping it at once could leave it pointing
 # at a closed temp file.
 _stderr_lock = threading.Lock()
+
+# The engine stops when its last handle closes, and dbt closes every connection
+# at the end of an invocation: without a handle of our own, each dbt command in
+# one Python process restarted the engine, losing system.query_log and Memory
+# tables. One kept handle per process (chDB hosts one engine per process), for
+# the engine last opened; docs/adapters.md says what that means for the lock.
+_kept_lock = threading.Lock()
+_kept: dict[str, object] = {}
 
 
 class ChdbOpenError(Exception):
@@ -113,6 +124,31 @@ def query_log_config_file() -> str:
         out.write(_QUERY_LOG_CONFIG)
     os.replace(staging, target)
     return target
+
+
+def keep_engine(connection_string: str) -> None:
+    """Keep the engine of `connection_string` running for the life of the process.
+
+    A kept engine of another path is let go first (its own open connections, if
+    any, still hold it): chDB refuses a second path while one engine runs.
+    """
+    with _kept_lock:
+        if connection_string in _kept:
+            return
+        _release_kept()
+        _kept[connection_string] = chdb.connect(connection_string)
+
+
+def release_engine() -> None:
+    """Let the engine stop once dbt's connections close, unlocking its data directory for other processes."""
+    with _kept_lock:
+        _release_kept()
+
+
+def _release_kept() -> None:
+    for handle in _kept.values():
+        handle.close()
+    _kept.clear()
 
 
 def engine_options(credentials) -> dict:
@@ -251,6 +287,7 @@ class ChdbClient(ChHttpClient):
             self._conn_settings.setdefault(name, value)
         try:
             with _engine_stderr() as engine_said:
+                keep_engine(build_connection_string(path, options or None))
                 return clickhouse_connect.get_client(
                     interface="chdb",
                     path=path,
@@ -258,7 +295,7 @@ class ChdbClient(ChHttpClient):
                     settings=self._conn_settings,
                     chdb_options=options or None,
                 )
-        except ClickHouseError as ex:
+        except (ClickHouseError, RuntimeError) as ex:
             # The engine's first line is the cause; str(ex) is only a generic wrapper.
             reason = engine_said[0] if engine_said else str(ex)
             if _LOCKED_MARKER in reason:

@@ -39,8 +39,9 @@
   {%- do vcmt._release_lock(objs.target) -%}
   {%- set summary = vcmt._summary(stats) -%}
   {{ log('vcmt_upsert ' ~ target.identifier ~ ': ' ~ summary, info=true) }}
-  {%- set short = stats.events ~ ' events: ' ~ stats.inserted ~ ' ins, ' ~ stats.updated ~ ' upd, ' ~ stats.deleted ~ ' del, ' ~ stats.skipped ~ ' skipped' -%}
+  {%- set short = vcmt._count(stats.events, 'event') ~ ': ' ~ stats.inserted ~ ' ins, ' ~ stats.updated ~ ' upd, ' ~ stats.deleted ~ ' del, ' ~ stats.skipped ~ ' skipped' -%}
   {%- do store_raw_result('main', message=short, code='VCMT_UPSERT', rows_affected=stats.rows_written) -%}
+  {%- do vcmt._write_run_sql(target, stats) -%}
 
   {{ run_hooks(post_hooks, inside_transaction=True) }}
   {%- do adapter.commit() -%}
