@@ -26,12 +26,12 @@
 {% endmacro %}
 
 
-{#- First run or --full-refresh. Everything is checked with the engine first
-    (check.sql), so a bad config fails with no object created or changed.
+{#- First run or --full-refresh. Everything has been checked with the engine
+    (check.sql, called by the materialization before it takes the lock), so a
+    bad config fails with no object created or changed.
     A full refresh then builds beside the old objects and swaps them in; a
     first run creates the objects in place. -#}
 {% macro _build_objects(cfg, objs, columns, found) %}
-  {%- do vcmt._check_build(cfg, objs, columns) -%}
   {%- set new = vcmt._staging_objects(objs) -%}
   {%- do vcmt._drop_objects(new, vcmt._existing_objects(new)) -%}
   {#- A sharded model is dropped and created again (docs/design.md#sharded-clusters). -#}

@@ -22,6 +22,11 @@
   {{ run_hooks(pre_hooks, inside_transaction=False) }}
   {{ run_hooks(pre_hooks, inside_transaction=True) }}
 
+  {#- A first run or full refresh checks its DDL with the engine (on temporary
+      tables) before taking the lock, so a bad config leaves nothing behind. -#}
+  {%- if rebuild -%}
+    {%- do vcmt._check_build(cfg, objs, columns) -%}
+  {%- endif -%}
   {#- One load of the model at a time, from its first DDL to its last write (lock.sql). -#}
   {%- do vcmt._acquire_lock(objs, cfg.lock_timeout, 'dbt run') -%}
   {#- Both paths check their DDL with the engine before changing anything
