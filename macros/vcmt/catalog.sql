@@ -78,3 +78,35 @@
   {%- if node.kind == kind and (name is none or node.name | lower == name) -%}{%- do out.append(node) -%}{%- endif -%}
   {%- for child in node.children -%}{%- do vcmt._ast_find(child, kind, name, out) -%}{%- endfor -%}
 {% endmacro %}
+
+
+{#- The materialized views reading the model's table other than the model's
+    own, as [{view, feeds}] (`feeds`: the TO table, or the view's inner table).
+    A full refresh replaces the table's rows without cancel rows, so what
+    these views derived from the old rows stays behind (docs/design.md#lifecycle). -#}
+{% macro _downstream_views(objs) %}
+  {%- set own = [] -%}
+  {%- for rel in objs.values() -%}{%- do own.append(rel.schema ~ '.' ~ rel.identifier) -%}{%- endfor -%}
+  {%- set rows = run_query("select d, v, t.create_table_query, toString(t.uuid) from system.tables as m"
+                           ~ " array join m.dependencies_database as d, m.dependencies_table as v"
+                           ~ " left join system.tables as t on t.database = d and t.name = v"
+                           ~ " where m.database = " ~ vcmt._sql_string(objs.target.schema) ~ " and m.name = " ~ vcmt._sql_string(objs.target.identifier)) -%}
+  {%- set views = [] -%}
+  {%- for row in rows.rows if (row[0] ~ '.' ~ row[1]) not in own -%}
+    {%- set to = modules.re.search(' TO (\\S+) ', row[2] or '') -%}
+    {%- do views.append({'view': row[0] ~ '.' ~ row[1], 'feeds': to.group(1) if to else row[0] ~ '.`.inner_id.' ~ row[3] ~ '`'}) -%}
+  {%- endfor -%}
+  {{ return(views) }}
+{% endmacro %}
+
+
+{#- After a full refresh: name every downstream view whose table no longer
+    matches the model, and what to run. -#}
+{% macro _warn_downstream_views(objs, views) %}
+  {%- for v in views -%}
+    {%- do exceptions.warn('vcmt_upsert ' ~ objs.target.identifier ~ ': full refresh: the materialized view ' ~ v.view
+        ~ ' reads ' ~ objs.target.identifier ~ ', whose rows the rebuild replaced without cancel rows: ' ~ v.feeds
+        ~ ' no longer matches it. Rebuild it from the model, with writers paused: TRUNCATE TABLE '
+        ~ v.feeds ~ ', then INSERT INTO ' ~ v.feeds ~ ' the view\'s SELECT (run over ' ~ objs.target.identifier ~ ' as it is now).') -%}
+  {%- endfor -%}
+{% endmacro %}

@@ -29,25 +29,36 @@
 {#- First run or --full-refresh. Everything has been checked with the engine
     (check.sql, called by the materialization before it takes the lock), so a
     bad config fails with no object created or changed.
-    A full refresh then builds beside the old objects and swaps them in; a
-    first run creates the objects in place. -#}
+    Returns the objects the load writes into. A full refresh builds a
+    complete second set of objects under staging names, views included, and
+    returns it: the load fills it while the old objects keep serving, and
+    `_swap_in_new_objects` swaps it in only once the load has succeeded
+    (docs/design.md#lifecycle). A first run creates the objects in place. -#}
 {% macro _build_objects(cfg, objs, columns, found) %}
   {%- set new = vcmt._staging_objects(objs) -%}
   {%- do vcmt._drop_objects(new, vcmt._existing_objects(new)) -%}
   {#- A sharded model is dropped and created again (docs/design.md#sharded-clusters). -#}
-  {%- if objs.target.identifier in found and adapter.can_exchange(objs.target.schema, 'table') and not vcmt._sharded(objs) -%}
-    {%- do vcmt._swap_in_new_objects(cfg, objs, new, columns, found) -%}
-  {%- else -%}
-    {#- No target: nothing to keep (leftovers of an earlier attempt go). -#}
-    {%- do vcmt._drop_objects(objs) -%}
-    {%- do vcmt._create_objects(cfg, objs, columns) -%}
+  {%- if vcmt._swaps_on_full_refresh(objs, found) -%}
+    {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': full refresh: building and loading new tables beside the old ones (' ~ new.target.identifier ~ ', ...); the old ones serve until the load has succeeded', info=true) }}
+    {%- do vcmt._create_objects(cfg, new, columns, guarded=false) -%}
+    {{ return(new) }}
   {%- endif -%}
+  {#- No target: nothing to keep (leftovers of an earlier attempt go). -#}
+  {%- do vcmt._drop_objects(objs) -%}
+  {%- do vcmt._create_objects(cfg, objs, columns) -%}
+  {{ return(objs) }}
+{% endmacro %}
+
+
+{% macro _swaps_on_full_refresh(objs, found) %}
+  {{ return(objs.target.identifier in found and adapter.can_exchange(objs.target.schema, 'table') and not vcmt._sharded(objs)) }}
 {% endmacro %}
 
 
 {#- Create every object of a model, after everything has been checked. -#}
-{% macro _create_objects(cfg, objs, columns) %}
-  {%- for name, create_sql in vcmt._create_statements(cfg, objs, columns, adapter.can_exchange(objs.target.schema, 'table')) -%}
+{% macro _create_objects(cfg, objs, columns, guarded=none) %}
+  {%- set guarded = adapter.can_exchange(objs.target.schema, 'table') if guarded is none else guarded -%}
+  {%- for name, create_sql in vcmt._create_statements(cfg, objs, columns, guarded) -%}
     {%- call statement(name) -%}{{ create_sql }}{%- endcall -%}
   {%- endfor -%}
 {% endmacro %}
@@ -98,24 +109,20 @@
 {% endmacro %}
 
 
-{#- --full-refresh of an existing model: the new tables are built under
-    staging names beside the old ones, then exchanged with them (EXCHANGE
-    TABLES, atomic per pair). ClickHouse binds a materialized view to its
-    source, its TO table and the tables it reads by name, so the model's views
-    keep firing on whatever table holds the model's names: after the exchange
-    they serve the new tables, and the stage is never without its transform.
-    The views are then rewritten in place (MODIFY QUERY) for the new config,
-    and the old tables, now under the staging names, are dropped. Until the
-    first exchange a failure leaves the old objects and data untouched. -#}
+{#- --full-refresh of an existing model, once `new` (built and loaded by
+    `_build_objects` and the load) holds the new data: its tables are exchanged
+    with the old ones (EXCHANGE TABLES, atomic per pair). ClickHouse binds a
+    materialized view to its source, its TO table and the tables it reads by
+    name, so the model's views keep firing on whatever table holds the model's
+    names: after the exchange they serve the new tables, and the stage is never
+    without its transform. The views are then rewritten in place (MODIFY QUERY)
+    for the new config, and the old tables, now under the staging names, are
+    dropped with the staging views. Until the first exchange a failure leaves
+    the old objects and data untouched. -#}
 {% macro _swap_in_new_objects(cfg, objs, new, columns, found) %}
-  {%- call statement('vcmt_new_target') -%}{{ vcmt.create_target_sql(cfg, new.target, columns) }}{%- endcall -%}
+  {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': full refresh: new tables loaded, swapping them in', info=true) }}
   {%- set swapped = [] -%}
-  {%- for role, create_sql in vcmt._helper_tables(cfg, new, columns) -%}
-    {%- call statement('vcmt_new_' ~ role) -%}{{ create_sql }}{%- endcall -%}
-    {%- do swapped.append(role) -%}
-  {%- endfor -%}
-  {%- call statement('vcmt_new_stage') -%}{{ vcmt._create_stage_sql(new.stage, columns) }}{%- endcall -%}
-  {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': full refresh: new tables built, swapping them in', info=true) }}
+  {%- for role, create_sql in vcmt._helper_tables(cfg, new, columns) -%}{%- do swapped.append(role) -%}{%- endfor -%}
   {%- for role in swapped + ['target', 'stage'] -%}
     {%- call statement('vcmt_swap_' ~ role) -%}
       {%- if objs[role].identifier in found %}
@@ -147,7 +154,7 @@
     {%- call statement('vcmt_drop_' ~ role) -%}{{ vcmt._drop_sql(objs[role]) }}{%- endcall -%}
   {%- endfor -%}
   {%- call statement('vcmt_drop_batch') -%}{{ vcmt._drop_sql(objs.batch) }}{%- endcall -%}
-  {#- No view reads the staging names: these are the old tables. -#}
+  {#- The staging names now hold the old tables, and the staging views (dropped first) serve them. -#}
   {%- do vcmt._drop_objects(new, vcmt._existing_objects(new)) -%}
 {% endmacro %}
 

@@ -149,7 +149,7 @@
 {#- The holder, at each step of its load: still the lock's holder (else it
     stops before writing anything more), and its lease renewed. -#}
 {% macro _renew_lock(objs) %}
-  {%- set state = vcmt._lock_state(objs.target) -%}
+  {%- set state = vcmt._lock_state(vcmt._model_relation(objs.target)) -%}
   {%- if state is none or state.holder != vcmt._lock_holder() or state.released -%}
     {{ exceptions.raise_compiler_error("vcmt_upsert " ~ objs.target.identifier ~ ": this load lost the model's lock to " ~ (state.holder if state else 'nobody') ~ " after it had been silent for " ~ vcmt._lock_lease_s() ~ " s with no statement running; it stops here. Run the model again: the rows it wrote are exact, and the rest is applied then.") }}
   {%- endif -%}

@@ -64,6 +64,17 @@
 {% endmacro %}
 
 
+{#- The model's own relation for one of `_staging_objects`' (itself for any
+    other): a full refresh loads its staging objects under the model's lock. -#}
+{% macro _model_relation(relation) %}
+  {%- set suffix = '__vcmt_new' -%}
+  {%- if relation.identifier.endswith(suffix) -%}
+    {{ return(relation.incorporate(path={'identifier': relation.identifier[:-(suffix | length)]})) }}
+  {%- endif -%}
+  {{ return(relation) }}
+{% endmacro %}
+
+
 {#- For tools outside dbt (the bench, the demo): logs `vcmt_objects {role: name}`
     for a model, so they find its objects without spelling their names.
       dbt run-operation vcmt._log_object_names --args '{model: fct_orders}' -#}

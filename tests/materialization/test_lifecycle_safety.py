@@ -290,3 +290,53 @@ def test_retyping_a_column_a_projection_groups_by_rebuilds_the_projection(projec
     assert project.query(q, optimize_use_projections=1, force_optimize_projection=1) == project.query(q, optimize_use_projections=0)
     _assert_groupby_matches_final(project)
     s.assert_invariants()
+
+
+def test_full_refresh_whose_load_fails_keeps_the_old_data(project):
+    """The load runs before the swap: a source that errors half-way through a --full-refresh leaves the old table,
+    its data and its objects serving, and the next good full refresh replaces them."""
+    s = Scenario(project, COLS, {"unique_key": "id"}, select=WITH_Y)
+    s.run_batch(_rows(5, 1))
+    s.run_batch([(0, "a", 0, 0, 2, -1)])
+    rows = s.final_rows()
+    before = {k: v for k, v in _objects(project).items() if "vcmt_new" not in k}
+    # The SELECT's schema reads no row; the load reads them and fails on the source's error.
+    s.write_model(WITH_Y + " from `m_src` where throwIf(`amount` = 999, 'source broke mid-load') = 0 --")
+    run = s.run_batch(_rows(5, 3) + [(9, "a", 999, 0, 3, 1)], "--full-refresh", expect_pass=False)
+    assert "source broke mid-load" in run.log
+    assert {k: v for k, v in _objects(project).items() if "vcmt_new" not in k} == before
+    assert s.final_rows() == rows
+    assert project.scalar("select count() from m__tombstones") == 1
+    _insert_into_stage(project, [{"id": 1, "status": "z", "amount": 1, "y": 9, "_version": 7, "sign": 1}])
+    assert project.query("select amount from m final where sign = 1 and id = 1") == [(1,)]
+    # The next full refresh clears what the failed one left under the staging names.
+    s.run_batch(_rows(2, 4), "--full-refresh")
+    assert s.final_rows() == [(0, "a", 4, 0, 4), (1, "b", 14, 1, 4)]
+    assert not [k for k in _objects(project) if "vcmt_new" in k]
+    _assert_groupby_matches_final(project)
+
+
+def test_full_refresh_names_the_downstream_views_to_rebuild(project):
+    """A user's materialized view on `m` (the README's downstream aggregate) never counts rows twice: the rebuild's
+    inserts do not reach it, the run names it with what to run, and doing so makes it equal the model."""
+    s = Scenario(project, COLS, {"unique_key": "id"}, select=WITH_Y)
+    s.run_batch(_rows(4, 1))
+    project.command("create table agg (status String, n Int64, amount Int64) engine = SummingMergeTree order by status")
+    view = "select status, sum(sign) as n, sum(amount * sign) as amount from m group by status"
+    project.command(f"create materialized view agg_writer to agg as {view}")
+    project.command(f"insert into agg {view}")
+    s.run_batch([(1, "b", 100, 0, 2, 1), (7, "a", 7, 0, 1, 1)])
+    totals = "select status, sum(n), sum(amount) from agg group by status having sum(n) != 0 order by status"
+    model = "select status, sum(sign), sum(amount * sign) from m group by status having sum(sign) != 0 order by status"
+    assert project.query(totals) == project.query(model)
+    old = project.query(totals)
+    run = s.run_batch(_rows(2, 5), "--full-refresh")
+    assert f"materialized view {project.schema}.agg_writer reads m" in run.log
+    assert f"TRUNCATE TABLE {project.schema}.agg" in run.log
+    assert project.query(totals) == old, "the rebuild's inserts reached the downstream view"
+    project.command("truncate table agg")
+    project.command(f"insert into agg {view}")
+    assert project.query(totals) == project.query(model) == [("a", 1, 5), ("b", 1, 15)]
+    # Later runs keep it exact.
+    s.run_batch([(0, "a", 1, 0, 6, 1), (1, "b", 0, 0, 6, -1)])
+    assert project.query(totals) == project.query(model)

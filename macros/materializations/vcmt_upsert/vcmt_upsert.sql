@@ -31,8 +31,11 @@
   {%- do vcmt._acquire_lock(objs, cfg.lock_timeout, 'dbt run') -%}
   {#- Both paths check their DDL with the engine before changing anything
       (check.sql); schema changes are planned whole first (schema_changes.sql). -#}
+  {%- set load_into = objs -%}
+  {%- set downstream = [] -%}
   {%- if rebuild -%}
-    {%- do vcmt._build_objects(cfg, objs, columns, found) -%}
+    {%- set downstream = vcmt._downstream_views(objs) if objs.target.identifier in found else [] -%}
+    {%- set load_into = vcmt._build_objects(cfg, objs, columns, found) -%}
   {%- else -%}
     {%- set reconciled = vcmt._reconcile_objects(cfg, objs, columns, found) -%}
     {#- The config the load runs with: the plan's merge policies for kept columns. -#}
@@ -40,8 +43,13 @@
     {%- set columns = reconciled.columns -%}
   {%- endif -%}
 
-  {%- set stats = vcmt._load(cfg, objs, columns, select_columns, sql) -%}
+  {%- set stats = vcmt._load(cfg, load_into, columns, select_columns, sql) -%}
+  {#- A full refresh loads beside the old tables and swaps last: a failed load leaves the old data serving. -#}
+  {%- if load_into.target.identifier != objs.target.identifier -%}
+    {%- do vcmt._swap_in_new_objects(cfg, objs, load_into, columns, found) -%}
+  {%- endif -%}
   {%- do vcmt._release_lock(objs.target) -%}
+  {%- do vcmt._warn_downstream_views(objs, downstream) -%}
   {%- set summary = vcmt._summary(stats) -%}
   {{ log('vcmt_upsert ' ~ target.identifier ~ ': ' ~ summary, info=true) }}
   {%- set short = vcmt._count(stats.events, 'event') ~ ': ' ~ stats.inserted ~ ' ins, ' ~ stats.updated ~ ' upd, ' ~ stats.deleted ~ ' del, ' ~ stats.skipped ~ ' skipped' -%}
