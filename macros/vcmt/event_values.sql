@@ -11,6 +11,35 @@
 {% macro _check_event_values(cfg, columns, select_columns, sql, caller_name) %}
   {%- set input_types = {} -%}
   {%- for c in select_columns -%}{%- do input_types.update({c.name: c.data_type}) -%}{%- endfor -%}
+  {%- set checks = vcmt._value_checks(cfg, columns, input_types) -%}
+  {%- if cfg.sign in input_types and input_types[cfg.sign].startswith('Nullable(') -%}
+    {%- do checks.append({'name': cfg.sign, 'type': 'Int8', 'bad': vcmt._quote(cfg.sign) ~ ' is null'}) -%}
+  {%- endif -%}
+  {%- if not checks -%}{{ return(none) }}{%- endif -%}
+
+  {%- set counts = [] -%}
+  {%- for ch in checks -%}{%- do counts.append('countIf(' ~ ch.bad ~ ')') -%}{%- endfor -%}
+  {%- set found = run_query('select ' ~ counts | join(', ') ~ ' from (' ~ vcmt._user_sql(sql) ~ ') ' ~ vcmt._read_settings()).rows[0] -%}
+  {%- for ch in checks -%}{%- set bad_rows = found[loop.index0] | int -%}{%- if bad_rows > 0 -%}
+    {#- One thread reads the input in order, so the row number is its position. -#}
+    {%- set settings = vcmt._pinned_query_settings() -%}
+    {%- do settings.update({'max_threads': 1}) -%}
+    {%- set first = run_query('select _vcmt_row, toString(' ~ vcmt._quote(ch.name) ~ ') from (select *, rowNumberInAllBlocks() as _vcmt_row from ('
+                              ~ vcmt._user_sql(sql) ~ ')) where ' ~ ch.bad ~ ' limit 1 ' ~ vcmt._settings_clause(settings)).rows[0] -%}
+    {{ exceptions.raise_compiler_error(caller_name ~ ": row " ~ first[0] ~ " of the input (counting from 0) has `" ~ ch.name ~ "` = "
+        ~ (first[1] if first[1] is not none else 'NULL') ~ ", which cannot be stored as " ~ ch.type ~ " (" ~ bad_rows
+        ~ " such row(s): NULL, NaN, out of range or unparseable). Nothing was loaded; fix or filter these rows in the SELECT.") }}
+  {%- endif -%}{%- endfor -%}
+{% endmacro %}
+
+
+{#- The loader's rule for one value, per column of `columns` whose type
+    differs from its `input_types` entry: [{name, type, bad}], `bad` an
+    expression true for a value of the input type that the column's type
+    cannot hold, or would hold as another value. The loader checks a load's
+    input with it, and a type change under `sync_all_columns` the stored rows
+    (schema_changes.sql). -#}
+{% macro _value_checks(cfg, columns, input_types) %}
   {%- set checks = [] -%}
   {%- for c in columns if c.name in input_types and c.name != cfg.sign and input_types[c.name] != c.data_type -%}
     {%- set unwrapped = c.data_type[15:-1] if c.data_type.startswith('LowCardinality(') else c.data_type -%}
@@ -41,24 +70,7 @@
                             'bad': '(' ~ col ~ ' is not null and ' ~ bad ~ ')' if nullable else bad}) -%}
     {%- endif -%}
   {%- endfor -%}
-  {%- if cfg.sign in input_types and input_types[cfg.sign].startswith('Nullable(') -%}
-    {%- do checks.append({'name': cfg.sign, 'type': 'Int8', 'bad': vcmt._quote(cfg.sign) ~ ' is null'}) -%}
-  {%- endif -%}
-  {%- if not checks -%}{{ return(none) }}{%- endif -%}
-
-  {%- set counts = [] -%}
-  {%- for ch in checks -%}{%- do counts.append('countIf(' ~ ch.bad ~ ')') -%}{%- endfor -%}
-  {%- set found = run_query('select ' ~ counts | join(', ') ~ ' from (' ~ vcmt._user_sql(sql) ~ ') ' ~ vcmt._read_settings()).rows[0] -%}
-  {%- for ch in checks -%}{%- set bad_rows = found[loop.index0] | int -%}{%- if bad_rows > 0 -%}
-    {#- One thread reads the input in order, so the row number is its position. -#}
-    {%- set settings = vcmt._pinned_query_settings() -%}
-    {%- do settings.update({'max_threads': 1}) -%}
-    {%- set first = run_query('select _vcmt_row, toString(' ~ vcmt._quote(ch.name) ~ ') from (select *, rowNumberInAllBlocks() as _vcmt_row from ('
-                              ~ vcmt._user_sql(sql) ~ ')) where ' ~ ch.bad ~ ' limit 1 ' ~ vcmt._settings_clause(settings)).rows[0] -%}
-    {{ exceptions.raise_compiler_error(caller_name ~ ": row " ~ first[0] ~ " of the input (counting from 0) has `" ~ ch.name ~ "` = "
-        ~ (first[1] if first[1] is not none else 'NULL') ~ ", which cannot be stored as " ~ ch.type ~ " (" ~ bad_rows
-        ~ " such row(s): NULL, NaN, out of range or unparseable). Nothing was loaded; fix or filter these rows in the SELECT.") }}
-  {%- endif -%}{%- endfor -%}
+  {{ return(checks) }}
 {% endmacro %}
 
 

@@ -340,3 +340,43 @@ def test_full_refresh_names_the_downstream_views_to_rebuild(project):
     # Later runs keep it exact.
     s.run_batch([(0, "a", 1, 0, 6, 1), (1, "b", 0, 0, 6, -1)])
     assert project.query(totals) == project.query(model)
+
+
+TYPED = {"id": "Int32", "s": "String", "n": "Int64", "d": "Decimal(18, 4)", "_version": "UInt64", "sign": "Int8"}
+TYPED_SELECT = ["`id`", "`s`", "`n`", "`d`", "`_version`", "`sign`"]
+
+
+@pytest.mark.parametrize("column, expression, old, new, sample", [
+    ("n", "toInt32(`n`) as `n`", "Int64", "Int32", "1099511627776"),
+    ("d", "cast(`d` as Decimal(18, 2)) as `d`", "Decimal(18, 4)", "Decimal(18, 2)", "1.2345"),
+    ("s", "toInt64OrZero(`s`) as `s`", "String", "Int64", "abc"),
+])
+def test_a_type_change_the_stored_rows_cannot_take_fails_before_any_ddl(project, column, expression, old, new, sample):
+    """sync_all_columns checks a type change against every stored row with the loader's rule: a narrowing that would
+    rewrite values, or a retype the data cannot take, is refused naming the column, both types and a value."""
+    s = Scenario(project, TYPED, {"unique_key": "id", "on_schema_change": "sync_all_columns"},
+                 select=", ".join(TYPED_SELECT))
+    s.run_batch([(1, "abc", 2**40, "1.2345", 1, 1), (2, "7", 5, "2.5", 1, 1)])
+    before, rows = _objects(project), s.final_rows()
+    s.write_model(", ".join(expression if c == f"`{column}`" else c for c in TYPED_SELECT))
+    run = s.run_batch([(3, "9", 1, "1", 2, 1)], expect_pass=False)
+    assert f"cannot change the type of column `{column}`" in run.log, run.log[-3000:]
+    assert f"from {old} to {new}" in run.log and f"e.g. {sample}" in run.log and "Nothing was changed" in run.log
+    assert _objects(project) == before
+    assert {r[0]: r[1] for r in project.query("describe table m")}[column] == old
+    assert s.final_rows() == rows
+    assert project.scalar("select count() from system.mutations where database = currentDatabase() and table = 'm'") == 0
+
+
+def test_a_type_change_the_stored_rows_can_take_is_applied(project):
+    """The same check lets through what keeps every value: a wider integer, a scale the values fit, digits in text."""
+    s = Scenario(project, TYPED, {"unique_key": "id", "on_schema_change": "sync_all_columns"},
+                 select=", ".join(TYPED_SELECT))
+    s.run_batch([(1, "42", 7, "1.25", 1, 1), (2, "-3", 5, "2.5", 1, 1)])
+    s.write_model("`id`, toInt64OrZero(`s`) as `s`, toInt32(`n`) as `n`, cast(`d` as Decimal(18, 2)) as `d`, `_version`, `sign`")
+    s.run_batch([(2, "8", 6, "3.75", 2, 1)])
+    types = {r[0]: r[1] for r in project.query("describe table m")}
+    assert (types["s"], types["n"], types["d"]) == ("Int64", "Int32", "Decimal(18, 2)")
+    assert project.query("select id, s, n, toString(d) from m final where sign = 1 order by id") == [
+        (1, 42, 7, "1.25"), (2, 8, 6, "3.75")]
+    s.assert_invariants()
