@@ -3,8 +3,12 @@
 {#- The promise of a VCMT table: a sign-weighted GROUP BY without FINAL equals
     the same aggregation over the collapsed state. It breaks when a cancel row
     does not copy the state it cancels (FINAL drops the pair, the sums keep
-    the difference) or when a state is never cancelled. Groups are joined on
-    their text form so NULL group values match each other. -#}
+    the difference) or when a state is never cancelled. Every group is
+    compared, those whose rows net to sign 0 too: a group FINAL does not have
+    counts as 0 with metrics 0, so a bad cancel row in a group its key has
+    left still shows. Only Float sums, which depend on the order rows are
+    added in, get the tolerance; Int and Decimal sums are exact. Groups are
+    joined on their text form so NULL group values match each other. -#}
 {% macro default__test_groupby_matches_final(model, group_by, metrics, tolerance, sign) %}
   {#- At parse time dbt renders the test only to find its dependencies; the
       graph and the tables are not there yet, and an error would stop the
@@ -40,7 +44,6 @@ with vcmt_groupby as (
         {%- endfor %}
     from {{ relation }}
     group by {{ group_list }}
-    having sum({{ s }}) > 0
 ),
 vcmt_final as (
     select
@@ -68,10 +71,12 @@ select
 from vcmt_groupby as gb
 full outer join vcmt_final as fin on gb.vcmt_group_key = fin.vcmt_group_key
 where not (
-    coalesce(gb.vcmt_present = 1 and fin.vcmt_present = 1, false)
-    and gb.vcmt_count = fin.vcmt_count
+    if(gb.vcmt_present = 1, gb.vcmt_count, 0) = if(fin.vcmt_present = 1, fin.vcmt_count, 0)
     {%- for m in measures %}
-    and {{ vcmt._vcmt_test_same('gb.vcmt_metric_' ~ loop.index, 'fin.vcmt_metric_' ~ loop.index, tolerance) }}
+    {%- set a = 'if(gb.vcmt_present = 1, coalesce(gb.vcmt_metric_' ~ loop.index ~ ', 0), 0)' %}
+    {%- set b = 'if(fin.vcmt_present = 1, coalesce(fin.vcmt_metric_' ~ loop.index ~ ', 0), 0)' %}
+    and if(position(toTypeName(gb.vcmt_metric_{{ loop.index }}), 'Float') > 0,
+           {{ vcmt._vcmt_test_same(a, b, tolerance) }}, {{ vcmt._vcmt_test_same(a, b) }})
     {%- endfor %}
 )
 {% endmacro %}

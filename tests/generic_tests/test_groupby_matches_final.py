@@ -18,6 +18,11 @@ pytestmark = pytest.mark.engines("chdb", "http", "native")
 WRONG_AMOUNT = [(8, 1, 1, "open", 9.99), (8, 1, -1, "open", 9.0), (8, 2, 1, "open", 9.5)]
 # Key 9: the cancel row carries `shipped` instead of the `pending` it cancels.
 WRONG_STATUS = [(9, 1, 1, "pending", 4.0), (9, 1, -1, "shipped", 4.0), (9, 2, 1, "shipped", 4.5)]
+# Key 10 left group `gone` (its state is cancelled), but the cancel row carries 3.0 instead of 5.0: the group nets to
+# sign 0, FINAL has no such group, and the weighted sum keeps 2.0.
+GONE_GROUP = [(10, 1, 1, "gone", 5.0), (10, 1, -1, "gone", 3.0)]
+# Key 11: the cancel row is off by one on a 10^12 amount, far inside a relative tolerance of 1e-9.
+OFF_BY_ONE = [(11, 1, 1, "big", 1e12), (11, 1, -1, "big", 1e12 + 1), (11, 2, 1, "big", 1e12)]
 BY_STATUS = {"group_by": ["status"], "metrics": ["amount"]}
 
 
@@ -30,6 +35,8 @@ def project(generic_tests_project):
             "groupby_good": vcmt_table_sql(GOOD_ROWS),
             "groupby_wrong_amount": vcmt_table_sql([*GOOD_ROWS, *WRONG_AMOUNT]),
             "groupby_wrong_status": vcmt_table_sql([*GOOD_ROWS, *WRONG_STATUS]),
+            "groupby_gone_group": vcmt_table_sql([*GOOD_ROWS, *GONE_GROUP]),
+            "groupby_off_by_one": vcmt_table_sql([*GOOD_ROWS, *OFF_BY_ONE]),
         },
         tests={
             "groupby_good_by_status": ("groupby_good", "groupby_matches_final", BY_STATUS),
@@ -40,6 +47,12 @@ def project(generic_tests_project):
             ),
             "groupby_wrong_amount_by_status": ("groupby_wrong_amount", "groupby_matches_final", BY_STATUS),
             "groupby_wrong_status_by_status": ("groupby_wrong_status", "groupby_matches_final", BY_STATUS),
+            "groupby_gone_group_by_status": ("groupby_gone_group", "groupby_matches_final", BY_STATUS),
+            "groupby_off_by_one_int": ("groupby_off_by_one", "groupby_matches_final",
+                                       {"group_by": ["status"], "metrics": ["toInt64(amount)"]}),
+            "groupby_off_by_one_decimal": ("groupby_off_by_one", "groupby_matches_final",
+                                           {"group_by": ["status"], "metrics": ["toDecimal64(amount, 2)"]}),
+            "groupby_off_by_one_float": ("groupby_off_by_one", "groupby_matches_final", BY_STATUS),
         },
     )
     return generic_tests_project
@@ -68,3 +81,28 @@ def test_cancel_with_wrong_status_fails(project):
     assert "Failure in test groupby_wrong_status_by_status" in run.log
     rows = sorted(failing_rows(project, "groupby_wrong_status_by_status"))
     assert [(r[0], r[1], r[2]) for r in rows] == [("pending", 1, None), ("shipped", 1, 2)]
+
+
+def test_bad_cancel_in_a_group_netting_to_zero_fails(project):
+    """A group whose rows net to sign 0 is compared too: FINAL lacks it, so its weighted sum must be 0."""
+    status, failures, _ = run_test(project, "groupby_gone_group_by_status", expect_pass=False)
+    assert (status, failures) == ("fail", 1)
+    (row,) = failing_rows(project, "groupby_gone_group_by_status")
+    assert row == ("gone", 0, None, 2.0, None)
+
+
+@pytest.mark.parametrize("test_name, groupby, final", [
+    ("groupby_off_by_one_int", 10**12 - 1, 10**12),
+    ("groupby_off_by_one_decimal", 10**12 - 1, 10**12),
+])
+def test_exact_metrics_get_no_tolerance(project, test_name, groupby, final):
+    """Int and Decimal sums are exact: an off-by-one far inside the default relative tolerance fails."""
+    status, failures, _ = run_test(project, test_name, expect_pass=False)
+    assert (status, failures) == ("fail", 1)
+    (row,) = failing_rows(project, test_name)
+    assert row[0] == "big" and (row[1], row[2]) == (1, 1) and (row[3], row[4]) == (groupby, final)
+
+
+def test_float_metrics_keep_the_tolerance(project):
+    """The same off-by-one on a Float64 metric is within the tolerance floats need."""
+    assert run_test(project, "groupby_off_by_one_float", expect_pass=True)[:2] == ("pass", 0)
