@@ -11,9 +11,11 @@
 {% macro _check_event_values(cfg, columns, select_columns, sql, caller_name) %}
   {%- set input_types = {} -%}
   {%- for c in select_columns -%}{%- do input_types.update({c.name: c.data_type}) -%}{%- endfor -%}
-  {%- set checks = vcmt._value_checks(cfg, columns, input_types) -%}
-  {%- if cfg.sign in input_types and input_types[cfg.sign].startswith('Nullable(') -%}
-    {%- do checks.append({'name': cfg.sign, 'type': 'Int8', 'bad': vcmt._quote(cfg.sign) ~ ' is null'}) -%}
+  {%- set checks = vcmt._value_checks(cfg, columns | rejectattr('name', 'equalto', cfg.sign) | list, input_types) -%}
+  {#- A sign is any integer (>= 0 upsert, < 0 delete), never NULL; a file's
+      may be text or a float (events.sql#_sign_number). -#}
+  {%- if cfg.sign in input_types and not modules.re.match('^U?Int', input_types[cfg.sign]) -%}
+    {%- do checks.extend(vcmt._value_checks(cfg, [{'name': cfg.sign, 'data_type': 'Int64'}], input_types)) -%}
   {%- endif -%}
   {%- if not checks -%}{{ return(none) }}{%- endif -%}
 
@@ -41,7 +43,7 @@
     (schema_changes.sql). -#}
 {% macro _value_checks(cfg, columns, input_types) %}
   {%- set checks = [] -%}
-  {%- for c in columns if c.name in input_types and c.name != cfg.sign and input_types[c.name] != c.data_type -%}
+  {%- for c in columns if c.name in input_types and input_types[c.name] != c.data_type -%}
     {%- set unwrapped = c.data_type[15:-1] if c.data_type.startswith('LowCardinality(') else c.data_type -%}
     {%- set nullable = unwrapped.startswith('Nullable(') -%}
     {%- set inner_type = vcmt._scalar_type(c.data_type) -%}
@@ -78,11 +80,8 @@
     (LowCardinality and Nullable unwrapped), or none for types that cannot sit
     inside Nullable (arrays, maps, tuples, geo types...). -#}
 {% macro _scalar_type(data_type) %}
-  {%- set t = data_type -%}
-  {%- for wrapper in ['LowCardinality(', 'Nullable('] -%}
-    {%- if t.startswith(wrapper) -%}{%- set t = t[wrapper | length:-1] -%}{%- endif -%}
-  {%- endfor -%}
-  {%- if t.startswith('Nullable(') -%}{%- set t = t[9:-1] -%}{%- endif -%}
+  {%- set t = data_type[15:-1] if data_type.startswith('LowCardinality(') else data_type -%}
+  {%- set t = t[9:-1] if t.startswith('Nullable(') else t -%}
   {%- if modules.re.match('^(Array|Map|Tuple|Nested|Variant|Dynamic|JSON|Object|AggregateFunction|SimpleAggregateFunction|Point|Ring|LineString|MultiLineString|Polygon|MultiPolygon|Geometry)\\b', t) -%}
     {{ return(none) }}
   {%- endif -%}

@@ -8,7 +8,7 @@
     without a sign column is all upserts. -#}
 {% macro _normalized_events_sql(cfg, columns, select_columns, sql) %}
   {%- set has_sign = cfg.sign in (select_columns | map(attribute='name') | list) -%}
-  {%- set sign_expr = 'if(' ~ vcmt._quote(cfg.sign) ~ ' < 0, toInt8(-1), toInt8(1))' if has_sign else 'toInt8(1)' -%}
+  {%- set sign_expr = 'if(' ~ vcmt._sign_number(cfg, select_columns) ~ ' < 0, toInt8(-1), toInt8(1))' if has_sign else 'toInt8(1)' -%}
   {%- set types = {} -%}
   {%- for c in columns -%}{%- do types.update({c.name: c.data_type}) -%}{%- endfor -%}
   {%- set casts = [] -%}
@@ -20,6 +20,18 @@
   {%- endif -%}
   select {{ casts | join(', ') }}, _vcmt_in._vcmt_sign as _vcmt_sign
   from (select *, {{ sign_expr }} as _vcmt_sign from ({{ vcmt._user_sql(sql) }}) as _vcmt_src) as _vcmt_in
+{% endmacro %}
+
+
+{#- The input's sign as a number, for every comparison with 0: a file's sign
+    may be text (CSV, a quoted JSON value) or a float, and text meeting
+    `< 0` fails with no common type. Values that are no integer are refused
+    first (_check_event_values); a truncate row's sign may be anything
+    (NULL here). -#}
+{% macro _sign_number(cfg, select_columns) %}
+  {%- set input = (select_columns | selectattr('name', 'equalto', cfg.sign) | first).data_type -%}
+  {%- if modules.re.match('^(Nullable\\()?U?Int', input) -%}{{ return(vcmt._quote(cfg.sign)) }}{%- endif -%}
+  {{ return('accurateCastOrNull(' ~ vcmt._quote(cfg.sign) ~ ', \'Int64\')') }}
 {% endmacro %}
 
 

@@ -46,7 +46,7 @@
   {%- set floor = vcmt._truncate_floor_sql(objs) -%}
   {%- set returned = select_columns | map(attribute='name') | list -%}
   {#- An unconditional delete applies whatever its version. -#}
-  {%- set is_delete = 'ifNull(' ~ vcmt._quote(cfg.sign) ~ ' < 0, 0)' if cfg.sign in returned else '0' -%}
+  {%- set is_delete = 'ifNull(' ~ vcmt._sign_number(cfg, select_columns) ~ ' < 0, 0)' if cfg.sign in returned else '0' -%}
   {%- set any_version = is_delete if cfg.delete_mode == 'unconditional' else '0' -%}
   {%- set rows = 'select ' ~ vcmt._truncate_condition(cfg) ~ ' as _vcmt_t, accurateCastOrNull(' ~ v ~ ', ' ~ vtype ~ ') as _vcmt_v, '
                  ~ any_version ~ ' as _vcmt_any, ' ~ is_delete ~ ' as _vcmt_del, ' ~ (vcmt._quote(cfg.watermark) if cfg.watermark else 'null') ~ ' as _vcmt_w from (' ~ vcmt._user_sql(sql) ~ ') as _vcmt_src' -%}

@@ -238,3 +238,53 @@ def test_an_external_load_leaves_the_models_watermark_unless_asked(project, tmp_
     project.dbt("run")
     assert project.query("select argMax(watermark, loaded_at) from m__loads where watermark is not null") == [("7",)]
     assert [r[0] for r in _live(project)] == [1, 2, 8, 9]
+
+
+KINDS = ("id String, u UUID, n Int64, d Decimal(18, 4), f Float64, dt DateTime64(3, 'UTC'), day Date, "
+         "e Enum8('a' = 1, 'b' = 2), ns Nullable(String), lc LowCardinality(String), b Bool, arr Array(Int32), "
+         "_version UInt64, sign Int8")
+UID = "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11"
+KIND_ROW = {"id": "007", "u": UID, "n": -9000000000, "d": "1.2345", "f": 0.5, "dt": "2026-01-02 03:04:05.678",
+            "day": "2026-01-02", "e": "b", "ns": None, "lc": "x", "b": True, "arr": [1, 2]}
+
+
+def _kinds_file(tmp_path, fmt: str, events: list[dict]):
+    """Valid events as a CSV with a header, or as JSON lines whose sign is quoted (as some producers write it)."""
+    if fmt == "csv":
+        def text(v):
+            return "" if v is None else "true" if v is True else f'"{json.dumps(v)}"' if isinstance(v, list) else str(v)
+        lines = [",".join(events[0])] + [",".join(text(v) for v in e.values()) for e in events]
+        path = tmp_path / "events.csv"
+    else:
+        lines = [json.dumps({**e, "sign": str(e["sign"])}) for e in events]
+        path = tmp_path / "events.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl"])
+def test_valid_text_files_load_for_every_column_kind(project, tmp_path, fmt):
+    """A CSV for a model with a sign column, and JSON lines with a quoted sign, failed with NO_COMMON_TYPE: the text
+    sign met `sign < 0`. Valid files load, every documented column kind arriving as written, deletes included."""
+    _model(project, KINDS)
+    events = [{**KIND_ROW, "_version": 1, "sign": 1},
+              {**KIND_ROW, "id": "008", "_version": 1, "sign": 1},
+              {**KIND_ROW, "id": "008", "_version": 2, "sign": -1}]
+    assert _cli(project, _kinds_file(tmp_path, fmt, events)) == 0
+    assert project.query("select id, toString(u), n, toString(d), f, toString(dt), toString(day), toString(e), ns, lc, "
+                         "b, arr, _version from m final where sign = 1") == [
+        ("007", UID, -9000000000, "1.2345", 0.5, "2026-01-02 03:04:05.678", "2026-01-02", "b", None, "x", True, [1, 2], 1)]
+    assert project.query("select events, deletes, inserted from m__loads") == [(3, 1, 1)]
+
+
+@pytest.mark.parametrize("sign", ["abc", "1.5", ""])
+def test_a_sign_that_is_no_integer_fails_the_load_naming_row_and_column(project, tmp_path, sign):
+    """A text sign is checked like any value: no integer, nothing loaded."""
+    _model(project, KINDS)
+    path = tmp_path / "events.csv"
+    path.write_text("id,u,n,d,f,dt,day,e,ns,lc,b,arr,_version,sign\n"
+                    f"007,{UID},1,1,1,2026-01-02 00:00:00,2026-01-02,a,,x,true,\"[1]\",1,1\n"
+                    f"008,{UID},1,1,1,2026-01-02 00:00:00,2026-01-02,a,,x,true,\"[1]\",1,{sign}\n")
+    with pytest.raises(LoadError, match="row 1 of the input .* `sign`"):
+        _load_file(project, path)
+    assert project.query("select count() from m") == [(0,)]
