@@ -83,11 +83,12 @@ def load_select(sql: str, model: str, project_dir: Path, profiles_dir: Path | No
 
 
 def _failure(log: str) -> str:
-    """The lines of a failed dbt log that say why: vcmt's own message, or the engine's."""
+    """The lines of a failed dbt log that say why: vcmt's own message, the chDB adapter's (a data directory in
+    use), or the engine's."""
     why = []
     for line in (raw.strip() for raw in log.splitlines()):
-        if (line.startswith(("vcmt_upsert", "vcmt.load_stage", "vcmt-load-stage")) or "DB::Exception" in line) \
-                and line not in why:
+        ours = line.startswith(("vcmt_upsert", "vcmt.load_stage", "vcmt-load-stage", "chdb:"))
+        if (ours or "DB::Exception" in line) and line not in why:
             why.append(line)
     return "\n".join(why[-3:]) or log[-3000:]
 

@@ -288,3 +288,23 @@ def test_a_sign_that_is_no_integer_fails_the_load_naming_row_and_column(project,
     with pytest.raises(LoadError, match="row 1 of the input .* `sign`"):
         _load_file(project, path)
     assert project.query("select count() from m") == [(0,)]
+
+
+def test_a_data_directory_in_use_is_one_line(project, tmp_path, chdb_path):
+    """vcmt-load-stage on a chDB path another process holds (here: this one) printed a 43-line traceback."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from dbt.adapters.chdb.client import engine_locked_message
+    Scenario(project, COLS, {"unique_key": "id"}).run_batch([(1, 1, 1, 1)])
+    path = tmp_path / "events.csv"
+    path.write_text("id,x,_version,sign\n2,2,1,1\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DBT_")}
+    proc = subprocess.run([str(Path(sys.executable).with_name("vcmt-load-stage")), str(path), "--model", "m",
+                           "--project-dir", str(project.root), "--profiles-dir", str(project.root), "--target", "chdb"],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == engine_locked_message(os.path.abspath(chdb_path)), proc.stderr
+    assert _live(project) == [(1, 1, 1)]
