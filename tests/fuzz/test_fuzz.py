@@ -19,8 +19,8 @@ pytestmark = pytest.mark.engines("chdb", "http")
 
 
 def test_random_streams_match_oracle(tmp_path, chdb_path, lab_dir, engine):
-    """Random streams through the external writer and `dbt run`, with crashes, empty runs and a hostile
-    profile, end equal to the oracle, invariants intact."""
+    """Random streams through the external writer and `dbt run`, with crashes, empty runs, full refreshes (some
+    failing mid-load) and a hostile profile, end equal to the oracle, invariants intact."""
     project = make_project(tmp_path / "proj", "fuzz", chdb_path, lab_dir, custom_settings=HOSTILE_PROFILE_SETTINGS,
                            engine=engine)
     try:
@@ -33,4 +33,6 @@ def test_random_streams_match_oracle(tmp_path, chdb_path, lab_dir, engine):
     assert len(results) == STREAMS
     # Loads as concurrent INSERTs (virtual shards) are part of the campaign.
     assert STREAMS < 7 or any(r.virtual_shards > 1 for r in results)
+    # So are full refreshes in the middle of a stream, on every stream through `dbt run`.
+    assert all(r.full_refreshes == 1 for r in results if r.path == "dbt") and any(r.path == "dbt" for r in results)
     assert not failures, "mismatches (replay with python -m vcmt_lab.fuzz --streams 1 --seed S):\n" + "\n".join(failures)

@@ -48,8 +48,10 @@ def main(argv: list[str] | None = None) -> int:
     failed = [r for r in results if r.problems]
     total_events = sum(r.events for r in results)
     sharded = sum(r.virtual_shards > 1 for r in results)
+    refreshed = sum(r.full_refreshes for r in results)
     print(f"\n{len(results)} streams × {args.events} events: {len(failed)} mismatches "
           f"({total_events} events delivered incl. redeliveries; {sharded} of them on more than one virtual shard; "
+          f"{refreshed} full refreshes mid-stream; "
           f"{time.time() - started:.0f}s)")
     for r in failed:
         print(f"  reproduce: python -m vcmt_lab.fuzz --streams 1 --jobs 1 --seed {r.seed} --events {args.events} "

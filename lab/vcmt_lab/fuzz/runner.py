@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import random
 import time
@@ -33,6 +34,7 @@ class StreamResult:
     path: str
     events: int
     virtual_shards: int = 1
+    full_refreshes: int = 0
     problems: list[str] = field(default_factory=list)
 
 
@@ -61,12 +63,13 @@ def setup_models(project: DbtProject, specs: tuple[ModelSpec, ...] = MODEL_SPECS
     project.dbt("run", "--select", " ".join(s.name for s in specs))
 
 
-def write_model(project: DbtProject, spec: ModelSpec, virtual_shards: int) -> None:
-    """The model of `spec`, reading `<name>_src`; each stream sets its own `virtual_shards`."""
+def write_model(project: DbtProject, spec: ModelSpec, virtual_shards: int, where: str = "") -> None:
+    """The model of `spec`, reading `<name>_src` (rows matching `where`); each stream sets its own `virtual_shards`."""
     config = {"unique_key": list(spec.keys), "merge": spec.merge, "delete_mode": spec.delete_mode,
               "insert_settings": spec.insert_settings, "virtual_shards": virtual_shards}
     args = ", ".join(f"{k}={v!r}" for k, v in config.items())
-    project.model(spec.name, f"{{{{ config(materialized='vcmt_upsert', {args}) }}}}\nselect * from `{spec.name}_src`")
+    project.model(spec.name,
+                  f"{{{{ config(materialized='vcmt_upsert', {args}) }}}}\nselect * from `{spec.name}_src`{where}")
 
 
 def _reset(project: DbtProject, spec: ModelSpec) -> None:
@@ -82,13 +85,25 @@ def _reset(project: DbtProject, spec: ModelSpec) -> None:
         project.command(f"truncate table `{name}`")
 
 
-def _apply_batch(project: DbtProject, spec: ModelSpec, rows: list[dict[str, Any]]) -> None:
+def _apply_batch(project: DbtProject, spec: ModelSpec, rows: list[dict[str, Any]], *extra: str,
+                 expect_pass: bool = True) -> None:
     """One batch through `dbt run`: the model reads `<name>_src`."""
     project.command(f"truncate table `{spec.name}_src`")
     if rows:
         names = list(spec.all_columns)
         project.client.insert(f"{spec.name}_src", [[r[c] for c in names] for r in rows], column_names=names)
-    project.dbt("run", "--select", spec.name)
+    project.dbt("run", "--select", spec.name, *extra, expect_pass=expect_pass)
+
+
+def _apply_failing_full_refresh(project: DbtProject, spec: ModelSpec, rows: list[dict[str, Any]],
+                                virtual_shards: int) -> None:
+    """A `dbt run --full-refresh` whose source fails mid-load, once the new tables are built: the run fails and
+    must leave the model as it was."""
+    # Not foldable to a constant (`_version >= 0` on a UInt is): it must raise when rows are read, not at parse time.
+    fail = "throwIf(toString(`_version`) != '', 'fuzz: the source failed')"
+    write_model(project, spec, virtual_shards, where=f" where {fail} = 0")
+    _apply_batch(project, spec, rows, "--full-refresh", expect_pass=False)
+    write_model(project, spec, virtual_shards)
 
 
 def _apply_steps(project: DbtProject, spec: ModelSpec, steps: list[tuple[list[dict[str, Any]], list[str]]]) -> None:
@@ -157,27 +172,45 @@ def run_stream(project: DbtProject, stream: Stream, path: str) -> StreamResult:
                           virtual_shards=stream.virtual_shards)
     stopped = False
     rng = random.Random(f"faults/{stream.seed}")
-    steps: list[tuple[list[dict[str, Any]], list[str]]] = []
-    for rows, action in zip(stream.batches, stream.actions, strict=True):
+    # Through `dbt run`, one batch mid-stream is a --full-refresh: the model is rebuilt from that batch alone. Half
+    # the time a full refresh whose source fails mid-load runs first, and must change nothing. Drawn from their own
+    # generator, so a seed's other faults stay as they were.
+    refresh_rng = random.Random(f"full_refresh/{stream.seed}")
+    refresh_at = refresh_rng.randrange(1, len(stream.batches)) if path == "dbt" and len(stream.batches) > 1 else -1
+    # rows, merge statements after them, how they are applied: a plain run, "full_refresh" or
+    # "failing_full_refresh", and for the latter the oracle the model must still match.
+    steps: list[tuple[list[dict[str, Any]], list[str], str, Oracle | None]] = []
+    for i, (rows, action) in enumerate(zip(stream.batches, stream.actions, strict=True)):
+        if i == refresh_at and rows and refresh_rng.random() < 0.5:
+            steps.append((rows, [], "failing_full_refresh", copy.deepcopy(oracle)))
         # A load killed half-way, then rerun in full. Exact only with versioned
         # deletes: an unconditional delete replayed after a later upsert of its
         # key removes it again (README "Guarantees and limits").
         if spec.delete_mode == "versioned" and rows and rng.random() < 0.15:
-            steps.append((crashed_part(rows, spec, rng), []))
+            steps.append((crashed_part(rows, spec, rng), [], "run", None))
         statements, stopped = _merge_statements(spec, action, stopped)
-        steps.append((rows, statements))
+        mode = "run"
+        if i == refresh_at:
+            mode = "full_refresh"
+            result.full_refreshes += 1
+            oracle = Oracle(spec.columns, {c: python_policy(p) for c, p in spec.merge.items()}, spec.delete_mode)
+        steps.append((rows, statements, mode, None))
         if rng.random() < 0.1:
-            steps.append(([], []))  # an empty run changes nothing
+            steps.append(([], [], "run", None))  # an empty run changes nothing
         oracle.apply_batch(to_events(rows, spec))
     if path == "writer":
-        _apply_steps(project, spec, steps)
+        _apply_steps(project, spec, [(rows, statements) for rows, statements, _, _ in steps])
     else:
-        for rows, statements in steps:
-            _apply_batch(project, spec, rows)
+        for rows, statements, mode, before in steps:
+            if mode == "failing_full_refresh":
+                _apply_failing_full_refresh(project, spec, rows, stream.virtual_shards)
+                result.problems += [f"after a failing full refresh: {p}" for p in check_target(project, spec, before)]
+            else:
+                _apply_batch(project, spec, rows, *(["--full-refresh"] if mode == "full_refresh" else []))
             for statement in statements:
                 project.command(statement)
     project.command(f"system start merges `{spec.name}`")
-    result.problems = check_target(project, spec, oracle)
+    result.problems += check_target(project, spec, oracle)
     return result
 
 
