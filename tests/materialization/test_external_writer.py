@@ -270,7 +270,7 @@ def test_valid_text_files_load_for_every_column_kind(project, tmp_path, fmt):
     events = [{**KIND_ROW, "_version": 1, "sign": 1},
               {**KIND_ROW, "id": "008", "_version": 1, "sign": 1},
               {**KIND_ROW, "id": "008", "_version": 2, "sign": -1}]
-    assert _cli(project, _kinds_file(tmp_path, fmt, events)) == 0
+    project.load_file("m", _kinds_file(tmp_path, fmt, events))
     assert project.query("select id, toString(u), n, toString(d), f, toString(dt), toString(day), toString(e), ns, lc, "
                          "b, arr, _version from m final where sign = 1") == [
         ("007", UID, -9000000000, "1.2345", 0.5, "2026-01-02 03:04:05.678", "2026-01-02", "b", None, "x", True, [1, 2], 1)]
@@ -286,10 +286,11 @@ def test_a_sign_that_is_no_integer_fails_the_load_naming_row_and_column(project,
                     f"007,{UID},1,1,1,2026-01-02 00:00:00,2026-01-02,a,,x,true,\"[1]\",1,1\n"
                     f"008,{UID},1,1,1,2026-01-02 00:00:00,2026-01-02,a,,x,true,\"[1]\",1,{sign}\n")
     with pytest.raises(LoadError, match="row 1 of the input .* `sign`"):
-        _load_file(project, path)
+        project.load_file("m", path)
     assert project.query("select count() from m") == [(0,)]
 
 
+@pytest.mark.engines("chdb")
 def test_a_data_directory_in_use_is_one_line(project, tmp_path, chdb_path):
     """vcmt-load-stage on a chDB path another process holds (here: this one) printed a 43-line traceback."""
     import os
