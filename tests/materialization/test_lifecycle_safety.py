@@ -28,9 +28,10 @@ def _insert_into_stage(project, events: list[dict]) -> None:
 
 
 def _objects(project) -> dict[str, str]:
-    """name -> uuid of every object of model m (and of its full-refresh staging names)."""
+    """name -> uuid of every object of model m (and of its full-refresh staging names); not the lock's tables,
+    of which every run, failed or not, creates a new generation (macros/vcmt/lock.sql)."""
     rows = project.query(f"select name, toString(uuid) from system.tables where database = '{project.schema}' "
-                         "and (name = 'm' or name like 'm\\_\\_%')")
+                         "and (name = 'm' or name like 'm\\_\\_%') and name not like 'm\\_\\_lock\\_%'")
     return dict(rows)
 
 
