@@ -74,7 +74,8 @@ def build_scenarios(
 def run_test(project: DbtProject, test_name: str, *, expect_pass: bool) -> tuple[str, int | None, DbtRun]:
     """Run one test node; return its status ('pass', 'fail', 'error'), failure count and the run."""
     run = project.dbt("test", "--select", test_name, expect_pass=expect_pass)
-    (result,) = run.result.result.results
+    # The package's on-run-end hook (it releases a failed run's locks) is a result of its own.
+    (result,) = [r for r in run.result.result.results if r.node.resource_type == "test"]
     return str(result.status), result.failures, run
 
 
