@@ -274,7 +274,7 @@ def test_valid_text_files_load_for_every_column_kind(project, tmp_path, fmt):
     assert project.query("select id, toString(u), n, toString(d), f, toString(dt), toString(day), toString(e), ns, lc, "
                          "b, arr, _version from m final where sign = 1") == [
         ("007", UID, -9000000000, "1.2345", 0.5, "2026-01-02 03:04:05.678", "2026-01-02", "b", None, "x", True, [1, 2], 1)]
-    assert project.query("select events, deletes, inserted from m__loads") == [(3, 1, 1)]
+    assert project.query("select events, deletes, inserted from m__loads where events > 0") == [(3, 1, 1)]
 
 
 @pytest.mark.parametrize("sign", ["abc", "1.5", ""])
