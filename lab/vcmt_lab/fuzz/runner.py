@@ -13,7 +13,15 @@ from typing import Any
 
 from vcmt_lab import invariants
 from vcmt_lab.dbt_project import DbtProject, Engine
-from vcmt_lab.fuzz.streams import MODEL_SPECS, ModelSpec, Stream, generate_stream, python_policy, to_events
+from vcmt_lab.fuzz.streams import (
+    MODEL_SPECS,
+    ModelSpec,
+    Stream,
+    generate_stream,
+    is_truncate,
+    python_policy,
+    to_events,
+)
 from vcmt_lab.oracle import Oracle, apply_order
 from vcmt_lab.paths import REPO_ROOT
 
@@ -67,6 +75,8 @@ def write_model(project: DbtProject, spec: ModelSpec, virtual_shards: int, where
     """The model of `spec`, reading `<name>_src` (rows matching `where`); each stream sets its own `virtual_shards`."""
     config = {"unique_key": list(spec.keys), "merge": spec.merge, "delete_mode": spec.delete_mode,
               "insert_settings": spec.insert_settings, "virtual_shards": virtual_shards}
+    config.update({k: v for k, v in (("truncate_when", spec.truncate_when),
+                                     ("unavailable_column", spec.unavailable_column)) if v})
     args = ", ".join(f"{k}={v!r}" for k, v in config.items())
     project.model(spec.name,
                   f"{{{{ config(materialized='vcmt_upsert', {args}) }}}}\nselect * from `{spec.name}_src`{where}")
@@ -74,10 +84,11 @@ def write_model(project: DbtProject, spec: ModelSpec, virtual_shards: int, where
 
 def _reset(project: DbtProject, spec: ModelSpec) -> None:
     project.command(f"system start merges `{spec.name}`")
-    # Every table that stores something: the model's own (whatever vcmt.objects names them) and the fuzz inputs.
+    # Every table that stores something: the model's own (whatever vcmt.objects names them) and the fuzz inputs;
+    # not the load lock's (a lock emptied of its rows would look held by a silent load).
     tables = project.client.query(
         "select name from system.tables where database = currentDatabase()"
-        " and engine not in ('MaterializedView', 'Null')"
+        " and engine not in ('MaterializedView', 'Null') and not match(name, '__lock_[0-9]+$')"
         " and (name in ({m:String}, {src:String}, {steps:String}) or startsWith(name, {helpers:String}))",
         parameters={"m": spec.name, "src": f"{spec.name}_src", "steps": f"{spec.name}_steps",
                     "helpers": f"{spec.name}__"}).result_rows
@@ -119,11 +130,13 @@ def _apply_steps(project: DbtProject, spec: ModelSpec, steps: list[tuple[list[di
 
 
 def crashed_part(rows: list[dict[str, Any]], spec: ModelSpec, rng: random.Random) -> list[dict[str, Any]]:
-    """What a load killed half-way had applied: for some keys, the first few of their events in apply order."""
+    """What a load killed half-way had applied: the batch's truncates (a load applies them first), then for some
+    keys the first few of their events in apply order."""
     per_key: dict[tuple, list[dict[str, Any]]] = {}
+    part = [row for row in rows if is_truncate(row, spec)]
     for event, row in zip(to_events(rows, spec), rows, strict=True):
-        per_key.setdefault(event.key, []).append((event, row))
-    part = []
+        if not event.truncate:
+            per_key.setdefault(event.key, []).append((event, row))
     for pairs in per_key.values():
         if rng.random() < 0.5:
             ordered = {id(e): r for e, r in pairs}

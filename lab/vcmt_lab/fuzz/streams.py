@@ -25,6 +25,10 @@ class ModelSpec:
     merge: dict[str, str] = field(default_factory=dict)
     delete_mode: str = "versioned"
     insert_settings: dict[str, int] = field(default_factory=dict)
+    # CDC shapes (docs/design.md#truncates, #unsent-columns): a `_op` column whose 't' marks a truncate, and an
+    # `_unavailable` column listing the columns an event did not send.
+    truncate_when: str | None = None
+    unavailable_column: str | None = None
 
     @property
     def all_columns(self) -> dict[str, str]:
@@ -60,7 +64,16 @@ MODEL_SPECS: tuple[ModelSpec, ...] = (
         "fz_unconditional_merge", ("tenant", "id"), {"a": "Nullable(Int64)", "c": "Nullable(String)"},
         {"a": "sum", "c": "coalesce"}, delete_mode="unconditional",
     ),
+    ModelSpec("fz_truncate", ("id",), {"a": "Nullable(Int64)", "b": "String", "_op": "String"}, {"a": "sum"},
+              truncate_when="_op = 't'"),
+    ModelSpec("fz_unsent", ("id",),
+              {"a": "Nullable(Int64)", "body": "Nullable(String)", "_unavailable": "Array(String)"},
+              {"a": "sum"}, unavailable_column="_unavailable"),
 )
+# What a truncate is, and what an event did not send, in the fuzz's CDC shapes.
+TRUNCATE_OP = "t"
+UNSENT_SHARE = 0.3
+TRUNCATE_SHARE = 0.01
 
 MERGE_ACTIONS = ("none", "none", "stop_merges", "start_merges", "optimize")
 # A stream's `virtual_shards`: half the streams load as 2 or 3 concurrent INSERTs.
@@ -122,6 +135,18 @@ def generate_stream(seed: int, spec: ModelSpec, events: int) -> Stream:
             live[key] = True
         if rng.random() < 0.03:  # a delete for a key never seen (out of order or foreign)
             row = {**row, "sign": -1}
+        if spec.truncate_when:
+            row["_op"] = "d" if row["sign"] < 0 else "u"
+            if rng.random() < TRUNCATE_SHARE:  # the table truncated: every row at or below this version goes
+                row = {**row, "_op": TRUNCATE_OP, "sign": 1}
+                live = {}
+        if spec.unavailable_column:
+            unsent = []
+            if row["sign"] > 0 and live.get(key) and rng.random() < UNSENT_SHARE:
+                data = [c for c in spec.columns if c != spec.unavailable_column]
+                unsent = sorted(rng.sample(data, rng.randint(1, len(data))))
+                row.update(dict.fromkeys(unsent))  # Debezium sends a placeholder; the value is ignored
+            row[spec.unavailable_column] = unsent
         history.append(row)
         version += rng.choice([1, 1, 1, 2, 7])
 
@@ -142,6 +167,10 @@ def generate_stream(seed: int, spec: ModelSpec, events: int) -> Stream:
     return Stream(seed=seed, spec=spec, batches=batches, actions=actions, virtual_shards=shards)
 
 
+def is_truncate(row: dict[str, Any], spec: ModelSpec) -> bool:
+    return bool(spec.truncate_when) and row["_op"] == TRUNCATE_OP
+
+
 def to_events(rows: list[dict[str, Any]], spec: ModelSpec) -> list[Event]:
     return [
         Event(
@@ -149,6 +178,8 @@ def to_events(rows: list[dict[str, Any]], spec: ModelSpec) -> list[Event]:
             version=r["_version"],
             sign=r["sign"],
             values={c: r[c] for c in spec.columns},
+            unavailable=frozenset(r[spec.unavailable_column]) if spec.unavailable_column else frozenset(),
+            truncate=is_truncate(r, spec),
         )
         for r in rows
     ]
