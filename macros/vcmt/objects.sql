@@ -59,15 +59,17 @@
 
 {#- Where --full-refresh builds a model's new tables before swapping them in
     (`<model>__vcmt_new`, `<model>__vcmt_new__stage`, ...). -#}
+{% macro _staging_suffix() %}{{ return('__vcmt_new') }}{% endmacro %}
+
 {% macro _staging_objects(objs) %}
-  {{ return(vcmt.objects(objs.target.incorporate(path={'identifier': objs.target.identifier ~ '__vcmt_new'}))) }}
+  {{ return(vcmt.objects(objs.target.incorporate(path={'identifier': objs.target.identifier ~ vcmt._staging_suffix()}))) }}
 {% endmacro %}
 
 
 {#- The model's own relation for one of `_staging_objects`' (itself for any
     other): a full refresh loads its staging objects under the model's lock. -#}
 {% macro _model_relation(relation) %}
-  {%- set suffix = '__vcmt_new' -%}
+  {%- set suffix = vcmt._staging_suffix() -%}
   {%- if relation.identifier.endswith(suffix) -%}
     {{ return(relation.incorporate(path={'identifier': relation.identifier[:-(suffix | length)]})) }}
   {%- endif -%}
