@@ -37,17 +37,18 @@ def read_lines(session, topic_path: str, exclude_batches: Iterable[int] = (),
     never read again.
     """
     lines = session.read.format("text").load(topic_path)
-    lines = lines.select(
-        F.col("value").alias("raw"),
-        F.col("_metadata.file_name").alias("_source_file"),
-        batch_id(F.col("_batch_id"), F.col("_metadata.file_path")).alias("_batch_id"),
-    )
+    # The filters go on the partition column as Spark discovered it, before the checked batch id is derived
+    # from it: a filter on the derived column is not a partition filter, and every batch would be read again.
     staged = staged_predicate(F.col("_batch_id"), exclude_batches)
     if staged is not None:
         lines = lines.where(~staged)
     if only_batches is not None:
         lines = lines.where(F.col("_batch_id").isin(sorted({int(b) for b in only_batches})))
-    return lines
+    return lines.select(
+        F.col("value").alias("raw"),
+        F.col("_metadata.file_name").alias("_source_file"),
+        batch_id(F.col("_batch_id"), F.col("_metadata.file_path")).alias("_batch_id"),
+    )
 
 
 def batch_id(folder: Column, path: Column) -> Column:
