@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from vcmt_lab.clickhouse_cluster import Cluster, start_cluster
 from vcmt_lab.clickhouse_server import ServedNode, start_node
 from vcmt_lab.dbt_project import DbtProject, Engine
 
@@ -73,6 +74,15 @@ def served_node(lab_dir: Path) -> Iterator[ServedNode]:
     node = start_node(lab_dir / "served_node")
     yield node
     node.stop()
+
+
+@pytest.fixture(scope="session")
+def cluster(lab_dir: Path) -> Iterator[Cluster]:
+    """A real two-shard cluster (two served nodes) behind its DDL fan-out, the stand-in for the DDL queue
+    (vcmt_lab.clickhouse_cluster), started on first use and stopped by PID at the end."""
+    started = start_cluster(lab_dir / "cluster")
+    yield started
+    started.stop()
 
 
 @pytest.fixture(scope="module")

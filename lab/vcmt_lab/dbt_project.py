@@ -63,7 +63,9 @@ class Engine:
     def client(self, schema: str):
         """A client of the same engine, in database `schema` (created if missing)."""
         if self.served:
-            self.node.client().command(f"create database if not exists `{schema}`")
+            # On a cluster, on every node (as dbt-clickhouse creates a schema there).
+            on_cluster = f" on cluster `{self.cluster}`" if self.cluster else ""
+            self.node.client().command(f"create database if not exists `{schema}`{on_cluster}")
             return self.node.client(schema)
         bootstrap = clickhouse_connect.get_client(interface="chdb", path=str(self.chdb_path))
         bootstrap.command(f"create database if not exists `{schema}`")

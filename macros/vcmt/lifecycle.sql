@@ -37,7 +37,6 @@
 {% macro _build_objects(cfg, objs, columns, found) %}
   {%- set new = vcmt._staging_objects(objs) -%}
   {%- do vcmt._drop_objects(new, vcmt._existing_objects(new)) -%}
-  {#- A sharded model is dropped and created again (docs/design.md#sharded-clusters). -#}
   {%- if vcmt._swaps_on_full_refresh(objs, found) -%}
     {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': full refresh: building and loading new tables beside the old ones (' ~ new.target.identifier ~ ', ...); the old ones serve until the load has succeeded', info=true) }}
     {%- do vcmt._create_objects(cfg, new, columns, guarded=false) -%}
@@ -51,7 +50,7 @@
 
 
 {% macro _swaps_on_full_refresh(objs, found) %}
-  {{ return(objs.target.identifier in found and adapter.can_exchange(objs.target.schema, 'table') and not vcmt._sharded(objs)) }}
+  {{ return(objs.target.identifier in found and adapter.can_exchange(objs.target.schema, 'table')) }}
 {% endmacro %}
 
 
@@ -132,6 +131,14 @@
       {%- endif -%}
     {%- endcall -%}
   {%- endfor -%}
+  {#- A sharded model's Distributed tables reach every shard's local tables by
+      name, so they now serve the new ones; each is replaced (atomically) by
+      one with the new tables' columns, which it copies at creation. -#}
+  {%- if vcmt._sharded(objs) -%}
+    {%- for role, local in [('distributed', 'target'), ('distributed_stage', 'stage')] -%}
+      {%- call statement('vcmt_replace_' ~ role) -%}{{ vcmt._create_distributed_sql(cfg, objs[role], objs[local], replace=true) }}{%- endcall -%}
+    {%- endfor -%}
+  {%- endif -%}
   {#- The transform first: until it is rewritten, it applies the old query to
       the new tables. -#}
   {%- set wanted = [] -%}

@@ -61,8 +61,12 @@
     (`<model>__vcmt_new`, `<model>__vcmt_new__stage`, ...). -#}
 {% macro _staging_suffix() %}{{ return('__vcmt_new') }}{% endmacro %}
 
+{#- A sharded model's staging set is sharded too (`<model>__vcmt_new_local` under
+    `<model>__vcmt_new`, a Distributed table), named from the model's public name. -#}
 {% macro _staging_objects(objs) %}
-  {{ return(vcmt.objects(objs.target.incorporate(path={'identifier': objs.target.identifier ~ vcmt._staging_suffix()}))) }}
+  {%- set model = objs.distributed if vcmt._sharded(objs) else objs.target -%}
+  {{ return(vcmt.objects(model.incorporate(path={'identifier': model.identifier ~ vcmt._staging_suffix()}),
+                         sharding_key=vcmt._sharded(objs) or none)) }}
 {% endmacro %}
 
 
@@ -70,9 +74,11 @@
     other): a full refresh loads its staging objects under the model's lock. -#}
 {% macro _model_relation(relation) %}
   {%- set suffix = vcmt._staging_suffix() -%}
-  {%- if relation.identifier.endswith(suffix) -%}
-    {{ return(relation.incorporate(path={'identifier': relation.identifier[:-(suffix | length)]})) }}
-  {%- endif -%}
+  {#- A sharded model's local tables: `<model>__vcmt_new_local` is `<model>_local`'s. -#}
+  {%- set local = adapter.get_clickhouse_local_suffix() -%}
+  {%- for tail, kept in [(suffix, ''), (suffix ~ local, local)] if relation.identifier.endswith(tail) -%}
+    {{ return(relation.incorporate(path={'identifier': relation.identifier[:-(tail | length)] ~ kept})) }}
+  {%- endfor -%}
   {{ return(relation) }}
 {% endmacro %}
 
@@ -82,7 +88,12 @@
       dbt run-operation vcmt._log_object_names --args '{model: fct_orders}' -#}
 {% macro _log_object_names(model) %}
   {%- set rel = api.Relation.create(database=target.schema, schema=target.schema, identifier=model) -%}
+  {#- A sharded model's names depend on its `sharding_key` (the project's model of that name, if any). -#}
+  {%- set sharding_key = [] -%}
+  {%- for node in graph.nodes.values() if node.resource_type == 'model' and node.name == model -%}
+    {%- do sharding_key.append(node.config.get('sharding_key')) -%}
+  {%- endfor -%}
   {%- set names = {} -%}
-  {%- for role, r in vcmt.objects(rel).items() -%}{%- do names.update({role: r.identifier}) -%}{%- endfor -%}
+  {%- for role, r in vcmt.objects(rel, sharding_key[0] if sharding_key else none).items() -%}{%- do names.update({role: r.identifier}) -%}{%- endfor -%}
   {{ log('vcmt_objects ' ~ tojson(names), info=true) }}
 {% endmacro %}

@@ -87,8 +87,8 @@
 {#- A sharded model's public table over its per-shard `local` one: rows go
     to shard number `sharding_key % total weight` of the profile's cluster,
     reads gather every shard (docs/design.md#sharded-clusters). -#}
-{% macro _create_distributed_sql(cfg, relation, local) %}
-  create table {{ relation }} {{ on_cluster_clause(relation) }} as {{ local }}
+{% macro _create_distributed_sql(cfg, relation, local, replace=false) %}
+  create {{ 'or replace ' if replace }}table {{ relation }} {{ on_cluster_clause(relation) }} as {{ local }}
   engine = Distributed({{ vcmt._sql_string(vcmt._cluster_name()) }}, {{ vcmt._sql_string(local.schema) }}, {{ vcmt._sql_string(local.identifier) }}, {{ vcmt._user_sql(cfg.sharding_key) }})
 {% endmacro %}
 

@@ -71,10 +71,23 @@ def setup_models(project: DbtProject, specs: tuple[ModelSpec, ...] = MODEL_SPECS
     project.dbt("run", "--select", " ".join(s.name for s in specs))
 
 
+def sharding_key(spec: ModelSpec) -> str:
+    """The `sharding_key` of `spec`'s model on a cluster: a hash of its key columns."""
+    return "cityHash64(" + ", ".join(f"`{k}`" for k in spec.keys) + ")"
+
+
+def _on_cluster(project: DbtProject) -> str:
+    """` on cluster <name>` for statements that must reach every node of the project's cluster, else ''."""
+    return f" on cluster `{project.engine.cluster}`" if project.engine.cluster else ""
+
+
 def write_model(project: DbtProject, spec: ModelSpec, virtual_shards: int, where: str = "") -> None:
-    """The model of `spec`, reading `<name>_src` (rows matching `where`); each stream sets its own `virtual_shards`."""
+    """The model of `spec`, reading `<name>_src` (rows matching `where`); each stream sets its own `virtual_shards`.
+    On a cluster the model is sharded by its key."""
     config = {"unique_key": list(spec.keys), "merge": spec.merge, "delete_mode": spec.delete_mode,
               "insert_settings": spec.insert_settings, "virtual_shards": virtual_shards}
+    if project.engine.cluster:
+        config["sharding_key"] = sharding_key(spec)
     config.update({k: v for k, v in (("truncate_when", spec.truncate_when),
                                      ("unavailable_column", spec.unavailable_column)) if v})
     args = ", ".join(f"{k}={v!r}" for k, v in config.items())
@@ -82,8 +95,10 @@ def write_model(project: DbtProject, spec: ModelSpec, virtual_shards: int, where
                   f"{{{{ config(materialized='vcmt_upsert', {args}) }}}}\nselect * from `{spec.name}_src`{where}")
 
 
-def _reset(project: DbtProject, spec: ModelSpec) -> None:
-    project.command(f"system start merges `{spec.name}`")
+def _reset(project: DbtProject, spec: ModelSpec, target: str) -> None:
+    """Empty `spec`'s model (its target table is `target`) and inputs, on every node of a cluster."""
+    on_cluster = _on_cluster(project)
+    project.command(f"system start merges{on_cluster} `{target}`")
     # Every table that stores something: the model's own (whatever vcmt.objects names them) and the fuzz inputs;
     # not the load lock's (a lock emptied of its rows would look held by a silent load).
     tables = project.client.query(
@@ -93,7 +108,8 @@ def _reset(project: DbtProject, spec: ModelSpec) -> None:
         parameters={"m": spec.name, "src": f"{spec.name}_src", "steps": f"{spec.name}_steps",
                     "helpers": f"{spec.name}__"}).result_rows
     for (name,) in tables:
-        project.command(f"truncate table `{name}`")
+        # The fuzz inputs exist on the first node only.
+        project.command(f"truncate table if exists `{name}`{on_cluster}")
 
 
 def _apply_batch(project: DbtProject, spec: ModelSpec, rows: list[dict[str, Any]], *extra: str,
@@ -145,14 +161,14 @@ def crashed_part(rows: list[dict[str, Any]], spec: ModelSpec, rng: random.Random
     return part
 
 
-def _merge_statements(spec: ModelSpec, action: str, stopped: bool) -> tuple[list[str], bool]:
-    """The merge control after a batch, and whether merges are stopped afterwards."""
+def _merge_statements(target: str, on_cluster: str, action: str, stopped: bool) -> tuple[list[str], bool]:
+    """The merge control of table `target` after a batch, and whether merges are stopped afterwards."""
     if action == "stop_merges":
-        return [f"system stop merges `{spec.name}`"], True
+        return [f"system stop merges{on_cluster} `{target}`"], True
     if action == "start_merges":
-        return [f"system start merges `{spec.name}`"], False
+        return [f"system start merges{on_cluster} `{target}`"], False
     if action == "optimize" and not stopped:
-        return [f"optimize table `{spec.name}` final"], stopped
+        return [f"optimize table `{target}`{on_cluster} final"], stopped
     return [], stopped
 
 
@@ -178,8 +194,11 @@ def check_target(project: DbtProject, spec: ModelSpec, oracle: Oracle) -> list[s
 
 def run_stream(project: DbtProject, stream: Stream, path: str) -> StreamResult:
     spec = stream.spec
-    _reset(project, spec)
     write_model(project, spec, stream.virtual_shards)
+    # The table that merges: the model itself, or on a cluster each shard's local table.
+    target = project.object_names(spec.name)["target"] if project.engine.cluster else spec.name
+    on_cluster = _on_cluster(project)
+    _reset(project, spec, target)
     oracle = Oracle(spec.columns, {c: python_policy(p) for c, p in spec.merge.items()}, spec.delete_mode)
     result = StreamResult(seed=stream.seed, model=spec.name, path=path, events=stream.events,
                           virtual_shards=stream.virtual_shards)
@@ -201,7 +220,7 @@ def run_stream(project: DbtProject, stream: Stream, path: str) -> StreamResult:
         # key removes it again (README "Guarantees and limits").
         if spec.delete_mode == "versioned" and rows and rng.random() < 0.15:
             steps.append((crashed_part(rows, spec, rng), [], "run", None))
-        statements, stopped = _merge_statements(spec, action, stopped)
+        statements, stopped = _merge_statements(target, on_cluster, action, stopped)
         mode = "run"
         if i == refresh_at:
             mode = "full_refresh"
@@ -222,7 +241,7 @@ def run_stream(project: DbtProject, stream: Stream, path: str) -> StreamResult:
                 _apply_batch(project, spec, rows, *(["--full-refresh"] if mode == "full_refresh" else []))
             for statement in statements:
                 project.command(statement)
-    project.command(f"system start merges `{spec.name}`")
+    project.command(f"system start merges{on_cluster} `{target}`")
     result.problems += check_target(project, spec, oracle)
     return result
 

@@ -1,0 +1,336 @@
+"""A real two-shard ClickHouse cluster on 127.0.0.1, with a stand-in for its DDL queue.
+
+Each shard is one served node (vcmt_lab.clickhouse_server), and every node's
+`config.xml` carries the same `remote_servers` cluster (one replica per shard,
+`internal_replication` true) and its own `macros`. Distributed tables,
+`distributed_foreground_insert`, `clusterAllReplicas`, `GLOBAL IN` and FINAL
+through a Distributed table are the server's own code across the nodes.
+
+What is NOT the server's own code: ClickHouse in chDB's local-server mode
+refuses `ON CLUSTER` (replicated DDL needs Keeper and an interserver address,
+code 392), and its Replicated tables stay read-only. So clients reach the
+cluster through `DdlFanOut`, an HTTP proxy in front of the first node that
+STANDS IN FOR THE DISTRIBUTED DDL QUEUE:
+
+- a statement with `ON CLUSTER <name>` runs on every node, one after
+  another, without that clause; it fails if any node fails (a real queue
+  would retry on a node that comes back; here the client sees the error and
+  runs again);
+- in a CREATE or ATTACH, a `Replicated*MergeTree` engine becomes its plain
+  engine (no Keeper), its path and replica arguments dropped;
+- everything else is forwarded to the first node byte for byte.
+
+Both rewrites work on tokens (`tokens`): string literals, quoted names,
+heredocs and comments are never changed. What stays untested because of the
+stand-in: ON CLUSTER through Keeper, replication, failover between replicas.
+
+    with two_shard_cluster(folder) as cluster:
+        cluster.proxy_port, cluster.nodes[0].client(), cluster.nodes[1].kill() ...
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import re
+import threading
+import urllib.parse
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from vcmt_lab.clickhouse_server import HOST, START_TIMEOUT_S, ServedNode, ServedNodeError, Shard, free_port
+
+CLUSTER = "vcmt_two_shards"
+# How long the proxy waits for a node's answer to one statement (a load's INSERT can take a while).
+NODE_TIMEOUT_S = 600
+
+# -- SQL tokens ------------------------------------------------------------------------------------------------------
+
+_TOKEN = re.compile(
+    r"""
+    (?P<space>\s+)
+  | (?P<comment>--[^\n]*|\#[^\n]*|/\*(?:[^*]|\*(?!/))*\*/)
+  | (?P<string>'(?:[^'\\]|\\.|'')*')
+  | (?P<quoted>`(?:[^`\\]|\\.|``)*`|"(?:[^"\\]|\\.|"")*")
+  | (?P<heredoc>\$(?P<tag>[A-Za-z_]*)\$.*?\$(?P=tag)\$)
+  | (?P<unterminated>['`"].*|/\*.*|\$[A-Za-z_]*\$.*)
+  | (?P<word>[A-Za-z_][A-Za-z0-9_]*)
+  | (?P<number>[0-9][0-9A-Za-z_.]*)
+  | (?P<other>.)
+    """,
+    re.VERBOSE | re.DOTALL,
+)
+# Tokens that are not code: never changed, skipped when looking at the statement's words.
+_INERT = ("space", "comment")
+
+
+@dataclass(frozen=True)
+class Token:
+    kind: str
+    text: str
+
+    @property
+    def code(self) -> bool:
+        return self.kind not in _INERT
+
+    def is_word(self, *words: str) -> bool:
+        return self.kind == "word" and self.text.upper() in words
+
+
+def tokens(sql: str) -> list[Token]:
+    """`sql` as tokens whose texts join back to `sql` exactly. An unterminated string, name, heredoc or comment
+    runs to the end as one `unterminated` token, so nothing after it is ever taken for code."""
+    out = []
+    pos = 0
+    while pos < len(sql):
+        m = _TOKEN.match(sql, pos)
+        kind = m.lastgroup if m.lastgroup != "tag" else "heredoc"
+        out.append(Token(kind, m.group()))
+        pos = m.end()
+    return out
+
+
+# Statements that may carry ON CLUSTER (the clause's position is right after the object's name).
+_DDL_WORDS = ("CREATE", "DROP", "ALTER", "RENAME", "EXCHANGE", "TRUNCATE", "ATTACH", "DETACH", "OPTIMIZE",
+              "DELETE", "UPDATE", "GRANT", "REVOKE", "SYSTEM")
+_REPLICATED = re.compile(r"Replicated(\w*MergeTree)")
+
+
+def _code_positions(toks: list[Token]) -> list[int]:
+    return [i for i, t in enumerate(toks) if t.code]
+
+
+def fan_out_statement(sql: str) -> str | None:
+    """The statement each node runs in place of an `ON CLUSTER` statement (the clause removed, and in a CREATE
+    or ATTACH a Replicated engine made plain), or None when `sql` is not one."""
+    toks = tokens(sql)
+    code = _code_positions(toks)
+    if not code or not toks[code[0]].is_word(*_DDL_WORDS):
+        return None
+    for n, i in enumerate(code[:-2]):
+        if toks[i].is_word("ON") and toks[code[n + 1]].is_word("CLUSTER") and \
+                toks[code[n + 2]].kind in ("word", "quoted", "string"):
+            # The clause and the spaces inside it (the text around it, comments included, stays as it was).
+            drop = set(range(i, code[n + 2] + 1))
+            kept = [t for j, t in enumerate(toks) if j not in drop]
+            return "".join(t.text for t in _plain_engines(kept))
+    return None
+
+
+def _plain_engines(toks: list[Token]) -> list[Token]:
+    """In a CREATE or ATTACH: `ReplicatedXMergeTree('path', 'replica', args...)` -> `XMergeTree(args...)`."""
+    code = _code_positions(toks)
+    if not code or not toks[code[0]].is_word("CREATE", "ATTACH"):
+        return toks
+    out = list(toks)
+    drop: set[int] = set()
+    for n, i in enumerate(code):
+        m = _REPLICATED.fullmatch(out[i].text) if out[i].kind == "word" else None
+        if not m:
+            continue
+        out[i] = Token("word", m.group(1))
+        following = [out[j] for j in code[n + 1:n + 6]]
+        texts = [t.text for t in following]
+        if len(following) >= 4 and texts[0] == "(" and following[1].kind == "string" and texts[2] == "," \
+                and following[3].kind == "string":
+            # Drop the path and the replica name, and the comma after them if more arguments follow.
+            end = n + 4 + (1 if len(texts) > 4 and texts[4] == "," else 0)
+            drop.update(range(code[n + 2], code[end] + 1))
+    return [t for j, t in enumerate(out) if j not in drop]
+
+
+# -- the proxy -------------------------------------------------------------------------------------------------------
+
+_HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "proxy-connection",
+               "content-length", "host"}
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _ProxyServer
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (the base class's name)
+        pass
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        self._serve(b"")
+
+    def do_POST(self) -> None:  # noqa: N802
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else self._chunked_body()
+        self._serve(body)
+
+    def _chunked_body(self) -> bytes:
+        if "chunked" not in (self.headers.get("Transfer-Encoding") or "").lower():
+            return b""
+        parts = []
+        while True:
+            size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+            if size == 0:
+                self.rfile.readline()
+                return b"".join(parts)
+            parts.append(self.rfile.read(size))
+            self.rfile.readline()
+
+    def _serve(self, body: bytes) -> None:
+        headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_BY_HOP}
+        per_node = self._fanned_out(body)
+        if per_node is None:
+            answer = self.server.forward(self.server.nodes[0], self.command, self.path, headers, body)
+        else:
+            path, new_body = per_node
+            answer = None
+            for node in self.server.nodes:
+                answer = self.server.forward(node, self.command, path, headers, new_body)
+                if answer[0] != 200:
+                    break
+        status, reply_headers, payload = answer
+        self.send_response(status)
+        for k, v in reply_headers:
+            if k.lower() not in _HOP_BY_HOP:
+                self.send_header(k, v)
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def _fanned_out(self, body: bytes) -> tuple[str, bytes] | None:
+        """(path, body) each node gets for an ON CLUSTER statement, or None to forward as is."""
+        if self.headers.get("Content-Encoding"):
+            return None  # compressed data: an INSERT's rows, never DDL
+        url = urllib.parse.urlsplit(self.path)
+        params = urllib.parse.parse_qsl(url.query, keep_blank_values=True)
+        in_url = next((v for k, v in params if k == "query"), None)
+        try:
+            text = body.decode()
+        except UnicodeDecodeError:
+            return None
+        # ClickHouse's HTTP interface: the `query` parameter, then the body, make the statement.
+        statement = (in_url + (" " + text if text else "")) if in_url is not None else text
+        rewritten = fan_out_statement(statement)
+        if rewritten is None:
+            return None
+        rest = [(k, v) for k, v in params if k != "query"]
+        return urllib.parse.urlunsplit(("", "", url.path, urllib.parse.urlencode(rest), "")), rewritten.encode()
+
+
+class _ProxyServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, nodes: Sequence[ServedNode]):
+        super().__init__((HOST, 0), _Handler)
+        self.nodes = list(nodes)
+
+    @staticmethod
+    def forward(node: ServedNode, method: str, path: str, headers: dict[str, str],
+                body: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
+        conn = http.client.HTTPConnection(HOST, node.http_port, timeout=NODE_TIMEOUT_S)
+        try:
+            conn.request(method, path, body=body or None, headers=headers)
+            response = conn.getresponse()
+            return response.status, response.getheaders(), response.read()
+        except OSError as ex:
+            message = (f"Code: 210. DB::NetException: vcmt test cluster: node on {HOST}:{node.http_port} did not "
+                       f"answer ({ex}). (NETWORK_ERROR)\n").encode()
+            return 502, [("Content-Type", "text/plain; charset=UTF-8"),
+                         ("X-ClickHouse-Exception-Code", "210")], message
+        finally:
+            conn.close()
+
+
+@dataclass
+class DdlFanOut:
+    """The proxy, serving on 127.0.0.1:`port` from a thread of this process until `stop`."""
+
+    nodes: Sequence[ServedNode]
+    server: _ProxyServer | None = field(default=None, repr=False)
+    thread: threading.Thread | None = field(default=None, repr=False)
+
+    @property
+    def port(self) -> int:
+        assert self.server is not None
+        return self.server.server_address[1]
+
+    def start(self) -> DdlFanOut:
+        self.server = _ProxyServer(self.nodes)
+        self.thread = threading.Thread(target=self.server.serve_forever, name="vcmt-ddl-fan-out", daemon=True)
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.shutdown()
+            self.server.server_close()
+            self.server = None
+
+
+# -- the cluster -----------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Cluster:
+    """Served nodes forming `name` (one shard each) and the DDL fan-out in front of the first."""
+
+    name: str
+    nodes: list[ServedNode]
+    fan_out: DdlFanOut
+
+    @property
+    def http_port(self) -> int:
+        """Where dbt and the tests connect (over HTTP): the fan-out."""
+        return self.fan_out.port
+
+    def dbt_output(self, schema: str, driver: str = "http", **extra: Any) -> dict[str, Any]:
+        """A dbt-clickhouse profile output on this cluster: `type: clickhouse`, HTTP through the fan-out (the
+        only driver it takes), `cluster` set."""
+        if driver != "http":
+            raise ValueError(f"the test cluster is reached over HTTP (its DDL fan-out); got driver {driver!r}")
+        return {"type": "clickhouse", "driver": "http", "host": HOST, "port": self.http_port, "user": "default",
+                "password": "", "schema": schema, "threads": 1, "cluster": self.name, **extra}
+
+    def client(self, database: str | None = None, **kwargs: Any):
+        """A clickhouse-connect client through the fan-out (queries run on the first node)."""
+        import clickhouse_connect
+
+        return clickhouse_connect.get_client(host=HOST, port=self.http_port, database=database or "default",
+                                             **kwargs)
+
+    def stop(self) -> None:
+        self.fan_out.stop()
+        for node in self.nodes:
+            node.stop()
+
+
+def start_cluster(folder: Path, shards: int = 2, name: str = CLUSTER, timeout: float = START_TIMEOUT_S,
+                  attempts: int = 3) -> Cluster:
+    """`shards` nodes in `folder`/shard_<n> forming cluster `name`, and the DDL fan-out. The ports of every node
+    are in every node's config, so all are picked first; a port taken meanwhile makes a node fail, and the whole
+    cluster is tried again on other ports (`attempts` in all)."""
+    for attempt in range(attempts):
+        ports = [(free_port(), free_port()) for _ in range(shards)]
+        layout = {name: [Shard(((HOST, tcp),)) for tcp, _ in ports]}
+        nodes = [ServedNode(folder / f"shard_{n + 1}", tcp, http, layout, {"shard": str(n + 1), "replica": "r1"})
+                 for n, (tcp, http) in enumerate(ports)]
+        try:
+            for node in nodes:
+                node.start(timeout)
+        except ServedNodeError:
+            for node in nodes:
+                node.stop()
+            if attempt == attempts - 1:
+                raise
+            continue
+        return Cluster(name, nodes, DdlFanOut(nodes).start())
+    raise AssertionError("unreachable")
+
+
+@contextlib.contextmanager
+def two_shard_cluster(folder: Path, **kwargs: Any) -> Iterator[Cluster]:
+    """A two-shard cluster for the duration of a `with` block, every process stopped in every case."""
+    cluster = start_cluster(folder, **kwargs)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
