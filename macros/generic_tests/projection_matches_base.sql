@@ -5,8 +5,8 @@
     base table does. A projection part that went stale, e.g. through a
     collapsing merge under deduplicate_merge_projection_mode = 'ignore', still
     returns cancelled states. Before the comparison is returned, it runs once
-    with force_optimize_projection = 1, which fails unless ClickHouse answers
-    the projection side from a projection; otherwise the check would compare
+    its projection side with force_optimize_projection = 1, which fails unless
+    ClickHouse answers it from a projection; otherwise the check would compare
     the base table with itself and pass for nothing. -#}
 {% macro default__test_projection_matches_base(model, tolerance) %}
   {#- At parse time dbt renders the test only to find its dependencies; the
@@ -28,7 +28,11 @@
   {%- set checks = [] -%}
   {%- for projection in projections.rows -%}
     {%- set check = vcmt._vcmt_test_projection_diff(relation, projection[0], projection[1], tolerance) -%}
-    {%- do run_query("select count() from (" ~ check ~ ") as vcmt_proof settings force_optimize_projection = 1") -%}
+    {#- The proof reads the projection side alone: on a Distributed model each
+        side goes to the shards as its own query, and the base side (which must
+        not use the projection) would fail there. -#}
+    {%- set side = vcmt._vcmt_test_projection_side(relation, vcmt._vcmt_test_projection_parts(projection[1]), true) -%}
+    {%- do run_query("select count() from (" ~ side ~ ") as vcmt_proof settings force_optimize_projection = 1") -%}
     {%- do checks.append(check) -%}
   {%- endfor -%}
   {%- if checks -%}

@@ -225,3 +225,146 @@ def test_streams_on_two_shards_equal_the_oracle(on_cluster, cluster):
     assert any(r.virtual_shards > 1 for r in results)
     assert any(r.full_refreshes for r in results)
     assert not problems, "\n".join(problems[:40])
+
+
+def _shard_rows(cluster, project, sql: str) -> list[list[tuple]]:
+    """`sql` on each node alone (not through the Distributed tables)."""
+    out = []
+    for client in _shard_clients(cluster, project):
+        out.append([tuple(r) for r in client.query(sql).result_rows])
+        client.close()
+    return out
+
+
+SHARDED = "{{{{ config(materialized='vcmt_upsert', unique_key='id', sharding_key='cityHash64(id)'{extra}) }}}}\n"
+
+
+def test_report_watermark_and_truncate_floor_read_every_shard(on_cluster, cluster):
+    """The run report counts the events of both shards, `vcmt.watermark()` and `m__loads` read every node, and
+    a truncate removes the rows at or below it on both shards, whose later events below it are then ignored."""
+    p = on_cluster
+    p.command("create or replace table wm_src (id Int64, a Int64, _version UInt64, _op String, _batch_id UInt64) "
+              "engine = MergeTree order by tuple()")
+    p.model("wm_sharded", SHARDED.format(extra=", watermark='_batch_id', truncate_when=\"_op = 't'\"")
+            + "select * from wm_src where _batch_id > {{ vcmt.watermark(0) }}")
+    p.command("insert into wm_src select number, number, 10, 'c', 1 from numbers(200)")
+    run = p.dbt("run", "--select", "wm_sharded")
+    assert "200 events read (200 upserts, 0 deletes)" in run.log and "200 inserted" in run.log, run.log[-3000:]
+    # Each shard applied its own part of the one load.
+    per_shard = [rows[0][0] for rows in _shard_rows(cluster, p, "select count() from wm_sharded_local")]
+    assert sum(per_shard) == 200 and min(per_shard) > 50, per_shard
+    # Batch 2: a truncate at version 20; events at or below it (version 15) are ignored wherever their key lives,
+    # events above it (version 30) are kept. Batch 1 is not read again (the watermark is 1, across shards).
+    p.command("insert into wm_src values (0, 0, 20, 't', 2)")
+    p.command("insert into wm_src select number, -1, 15, 'c', 2 from numbers(200)")
+    p.command("insert into wm_src select number, number * 100, 30, 'c', 2 from numbers(0, 200, 10)")
+    run = p.dbt("run", "--select", "wm_sharded")
+    report = re.sub(r"\s+", " ", run.log)
+    assert "220 events read" in report and "200 ignored at or below a truncate" in report, report[-3000:]
+    assert p.query("select id, a, _version from wm_sharded final where sign = 1 order by id") == \
+        [(i, i * 100, 30) for i in range(0, 200, 10)]
+    # The loads' records and the truncate floor, read from every node as the package reads them.
+    every = f"clusterAllReplicas('{cluster.name}', currentDatabase(), "
+    assert p.query(f"select toUInt64(max(watermark)), count() from {every}'wm_sharded__loads')") == [(2, 2)]
+    assert p.query(f"select max(version) from {every}'wm_sharded__truncates')") == [(20,)]
+    # A late event below the floor, on either shard, is still ignored; a run with nothing new reads nothing.
+    p.command("insert into wm_src select number, -2, 5, 'c', 3 from numbers(0, 200, 10)")
+    run = p.dbt("run", "--select", "wm_sharded")
+    assert "20 ignored at or below a truncate" in re.sub(r"\s+", " ", run.log)
+    run = p.dbt("run", "--select", "wm_sharded")
+    assert "0 events read" in run.log
+    for rows in _shard_rows(cluster, p, "select countIf(_version < 30) from wm_sharded_local final where sign = 1"):
+        assert rows == [(0,)]
+
+
+def _tables(cluster, project, pattern: str) -> list[list[str]]:
+    """Per node, the names in the project's schema matching `pattern` (a regex)."""
+    return [sorted(r[0] for r in rows) for rows in _shard_rows(
+        cluster, project, f"select name from system.tables where database = currentDatabase() and match(name, '{pattern}')")]
+
+
+def test_schema_change_is_refused_then_full_refresh_swaps_on_every_shard(on_cluster, cluster):
+    """A new column on a sharded model is refused with the plan and the fix, changing nothing; `--full-refresh`
+    builds the new tables beside the old ones on every shard and swaps them in: the Distributed tables then carry
+    the new column, no staging table is left, and a failing `--full-refresh` keeps the old data serving."""
+    p = on_cluster
+    p.command("create or replace table sc_src (id Int64, a Int64, _version UInt64) engine = MergeTree order by tuple()")
+    p.command("insert into sc_src select number, number, 1 from numbers(100)")
+    p.model("sc_sharded", SHARDED.format(extra="") + "select id, a, _version from sc_src")
+    p.dbt("run", "--select", "sc_sharded")
+    p.model("sc_sharded", SHARDED.format(extra=", on_schema_change='append_new_columns'")
+            + "select id, a, a * 2 as b, _version from sc_src")
+    run = p.dbt("run", "--select", "sc_sharded", expect_pass=False)
+    log = re.sub(r"\s+", " ", run.log)
+    assert "sc_sharded: a sharded model (`sharding_key`) does not change its tables in place" in log, log[-3000:]
+    assert "Nothing was changed. Run with --full-refresh" in log
+    assert p.query("select count(), sum(a) from sc_sharded final where sign = 1") == [(100, 4950)]
+    # A full refresh whose source fails once the new tables are built: the old model keeps serving.
+    p.model("sc_sharded", SHARDED.format(extra="")
+            + "select id, a, a * 2 as b, _version from sc_src where throwIf(id = 77, 'sc: the source failed') = 0")
+    p.dbt("run", "--select", "sc_sharded", "--full-refresh", expect_pass=False)
+    assert p.query("select count(), sum(a) from sc_sharded final where sign = 1") == [(100, 4950)]
+    p.model("sc_sharded", SHARDED.format(extra="") + "select id, a, a * 2 as b, _version from sc_src")
+    run = p.dbt("run", "--select", "sc_sharded", "--full-refresh")
+    assert "building and loading new tables beside the old ones" in run.log
+    assert p.query("select count(), sum(a), sum(b) from sc_sharded final where sign = 1") == [(100, 4950, 9900)]
+    for node_tables in _tables(cluster, p, "^sc_sharded"):
+        assert not [t for t in node_tables if "vcmt_new" in t], node_tables
+        assert "sc_sharded__stage" in node_tables and "sc_sharded_local" in node_tables
+    for rows in _shard_rows(cluster, p, "select count() from system.columns where database = currentDatabase() "
+                                        "and table in ('sc_sharded', 'sc_sharded__stage') and name = 'b'"):
+        assert rows == [(2,)], rows
+    # Writers reach the new tables through the public names: an update of every key, routed to its shard.
+    p.command("insert into sc_src select number, number + 1, 2 from numbers(100)")
+    p.dbt("run", "--select", "sc_sharded")
+    assert p.query("select count(), sum(a), sum(b) from sc_sharded final where sign = 1") == [(100, 5050, 10100)]
+    assert p.scalar("select sum(sign) from sc_sharded") == 100
+
+
+GENERIC_TESTS_YML = """
+version: 2
+models:
+  - name: gt_sharded
+    data_tests:
+      - vcmt.sign_sum_in_range:
+          arguments: {per_version: true}
+      - vcmt.single_live_version
+      - vcmt.groupby_matches_final:
+          arguments: {group_by: [status], metrics: [amount]}
+      - vcmt.projection_matches_base
+"""
+
+
+def test_generic_tests_on_the_distributed_model(on_cluster, cluster):
+    """The package's generic tests read the Distributed model, so they see every shard: they pass on a model
+    loaded by vcmt, and fail when one shard's local table is corrupted."""
+    p = on_cluster
+    p.command("create or replace table gt_src (id Int64, status String, amount Decimal(18, 2), _version UInt64, "
+              "_deleted UInt8) engine = MergeTree order by tuple()")
+    p.command("insert into gt_src select number, ['open', 'paid'][number % 2 + 1], number / 4, 1, 0 from numbers(400)")
+    projection = "{'name': 'by_status', 'query': 'select status, sum(sign), sum(amount * sign) group by status'}"
+    p.model("gt_sharded", SHARDED.format(extra=f", projections=[{projection}]") + "select * from gt_src")
+    p.write("models/gt_sharded.yml", GENERIC_TESTS_YML)
+    p.dbt("run", "--select", "gt_sharded")
+    # Updates and deletes of keys on both shards.
+    p.command("insert into gt_src select number, 'shipped', number / 2, 2, number % 3 = 0 from numbers(0, 400, 7)")
+    p.dbt("run", "--select", "gt_sharded")
+    run = p.dbt("test", "--select", "gt_sharded")
+    assert run.log.count("PASS ") >= 4 or "PASS=4" in run.log, run.log[-2000:]
+    # The aggregating projection answers through the Distributed table on both shards.
+    assert p.query("select status, sum(sign) from gt_sharded group by status order by status",
+                   force_optimize_projection=1) == \
+        p.query("select status, count() from gt_sharded final where sign = 1 group by status order by status")
+    # One shard's replayed state row: the tests reading `gt_sharded` find it.
+    node = cluster.nodes[1]
+    client = node.client(p.schema)
+    try:
+        key = client.query("select id from gt_sharded_local final where sign = 1 limit 1").result_rows[0][0]
+        client.command(f"insert into gt_sharded_local select * from gt_sharded_local where id = {key} and sign = 1 "
+                       "settings insert_deduplicate = 0")
+        run = p.dbt("test", "--select", "gt_sharded", expect_pass=False)
+        failed = {r.node.name.split("_gt_sharded")[0] for r in run.result.result.results if str(r.status) == "fail"}
+        assert "vcmt_sign_sum_in_range" in failed, failed
+    finally:
+        client.command(f"alter table gt_sharded_local delete where id = {key} settings mutations_sync = 1")
+        client.close()
