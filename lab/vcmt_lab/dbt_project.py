@@ -7,6 +7,7 @@ how to write a project, its profile (chdb and spark targets) and run dbt.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -255,6 +256,16 @@ class DbtProject:
             raise AssertionError(f"dbt {' '.join(args)} --target {target} failed:\n{proc.stdout[-6000:]}"
                                  f"{proc.stderr[-3000:]}")
         return proc
+
+    def dbt_process(self, name: str, *args: str, target: str | None = None) -> subprocess.Popen:
+        """Start one dbt command in its own process, with its own target and log folders (`target_<name>`,
+        `logs_<name>`), so that several run at once; its output (text) is in `stdout`."""
+        self._ensure_deps()
+        cli = [str(Path(sys.executable).with_name("dbt")), *args, "--project-dir", str(self.root),
+               "--profiles-dir", str(self.root), "--target", target or self.ch_target,
+               "--target-path", str(self.root / f"target_{name}"), "--log-path", str(self.root / f"logs_{name}")]
+        return subprocess.Popen(cli, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                env={**os.environ, "DO_NOT_TRACK": "1"})
 
     def _ensure_deps(self) -> None:
         if not self._deps_done:

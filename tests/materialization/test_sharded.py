@@ -16,6 +16,7 @@ docs/design.md#sharded-clusters).
 from __future__ import annotations
 
 import re
+import time
 
 import pytest
 import yaml
@@ -216,7 +217,7 @@ def test_streams_on_two_shards_equal_the_oracle(on_cluster, cluster):
     deletes, composite and hostile keys), sharded by key, through `dbt run` and the external writer, with crashes,
     empty runs, virtual shards and full refreshes (some failing mid-load): read through the Distributed table the
     model equals the oracle, and every shard holds only its own keys and satisfies the invariants."""
-    results = run_campaign(on_cluster, len(MODEL_SPECS), events=240, seed=2000, dbt_every=2)
+    results = run_campaign(on_cluster, len(MODEL_SPECS), events=200, seed=2000, dbt_every=2)
     problems = [f"seed {r.seed} ({r.model} via {r.path}): {p}" for r in results for p in r.problems]
     for spec in MODEL_SPECS:
         _check_shards(cluster, on_cluster, spec, problems)
@@ -368,3 +369,64 @@ def test_generic_tests_on_the_distributed_model(on_cluster, cluster):
     finally:
         client.command(f"alter table gt_sharded_local delete where id = {key} settings mutations_sync = 1")
         client.close()
+
+
+KILL_TIMEOUT_S = 300
+
+
+def test_shard_lost_during_a_load_then_rerun_is_exact(on_cluster, cluster):
+    """A shard's node is SIGKILLed while `dbt run` loads a batch through the Distributed stage: the run fails,
+    naming the node it lost; once the node is back, the same run again ends exact on both shards."""
+    p = on_cluster
+    keys = 1_000_000
+    p.command("create or replace table ks_src (id Int64, a Int64, _version UInt64) engine = MergeTree order by tuple()")
+    p.model("ks_sharded", SHARDED.format(extra="") + "select id, a, _version from ks_src")
+    p.command("insert into ks_src select number, number, 1 from numbers(1000)")
+    p.dbt("run", "--select", "ks_sharded")
+    # The next batch updates those keys and adds many, read slowly (3 s a read): the load's INSERT streams
+    # blocks to both shards for seconds.
+    p.model("ks_sharded", SHARDED.format(extra="")
+            + "select id, a, _version from ks_src where sleepEachRow(0.000003) = 0")
+    p.command("truncate table ks_src")
+    p.command(f"insert into ks_src select number, number * 2, 2 from numbers({keys})")
+    lost = cluster.nodes[1]
+    watcher = cluster.nodes[0].client(p.schema)
+    proc = p.dbt_process("killed", "run", "--select", "ks_sharded")
+    try:
+        deadline = time.monotonic() + KILL_TIMEOUT_S
+        while time.monotonic() < deadline and proc.poll() is None:
+            loading = watcher.query(
+                "select count() from system.processes where is_initial_query and query_id != queryID() "
+                "and query ilike '%insert into%ks_sharded__stage%'").result_rows[0][0]
+            if loading:
+                break
+            time.sleep(0.05)
+        assert proc.poll() is None, "the load ended before the node could be killed:\n" + proc.stdout.read()[-3000:]
+        time.sleep(1)
+        lost.kill()
+        output, _ = proc.communicate(timeout=KILL_TIMEOUT_S)
+        assert proc.returncode != 0, output[-3000:]
+        # What the user sees: the model's failure, naming the shard's address that stopped answering.
+        assert "Failure in model ks_sharded" in output and f"127.0.0.1:{lost.tcp_port}" in output, output[-3000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        watcher.close()
+        lost.start()
+    p.dbt("run", "--select", "ks_sharded")
+    assert p.query("select count(), sum(a), min(_version) from ks_sharded final where sign = 1") == \
+        [(keys, keys * (keys - 1), 2)]
+    assert p.scalar("select sum(sign) from ks_sharded") == keys
+    assert p.query("select count() from (select id from ks_sharded group by id having sum(sign) not in (0, 1))") \
+        == [(0,)]
+    problems: list[str] = []
+    for shard, client in enumerate(_shard_clients(cluster, p)):
+        for finding in invariants.check(lambda sql, c=client: [tuple(r) for r in c.query(sql).result_rows],
+                                        invariants.Target("ks_sharded_local", ["id"]), ["a"]):
+            if not finding.ok:
+                problems.append(f"shard {shard + 1}: {finding.name}: {finding.detail}")
+        misplaced = client.query(f"select countIf(not {_routed('cityHash64(id)', shard)}) from ks_sharded_local")
+        if misplaced.result_rows[0][0]:
+            problems.append(f"shard {shard + 1} holds keys of the other shard")
+        client.close()
+    assert not problems, problems

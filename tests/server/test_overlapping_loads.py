@@ -8,11 +8,9 @@ lock; and the lock's refusals, on both engines.
 from __future__ import annotations
 
 import json
-import os
 import random
 import signal
 import subprocess
-import sys
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -27,16 +25,8 @@ MODEL = ("{{ config(materialized='vcmt_upsert', unique_key='id', merge={'n': 'su
          "select id, n, _version from src")
 
 
-def _cli(project: DbtProject, name: str, *args: str) -> list[str]:
-    """A dbt command line with its own target and log folders (processes run at once)."""
-    return [str(Path(sys.executable).with_name("dbt")), *args, "--project-dir", str(project.root),
-            "--profiles-dir", str(project.root), "--target", project.ch_target,
-            "--target-path", str(project.root / f"target_{name}"), "--log-path", str(project.root / f"logs_{name}")]
-
-
 def _start(project: DbtProject, name: str, *args: str) -> subprocess.Popen:
-    return subprocess.Popen(_cli(project, name, *args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, "DO_NOT_TRACK": "1"})
+    return project.dbt_process(name, *args)
 
 
 def _last_statement(proc: subprocess.Popen) -> str:
