@@ -100,8 +100,8 @@ def test_cluster_ddl_and_loader_sql_parse_and_shard_by_key(project):
     assert "ENGINE = ReplicatedVersionedCollapsingMergeTree(sign, _version)" in by_name["analytics.orders_local"]
     # The stage is created as a guard that refuses inserts, then exchanged with the real one (a Null table).
     assert "CHECK 0) ENGINE = `Null`" in by_name["analytics.orders__stage_local"]
-    assert "ENGINE = `Null`" in by_name["analytics.orders_local__vcmt_new__stage"]
-    assert "EXCHANGE TABLES analytics.orders_local__vcmt_new__stage AND analytics.orders__stage_local " \
+    assert "ENGINE = `Null`" in by_name["analytics.orders__vcmt_new__stage_local"]
+    assert "EXCHANGE TABLES analytics.orders__vcmt_new__stage_local AND analytics.orders__stage_local " \
            f"ON CLUSTER {CLUSTER}" in ddl
     # The model's relations: Distributed tables over them, sharded by the same key expression.
     key = _formatted(project, f"select {SHARDING_KEY}").removeprefix("SELECT ")
@@ -319,6 +319,12 @@ def test_schema_change_is_refused_then_full_refresh_swaps_on_every_shard(on_clus
     p.command("insert into sc_src select number, number + 1, 2 from numbers(100)")
     p.dbt("run", "--select", "sc_sharded")
     assert p.query("select count(), sum(a), sum(b) from sc_sharded final where sign = 1") == [(100, 5050, 10100)]
+    assert p.scalar("select sum(sign) from sc_sharded") == 100
+    # Another `sharding_key` on the stored model is refused: its keys' next events would go to other shards.
+    p.model("sc_sharded", SHARDED.format(extra="").replace("cityHash64(id)", "intHash64(id)")
+            + "select id, a, a * 2 as b, _version from sc_src")
+    run = p.dbt("run", "--select", "sc_sharded", expect_pass=False)
+    assert "`sharding_key` (or the profile's `cluster`) changed" in re.sub(r"\s+", " ", run.log), run.log[-2000:]
     assert p.scalar("select sum(sign) from sc_sharded") == 100
 
 
