@@ -20,8 +20,9 @@ STANDS IN FOR THE DISTRIBUTED DDL QUEUE:
   engine (no Keeper), its path and replica arguments dropped;
 - everything else is forwarded to the first node byte for byte.
 
-Both rewrites work on tokens (`tokens`): string literals, quoted names,
-heredocs and comments are never changed. What stays untested because of the
+Both rewrites work on the package's tokens (`dbt.adapters.chdb.statements`,
+ClickHouse's lexical rules): string literals, quoted names, heredocs and
+comments are never changed. What stays untested because of the
 stand-in: ON CLUSTER through Keeper, replication, failover between replicas.
 
     with two_shard_cluster(folder) as cluster:
@@ -41,57 +42,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from dbt.adapters.chdb.statements import Token, tokens
+
 from vcmt_lab.clickhouse_server import HOST, START_TIMEOUT_S, ServedNode, ServedNodeError, Shard, free_port
 
 CLUSTER = "vcmt_two_shards"
 # How long the proxy waits for a node's answer to one statement (a load's INSERT can take a while).
 NODE_TIMEOUT_S = 600
 
-# -- SQL tokens ------------------------------------------------------------------------------------------------------
-
-_TOKEN = re.compile(
-    r"""
-    (?P<space>\s+)
-  | (?P<comment>--[^\n]*|\#[^\n]*|/\*(?:[^*]|\*(?!/))*\*/)
-  | (?P<string>'(?:[^'\\]|\\.|'')*')
-  | (?P<quoted>`(?:[^`\\]|\\.|``)*`|"(?:[^"\\]|\\.|"")*")
-  | (?P<heredoc>\$(?P<tag>[A-Za-z_]*)\$.*?\$(?P=tag)\$)
-  | (?P<unterminated>['`"].*|/\*.*|\$[A-Za-z_]*\$.*)
-  | (?P<word>[A-Za-z_][A-Za-z0-9_]*)
-  | (?P<number>[0-9][0-9A-Za-z_.]*)
-  | (?P<other>.)
-    """,
-    re.VERBOSE | re.DOTALL,
-)
-# Tokens that are not code: never changed, skipped when looking at the statement's words.
-_INERT = ("space", "comment")
-
-
-@dataclass(frozen=True)
-class Token:
-    kind: str
-    text: str
-
-    @property
-    def code(self) -> bool:
-        return self.kind not in _INERT
-
-    def is_word(self, *words: str) -> bool:
-        return self.kind == "word" and self.text.upper() in words
-
-
-def tokens(sql: str) -> list[Token]:
-    """`sql` as tokens whose texts join back to `sql` exactly. An unterminated string, name, heredoc or comment
-    runs to the end as one `unterminated` token, so nothing after it is ever taken for code."""
-    out = []
-    pos = 0
-    while pos < len(sql):
-        m = _TOKEN.match(sql, pos)
-        kind = m.lastgroup if m.lastgroup != "tag" else "heredoc"
-        out.append(Token(kind, m.group()))
-        pos = m.end()
-    return out
-
+# -- ON CLUSTER statements -------------------------------------------------------------------------------------------
 
 # Statements that may carry ON CLUSTER (the clause's position is right after the object's name).
 _DDL_WORDS = ("CREATE", "DROP", "ALTER", "RENAME", "EXCHANGE", "TRUNCATE", "ATTACH", "DETACH", "OPTIMIZE",

@@ -1,5 +1,5 @@
 """The two-shard test cluster (vcmt_lab.clickhouse_cluster): its DDL fan-out, the stand-in for the DDL queue,
-rewrites ON CLUSTER statements on tokens only, and the cluster routes, gathers and fans out for real."""
+rewrites ON CLUSTER statements on the package's tokens only (dbt.adapters.chdb.statements), and the cluster routes, gathers and fans out for real."""
 
 from __future__ import annotations
 
@@ -22,6 +22,8 @@ REWRITES = [
     ("create table x on cluster c (s String default 'on cluster c ReplicatedMergeTree') engine = Memory",
      "create table x  (s String default 'on cluster c ReplicatedMergeTree') engine = Memory"),
     ("create table x -- on cluster c\n on cluster c2 as y", "create table x -- on cluster c\n  as y"),
+    ("create table x /* a /* on cluster c */ on cluster c */ on cluster c2 as y",
+     "create table x /* a /* on cluster c */ on cluster c */  as y"),
     ("create table `ReplicatedMergeTree` on cluster c (s String comment 'it''s \\' on cluster') engine = Log",
      "create table `ReplicatedMergeTree`  (s String comment 'it''s \\' on cluster') engine = Log"),
     ("alter table t on cluster c update s = $$ on cluster x $$ where 1",

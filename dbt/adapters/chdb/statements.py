@@ -3,14 +3,15 @@
 chDB runs every statement of `set x = 1; create table ...` in one call; a
 server parses a query with multi-statements disabled and refuses the second
 statement with a syntax error. `second_statement_at` finds where a second
-statement starts with ClickHouse's lexical rules (string literals, quoted
-identifiers, comments, heredocs), so a `;` inside any of them is not a
+statement starts with ClickHouse's lexical rules (`tokens`: string literals,
+quoted identifiers, comments, heredocs), so a `;` inside any of them is not a
 separator and trailing semicolons and comments are accepted, as on a server.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _HEREDOC_TAG = re.compile(r"\$[A-Za-z0-9_]*\$")
@@ -65,48 +66,73 @@ def _skip_ignorable(sql: str, i: int) -> int | None:
     return None
 
 
+@dataclass(frozen=True)
+class Token:
+    """One lexical token: `space`, `comment`, `string` ('...'), `quoted` (`...` or "..."), `heredoc`, `word`
+    or `other` (one character). An unterminated string, name, heredoc or comment runs to the end."""
+
+    kind: str
+    text: str
+
+    @property
+    def code(self) -> bool:
+        """Not whitespace or a comment."""
+        return self.kind not in ("space", "comment")
+
+    def is_word(self, *words: str) -> bool:
+        """A word equal to one of `words` (upper case), ignoring case."""
+        return self.kind == "word" and self.text.upper() in words
+
+
+def tokens(sql: str) -> list[Token]:
+    """`sql` as tokens, by ClickHouse's lexical rules; their texts join back to `sql` exactly."""
+    out = []
+    i, n = 0, len(sql)
+    while i < n:
+        ch = sql[i]
+        if ch.isspace():
+            end, kind = i + 1, "space"
+            while end < n and sql[end].isspace():
+                end += 1
+        elif (skipped := _skip_ignorable(sql, i)) is not None:
+            end, kind = skipped, "comment"
+        elif ch in "'\"`":
+            end, kind = _skip_quoted(sql, i), "string" if ch == "'" else "quoted"
+        elif ch == "$" and (tag := _HEREDOC_TAG.match(sql, i)):
+            close = sql.find(tag.group(0), tag.end())
+            end, kind = (n if close < 0 else close + len(tag.group(0))), "heredoc"
+        elif word := _WORD.match(sql, i):
+            end, kind = word.end(), "word"
+        else:
+            end, kind = i + 1, "other"
+        out.append(Token(kind, sql[i:end]))
+        i = end
+    return out
+
+
 def second_statement_at(sql: str) -> int | None:
     """Index of the `;` after which a second statement starts, or None for one statement."""
     if ";" not in sql:
         return None
-    i, n = 0, len(sql)
+    toks = tokens(sql)
     first_word: str | None = None
     previous_word = ""
-    while i < n:
-        skipped = _skip_ignorable(sql, i)
-        if skipped is not None:
-            i = skipped
+    at = 0
+    for k, token in enumerate(toks):
+        start, at = at, at + len(token.text)
+        if not token.code:
             continue
-        ch = sql[i]
-        if ch in "'\"`":
-            i = _skip_quoted(sql, i)
-            previous_word = ""
-        elif ch == "$" and (tag := _HEREDOC_TAG.match(sql, i)):
-            end = sql.find(tag.group(0), tag.end())
-            i = n if end < 0 else end + len(tag.group(0))
-            previous_word = ""
-        elif ch == ";":
-            j = i + 1
-            while j < n:
-                skipped = _skip_ignorable(sql, j)
-                if skipped is not None:
-                    j = skipped
-                elif sql[j] == ";":
-                    j += 1
-                else:
-                    return i
-            return None
-        elif word := _WORD.match(sql, i):
-            text = word.group(0).upper()
+        if token.text == ";":
+            return start if any(t.code and t.text != ";" for t in toks[k + 1:]) else None
+        if token.kind == "word":
+            text = token.text.upper()
             if first_word is None:
                 first_word = text
             elif first_word == "INSERT" and previous_word == "FORMAT":
                 # `INSERT ... FORMAT <name>` is followed by raw data, not SQL.
                 return None
             previous_word = text
-            i = word.end()
         else:
-            i += 1
             previous_word = ""
     return None
 
