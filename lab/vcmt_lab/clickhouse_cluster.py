@@ -12,12 +12,15 @@ code 392), and its Replicated tables stay read-only. So clients reach the
 cluster through `DdlFanOut`, an HTTP proxy in front of the first node that
 STANDS IN FOR THE DISTRIBUTED DDL QUEUE:
 
-- a statement with `ON CLUSTER <name>` runs on every node, one after
-  another, without that clause; it fails if any node fails (a real queue
-  would retry on a node that comes back; here the client sees the error and
-  runs again);
-- in a CREATE or ATTACH, a `Replicated*MergeTree` engine becomes its plain
-  engine (no Keeper), its path and replica arguments dropped;
+- a statement with `ON CLUSTER <name>` (the clause right after the object's
+  name, naming this cluster; any other name fails as on a server) runs on
+  every node, one after another and one such statement at a time, without
+  that clause. It fails if any node fails, naming that node and those that
+  had already run it (a real queue would retry a node that comes back;
+  here the client sees the error and runs again);
+- in such a statement's CREATE or ATTACH, a `Replicated*MergeTree` table
+  engine (the word after `ENGINE`) becomes its plain engine (no Keeper), its
+  path and replica arguments dropped;
 - everything else is forwarded to the first node byte for byte.
 
 Both rewrites work on the package's tokens (`dbt.adapters.chdb.statements`,
@@ -26,7 +29,7 @@ comments are never changed. What stays untested because of the
 stand-in: ON CLUSTER through Keeper, replication, failover between replicas.
 
     with two_shard_cluster(folder) as cluster:
-        cluster.proxy_port, cluster.nodes[0].client(), cluster.nodes[1].kill() ...
+        cluster.http_port, cluster.client(), cluster.nodes[1].kill() ...
 """
 
 from __future__ import annotations
@@ -52,9 +55,10 @@ NODE_TIMEOUT_S = 600
 
 # -- ON CLUSTER statements -------------------------------------------------------------------------------------------
 
-# Statements that may carry ON CLUSTER (the clause's position is right after the object's name).
+# Statements that may carry ON CLUSTER: right after the object's name, before any column list, query or condition.
 _DDL_WORDS = ("CREATE", "DROP", "ALTER", "RENAME", "EXCHANGE", "TRUNCATE", "ATTACH", "DETACH", "OPTIMIZE",
               "DELETE", "UPDATE", "GRANT", "REVOKE", "SYSTEM")
+_CLAUSE_ENDS = ("AS", "SELECT", "WHERE", "WITH")
 _REPLICATED = re.compile(r"Replicated(\w*MergeTree)")
 
 
@@ -62,32 +66,53 @@ def _code_positions(toks: list[Token]) -> list[int]:
     return [i for i, t in enumerate(toks) if t.code]
 
 
-def fan_out_statement(sql: str) -> str | None:
-    """The statement each node runs in place of an `ON CLUSTER` statement (the clause removed, and in a CREATE
-    or ATTACH a Replicated engine made plain), or None when `sql` is not one."""
+def _first_word(sql: str) -> Token | None:
+    """The statement's first code token (from its start only: an INSERT's data is never tokenized)."""
+    return next((t for t in tokens(sql[:4096]) if t.code), None)
+
+
+def _unquoted(token: Token) -> str:
+    if token.kind in ("quoted", "string"):
+        quote = token.text[0]
+        return token.text[1:-1].replace(quote * 2, quote).replace("\\" + quote, quote)
+    return token.text
+
+
+def fan_out_statement(sql: str) -> tuple[str, str] | None:
+    """(the cluster it names, the statement each node runs) for an `ON CLUSTER` statement: the clause removed,
+    and in a CREATE or ATTACH a `Replicated*MergeTree` engine made plain; None when `sql` is not one."""
+    first = _first_word(sql)
+    if first is None or not first.is_word(*_DDL_WORDS):
+        return None
     toks = tokens(sql)
     code = _code_positions(toks)
-    if not code or not toks[code[0]].is_word(*_DDL_WORDS):
-        return None
     for n, i in enumerate(code[:-2]):
+        if toks[i].text in ("(", "=") or toks[i].is_word(*_CLAUSE_ENDS):
+            return None  # past the object's name: an `on cluster` further on is not the clause
+        name = toks[code[n + 2]]
         if toks[i].is_word("ON") and toks[code[n + 1]].is_word("CLUSTER") and \
-                toks[code[n + 2]].kind in ("word", "quoted", "string"):
+                name.kind in ("word", "quoted", "string"):
             # The clause and the spaces inside it (the text around it, comments included, stays as it was).
             drop = set(range(i, code[n + 2] + 1))
             kept = [t for j, t in enumerate(toks) if j not in drop]
-            return "".join(t.text for t in _plain_engines(kept))
+            return _unquoted(name), "".join(t.text for t in _plain_engines(kept))
     return None
 
 
 def _plain_engines(toks: list[Token]) -> list[Token]:
-    """In a CREATE or ATTACH: `ReplicatedXMergeTree('path', 'replica', args...)` -> `XMergeTree(args...)`."""
+    """In a CREATE or ATTACH, the table engine (the word after `ENGINE [=]`):
+    `ReplicatedXMergeTree('path', 'replica', args...)` -> `XMergeTree(args...)`. Other path arguments than two
+    string literals are left for the node to refuse."""
     code = _code_positions(toks)
     if not code or not toks[code[0]].is_word("CREATE", "ATTACH"):
         return toks
     out = list(toks)
     drop: set[int] = set()
     for n, i in enumerate(code):
-        m = _REPLICATED.fullmatch(out[i].text) if out[i].kind == "word" else None
+        before = [out[j] for j in code[max(0, n - 2):n]]
+        after_engine = (before and before[-1].is_word("ENGINE")) or \
+            (len(before) == 2 and before[0].is_word("ENGINE") and before[1].text == "=")
+        m = _REPLICATED.fullmatch(out[i].text) if out[i].kind == "word" and after_engine else None
         if not m:
             continue
         out[i] = Token("word", m.group(1))
@@ -129,10 +154,14 @@ class _Handler(BaseHTTPRequestHandler):
         while True:
             size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
             if size == 0:
-                self.rfile.readline()
+                self._skip_trailers()
                 return b"".join(parts)
             parts.append(self.rfile.read(size))
             self.rfile.readline()
+
+    def _skip_trailers(self) -> None:
+        while self.rfile.readline().strip():
+            pass
 
     def _serve(self, body: bytes) -> None:
         headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_BY_HOP}
@@ -140,23 +169,37 @@ class _Handler(BaseHTTPRequestHandler):
         if per_node is None:
             answer = self.server.forward(self.server.nodes[0], self.command, self.path, headers, body)
         else:
-            path, new_body = per_node
-            answer = None
-            for node in self.server.nodes:
-                answer = self.server.forward(node, self.command, path, headers, new_body)
-                if answer[0] != 200:
-                    break
+            answer = self._run_on_every_node(headers, *per_node)
         status, reply_headers, payload = answer
         self.send_response(status)
         for k, v in reply_headers:
-            if k.lower() not in _HOP_BY_HOP:
+            if k.lower() not in _HOP_BY_HOP | {"server", "date"}:
                 self.send_header(k, v)
         self.send_header("Content-Length", str(len(payload)))
         self.end_headers()
         self.wfile.write(payload)
 
-    def _fanned_out(self, body: bytes) -> tuple[str, bytes] | None:
-        """(path, body) each node gets for an ON CLUSTER statement, or None to forward as is."""
+    def _run_on_every_node(self, headers: dict[str, str], cluster: str, path: str,
+                           body: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
+        """An ON CLUSTER statement on every node in order, one such statement at a time (as a queue orders them);
+        the first node's answer, or the first failure, naming its node and the nodes that already ran it."""
+        if cluster != self.server.cluster:
+            return _error(701, f"Requested cluster '{cluster}' not found (the test cluster is "
+                               f"'{self.server.cluster}'). (CLUSTER_DOESNT_EXIST)")
+        with self.server.ddl_lock:
+            first = None
+            for n, node in enumerate(self.server.nodes):
+                status, reply_headers, payload = self.server.forward(node, self.command, path, headers, body)
+                if status != 200:
+                    done = ", ".join(f"{HOST}:{m.tcp_port}" for m in self.server.nodes[:n]) or "none"
+                    note = (f"\n(vcmt test cluster: ON CLUSTER statement failed on node {HOST}:{node.tcp_port}; "
+                            f"nodes that had already run it: {done})\n").encode()
+                    return status, reply_headers, payload + note
+                first = first or (status, reply_headers, payload)
+            return first
+
+    def _fanned_out(self, body: bytes) -> tuple[str, str, bytes] | None:
+        """(cluster, path, body) each node gets for an ON CLUSTER statement, or None to forward as is."""
         if self.headers.get("Content-Encoding"):
             return None  # compressed data: an INSERT's rows, never DDL
         url = urllib.parse.urlsplit(self.path)
@@ -167,20 +210,30 @@ class _Handler(BaseHTTPRequestHandler):
         except UnicodeDecodeError:
             return None
         # ClickHouse's HTTP interface: the `query` parameter, then the body, make the statement.
-        statement = (in_url + (" " + text if text else "")) if in_url is not None else text
-        rewritten = fan_out_statement(statement)
-        if rewritten is None:
+        statement = (in_url + ("\n" + text if text else "")) if in_url is not None else text
+        found = fan_out_statement(statement)
+        if found is None:
             return None
+        cluster, rewritten = found
         rest = [(k, v) for k, v in params if k != "query"]
-        return urllib.parse.urlunsplit(("", "", url.path, urllib.parse.urlencode(rest), "")), rewritten.encode()
+        path = urllib.parse.urlunsplit(("", "", url.path, urllib.parse.urlencode(rest), ""))
+        return cluster, path, rewritten.encode()
+
+
+def _error(code: int, message: str) -> tuple[int, list[tuple[str, str]], bytes]:
+    """An answer as a node gives it for a failed query."""
+    return 500, [("Content-Type", "text/plain; charset=UTF-8"), ("X-ClickHouse-Exception-Code", str(code))], \
+        f"Code: {code}. DB::Exception: {message}\n".encode()
 
 
 class _ProxyServer(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, nodes: Sequence[ServedNode]):
+    def __init__(self, nodes: Sequence[ServedNode], cluster: str):
         super().__init__((HOST, 0), _Handler)
         self.nodes = list(nodes)
+        self.cluster = cluster
+        self.ddl_lock = threading.Lock()
 
     @staticmethod
     def forward(node: ServedNode, method: str, path: str, headers: dict[str, str],
@@ -190,11 +243,9 @@ class _ProxyServer(ThreadingHTTPServer):
             conn.request(method, path, body=body or None, headers=headers)
             response = conn.getresponse()
             return response.status, response.getheaders(), response.read()
-        except OSError as ex:
-            message = (f"Code: 210. DB::NetException: vcmt test cluster: node on {HOST}:{node.http_port} did not "
-                       f"answer ({ex}). (NETWORK_ERROR)\n").encode()
-            return 502, [("Content-Type", "text/plain; charset=UTF-8"),
-                         ("X-ClickHouse-Exception-Code", "210")], message
+        except (OSError, http.client.HTTPException) as ex:
+            return _error(210, f"vcmt test cluster: node {HOST}:{node.tcp_port} (HTTP port {node.http_port}) did not "
+                               f"answer ({ex!r}). (NETWORK_ERROR)")
         finally:
             conn.close()
 
@@ -204,6 +255,7 @@ class DdlFanOut:
     """The proxy, serving on 127.0.0.1:`port` from a thread of this process until `stop`."""
 
     nodes: Sequence[ServedNode]
+    cluster: str
     server: _ProxyServer | None = field(default=None, repr=False)
     thread: threading.Thread | None = field(default=None, repr=False)
 
@@ -213,7 +265,7 @@ class DdlFanOut:
         return self.server.server_address[1]
 
     def start(self) -> DdlFanOut:
-        self.server = _ProxyServer(self.nodes)
+        self.server = _ProxyServer(self.nodes, self.cluster)
         self.thread = threading.Thread(target=self.server.serve_forever, name="vcmt-ddl-fan-out", daemon=True)
         self.thread.start()
         return self
@@ -281,7 +333,7 @@ def start_cluster(folder: Path, shards: int = 2, name: str = CLUSTER, timeout: f
             if attempt == attempts - 1:
                 raise
             continue
-        return Cluster(name, nodes, DdlFanOut(nodes).start())
+        return Cluster(name, nodes, DdlFanOut(nodes, name).start())
     raise AssertionError("unreachable")
 
 

@@ -235,6 +235,7 @@
         {%- call statement(name) -%}{{ create_sql }}{%- endcall -%}
       {%- endif -%}
     {%- endfor -%}
+    {%- do vcmt._repair_distributed(cfg, objs) -%}
   {%- endif -%}
   {%- if cfg.delete_mode == 'versioned' and objs.cancels_writer.identifier in found -%}
     {%- call statement('vcmt_drop_cancels_writer') -%}{{ vcmt._drop_sql(objs.cancels_writer, if_exists=false) }}{%- endcall -%}
@@ -251,3 +252,21 @@
   {{ return({'cfg': cfg, 'columns': columns}) }}
 {% endmacro %}
 
+
+{#- A sharded model's Distributed tables copy their local tables' columns at
+    creation. A `--full-refresh` that failed after swapping the local tables
+    in and before replacing the Distributed ones (a node lost in between)
+    leaves them with the old columns: each is replaced again, as that full
+    refresh would have, so the rerun repairs it (docs/design.md#sharded-clusters). -#}
+{% macro _repair_distributed(cfg, objs) %}
+  {%- for role, local in [('distributed', 'target'), ('distributed_stage', 'stage')] -%}
+    {%- set have = [] -%}
+    {%- for rel in [objs[role], objs[local]] -%}
+      {%- do have.append(adapter.get_columns_in_relation(rel) | map(attribute='name') | list ~ adapter.get_columns_in_relation(rel) | map(attribute='data_type') | list) -%}
+    {%- endfor -%}
+    {%- if have[0] != have[1] -%}
+      {{ log('vcmt_upsert ' ~ objs[role].identifier ~ ': its columns differ from ' ~ objs[local].identifier ~ "'s (an interrupted --full-refresh); replacing it", info=true) }}
+      {%- call statement('vcmt_replace_' ~ role) -%}{{ vcmt._create_distributed_sql(cfg, objs[role], objs[local], replace=true) }}{%- endcall -%}
+    {%- endif -%}
+  {%- endfor -%}
+{% endmacro %}

@@ -303,7 +303,8 @@ def test_schema_change_is_refused_then_full_refresh_swaps_on_every_shard(on_clus
     # A full refresh whose source fails once the new tables are built: the old model keeps serving.
     p.model("sc_sharded", SHARDED.format(extra="")
             + "select id, a, a * 2 as b, _version from sc_src where throwIf(id = 77, 'sc: the source failed') = 0")
-    p.dbt("run", "--select", "sc_sharded", "--full-refresh", expect_pass=False)
+    run = p.dbt("run", "--select", "sc_sharded", "--full-refresh", expect_pass=False)
+    assert "building and loading new tables beside the old ones" in run.log and "sc: the source failed" in run.log
     assert p.query("select count(), sum(a) from sc_sharded final where sign = 1") == [(100, 4950)]
     p.model("sc_sharded", SHARDED.format(extra="") + "select id, a, a * 2 as b, _version from sc_src")
     run = p.dbt("run", "--select", "sc_sharded", "--full-refresh")
@@ -320,6 +321,14 @@ def test_schema_change_is_refused_then_full_refresh_swaps_on_every_shard(on_clus
     p.dbt("run", "--select", "sc_sharded")
     assert p.query("select count(), sum(a), sum(b) from sc_sharded final where sign = 1") == [(100, 5050, 10100)]
     assert p.scalar("select sum(sign) from sc_sharded") == 100
+    # A full refresh interrupted between the local tables' exchange and the Distributed tables' replacement (a
+    # node lost then) leaves `m` with the old columns: the next run replaces it again.
+    p.command(f"create or replace table sc_sharded on cluster {cluster.name} (id Int64, a Int64, _version UInt64, "
+              f"sign Int8) engine = Distributed('{cluster.name}', currentDatabase(), 'sc_sharded_local', "
+              "cityHash64(id))")
+    run = p.dbt("run", "--select", "sc_sharded")
+    assert "its columns differ from sc_sharded_local's (an interrupted --full-refresh); replacing it" in run.log
+    assert p.query("select count(), sum(a), sum(b) from sc_sharded final where sign = 1") == [(100, 5050, 10100)]
     # Another `sharding_key` on the stored model is refused: its keys' next events would go to other shards.
     p.model("sc_sharded", SHARDED.format(extra="").replace("cityHash64(id)", "intHash64(id)")
             + "select id, a, a * 2 as b, _version from sc_src")
@@ -414,6 +423,10 @@ def test_shard_lost_during_a_load_then_rerun_is_exact(on_cluster, cluster):
         assert proc.returncode != 0, output[-3000:]
         # What the user sees: the model's failure, naming the shard's address that stopped answering.
         assert "Failure in model ks_sharded" in output and f"127.0.0.1:{lost.tcp_port}" in output, output[-3000:]
+        assert "ALL_CONNECTION_TRIES_FAILED" in output and "Insertion status" in output, output[-3000:]
+        # A run while the shard is down fails at once, the same way.
+        down = p.dbt("run", "--select", "ks_sharded", expect_pass=False)
+        assert "ALL_CONNECTION_TRIES_FAILED" in down.log and f"127.0.0.1:{lost.tcp_port}" in down.log
     finally:
         if proc.poll() is None:
             proc.kill()

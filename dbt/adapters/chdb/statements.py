@@ -58,7 +58,7 @@ def _skip_ignorable(sql: str, i: int) -> int | None:
     ch = sql[i]
     if ch.isspace():
         return i + 1
-    if sql.startswith("--", i) or (ch == "#" and sql[i + 1 : i + 2] in (" ", "!")):
+    if sql.startswith(("--", "//"), i) or (ch == "#" and sql[i + 1 : i + 2] in (" ", "!")):
         end = sql.find("\n", i)
         return len(sql) if end < 0 else end + 1
     if sql.startswith("/*", i):
