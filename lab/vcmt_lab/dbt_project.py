@@ -257,15 +257,18 @@ class DbtProject:
                                  f"{proc.stderr[-3000:]}")
         return proc
 
-    def dbt_process(self, name: str, *args: str, target: str | None = None) -> subprocess.Popen:
+    def dbt_process(self, name: str, *args: str, target: str | None = None,
+                    env: dict[str, str | None] | None = None) -> subprocess.Popen:
         """Start one dbt command in its own process, with its own target and log folders (`target_<name>`,
-        `logs_<name>`), so that several run at once; its output (text) is in `stdout`."""
+        `logs_<name>`), so that several run at once; its output (text) is in `stdout`. `env` changes its
+        environment (None removes a variable)."""
         self._ensure_deps()
         cli = [str(Path(sys.executable).with_name("dbt")), *args, "--project-dir", str(self.root),
                "--profiles-dir", str(self.root), "--target", target or self.ch_target,
                "--target-path", str(self.root / f"target_{name}"), "--log-path", str(self.root / f"logs_{name}")]
+        environment = {**os.environ, "DO_NOT_TRACK": "1", **(env or {})}
         return subprocess.Popen(cli, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                env={**os.environ, "DO_NOT_TRACK": "1"})
+                                env={k: v for k, v in environment.items() if v is not None})
 
     def _ensure_deps(self) -> None:
         if not self._deps_done:

@@ -18,7 +18,6 @@ See docs/design.md#spark-targets.
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import signal
 import socket
@@ -28,32 +27,14 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from dbt.adapters.vcmt_spark.spark_log import log_to_file, write_log_config
+
 SERVER_CLASSES = {
     "connect": "org.apache.spark.sql.connect.service.SparkConnectServer",
     "thrift": "org.apache.spark.sql.hive.thriftserver.HiveThriftServer2",
 }
 # Two workers of one core and 1 GiB each: every executor is its own JVM (docs/design.md#spark-targets).
 DEFAULT_MASTER = "local-cluster[2,1,1024]"
-
-_LOG4J2 = """\
-# Written by vcmt_lab.spark_servers: Spark's log goes to {target}, not the console.
-rootLogger.level = {level}
-rootLogger.appenderRef.out.ref = out
-appender.out.name = out
-{appender}
-appender.out.layout.type = PatternLayout
-appender.out.layout.pattern = %d{{HH:mm:ss.SSS}} %p %c{{1}}: %m%n%ex
-# As Spark's own template: third-party chatter stays at WARN and above.
-logger.jetty.name = org.sparkproject.jetty
-logger.jetty.level = warn
-logger.hive.name = org.apache.hadoop.hive
-logger.hive.level = warn
-logger.datanucleus.name = DataNucleus
-logger.datanucleus.level = warn
-logger.parquet.name = org.apache.parquet
-logger.parquet.level = warn
-"""
-
 
 class SparkServerError(RuntimeError):
     """A server did not start (or stopped); the message ends with its log tail."""
@@ -66,48 +47,19 @@ def spark_install() -> Path:
     return Path(pyspark.__file__).resolve().parent
 
 
-def write_log_config(conf_dir: Path, log_file: Path | None, level: str = "info") -> Path:
-    """A SPARK_CONF_DIR holding log4j2.properties: to `log_file`, or to stderr when None.
-
-    Every JVM started through PySpark's `bin/` scripts with SPARK_CONF_DIR set
-    reads it from its classpath: the in-process session's driver, a server,
-    and the executors a local-cluster worker starts (their stderr is a file
-    in the worker's folder).
-    """
-    conf_dir.mkdir(parents=True, exist_ok=True)
-    if log_file is None:
-        target, appender = "stderr", "appender.out.type = Console\nappender.out.target = SYSTEM_ERR"
-    else:
-        log_file.parent.mkdir(parents=True, exist_ok=True)
-        target, appender = log_file, f"appender.out.type = File\nappender.out.fileName = {log_file}"
-    (conf_dir / "log4j2.properties").write_text(_LOG4J2.format(target=target, level=level, appender=appender))
-    return conf_dir
-
-
 def quiet_spark(log_file: Path) -> Path:
-    """Send Spark's JVM log (WARN and above) and pyspark's / py4j's Python loggers to `log_file`.
-
-    Call before the first SparkSession of the process starts its JVM. The
-    JVM also writes a few lines outside its log (the JDK's incubator-module
-    notice, the console progress bar) to the stderr it inherits: this
-    process's file descriptor 2 is pointed at `log_file` too, while
-    Python's own `sys.stderr` keeps writing to the console. Returns `log_file`.
-    """
-    conf_dir = write_log_config(log_file.parent / "spark-conf", log_file, level="warn")
-    (conf_dir / "spark-defaults.conf").write_text("spark.ui.showConsoleProgress false\n")
-    os.environ["SPARK_CONF_DIR"] = str(conf_dir)
+    """Send Spark's JVM log (WARN and above) and pyspark's / py4j's Python loggers to `log_file`, as the
+    `vcmt_spark` adapter does by default (dbt.adapters.vcmt_spark.spark_log), and the lines the JVM writes
+    outside its log too (the JDK's incubator-module notice): this process's file descriptor 2 is pointed
+    at `log_file`, while Python's own `sys.stderr` keeps writing to the console. Call before the first
+    SparkSession of the process starts its JVM. Returns `log_file`."""
+    log_to_file(log_file)
     sys.stderr.flush()
     console = os.fdopen(os.dup(2), "w", buffering=1, encoding=sys.stderr.encoding, errors="backslashreplace")
     log_fd = os.open(log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     os.dup2(log_fd, 2)
     os.close(log_fd)
     sys.stderr = console
-    handler = logging.FileHandler(log_file)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    for name in ("py4j", "pyspark"):
-        logger = logging.getLogger(name)
-        logger.handlers[:] = [handler]
-        logger.propagate = False
     return log_file
 
 

@@ -162,3 +162,24 @@ def test_concurrent_partition_overwrites_keep_other_partitions(spark_project, la
     for name in ("topic_a", "topic_b"):
         rows = sorted(tuple(r) for r in spark.table(f"{schema}.{name}").collect())
         assert rows == sorted([(i, 0) for i in range(1, 6)] + [(i, 1) for i in range(1, 6)]), (name, rows)
+
+
+SPARK_CONSOLE_LINES = ("Using Spark's default log4j profile", "Setting default log level to")
+
+
+def test_spark_log_goes_to_a_file_not_the_console(spark_project):
+    """A `dbt run --target vcmt_spark` in its own process: Spark's log is in `<log path>/spark.log` and one line
+    says where; with VCMT_SPARK_LOG=console Spark prints on the console as it usually does."""
+    p = spark_project
+    outputs = {}
+    for name, value in (("quiet", None), ("console", "console")):
+        proc = p.dbt_process(name, "run", "--select", "numbers", target="vcmt_spark",
+                             env={"SPARK_CONF_DIR": None, "VCMT_SPARK_LOG": value})
+        outputs[name], _ = proc.communicate(timeout=600)
+        assert proc.returncode == 0, outputs[name][-3000:]
+    log_file = p.root / "logs_quiet" / "spark.log"
+    assert f"vcmt_spark: Spark's own log goes to {log_file}" in outputs["quiet"], outputs["quiet"][-3000:]
+    assert not [line for line in SPARK_CONSOLE_LINES if line in outputs["quiet"]], outputs["quiet"][-3000:]
+    assert log_file.stat().st_size > 0
+    assert all(line in outputs["console"] for line in SPARK_CONSOLE_LINES), outputs["console"][-3000:]
+    assert "Spark's own log goes to" not in outputs["console"]

@@ -9,16 +9,20 @@ method is dbt-spark's, unchanged.
 from __future__ import annotations
 
 import socket
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
 from dbt.adapters.contracts.connection import Connection, ConnectionState
+from dbt.adapters.events.logging import AdapterLogger
 from dbt.adapters.exceptions.connection import FailedToConnectError
 from dbt.adapters.spark.connections import SparkConnectionManager
 from dbt.adapters.spark.session import Connection as SessionConnection
 from dbt.adapters.spark.session import Cursor, SessionConnectionWrapper
 from dbt.adapters.vcmt_spark.credentials import VcmtSparkConnectionMethod
 from dbt_common.exceptions import DbtRuntimeError
+
+logger = AdapterLogger("vcmt_spark")
 
 
 class ConnectCursor(Cursor):
@@ -49,12 +53,29 @@ class ConnectConnection(SessionConnection):
         return ConnectCursor(self.credentials)
 
 
+def _quiet_session_log() -> None:
+    """Spark's own log to a file under dbt's log path, before a `method: session` JVM starts (spark_log)."""
+    from dbt.adapters.vcmt_spark.spark_log import LOG_ENV, quiet_session_log
+
+    try:
+        from dbt.flags import get_flags
+
+        log_dir = Path(getattr(get_flags(), "LOG_PATH", None) or "logs")
+    except ImportError:
+        log_dir = Path("logs")
+    log_file = quiet_session_log(log_dir)
+    if log_file is not None:
+        logger.info(f"vcmt_spark: Spark's own log goes to {log_file} ({LOG_ENV}=console keeps it on the console)")
+
+
 class VcmtSparkConnectionManager(SparkConnectionManager):
     TYPE = "vcmt_spark"
 
     @classmethod
     def open(cls, connection: Connection) -> Connection:
         creds = connection.credentials
+        if connection.state != ConnectionState.OPEN and creds.method == VcmtSparkConnectionMethod.SESSION:
+            _quiet_session_log()
         if connection.state == ConnectionState.OPEN or creds.method != VcmtSparkConnectionMethod.CONNECT:
             return super().open(connection)
         from dbt.adapters.vcmt_spark.python_submissions import connect_session
