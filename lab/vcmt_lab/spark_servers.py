@@ -29,22 +29,20 @@ from pathlib import Path
 
 from dbt.adapters.vcmt_spark.spark_log import log_to_file, write_log_config
 
-SERVER_CLASSES = {
-    "connect": "org.apache.spark.sql.connect.service.SparkConnectServer",
-    "thrift": "org.apache.spark.sql.hive.thriftserver.HiveThriftServer2",
-}
+from vcmt_tools.spark_server import (
+    SERVER_CLASSES,
+    port_open,
+    server_command,
+    server_env,
+    signal_group,
+    spark_home,
+)
+
 # Two workers of one core and 1 GiB each: every executor is its own JVM (docs/design.md#spark-targets).
 DEFAULT_MASTER = "local-cluster[2,1,1024]"
 
 class SparkServerError(RuntimeError):
     """A server did not start (or stopped); the message ends with its log tail."""
-
-
-def spark_install() -> Path:
-    """PySpark's install folder (its `bin/`, `sbin/` and `jars/` are a Spark distribution)."""
-    import pyspark
-
-    return Path(pyspark.__file__).resolve().parent
 
 
 def quiet_spark(log_file: Path) -> Path:
@@ -67,12 +65,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def _port_open(port: int) -> bool:
-    with socket.socket() as s:
-        s.settimeout(1)
-        return s.connect_ex(("127.0.0.1", port)) == 0
 
 
 @dataclass
@@ -101,7 +93,7 @@ class SparkServer:
     def wait_ready(self, timeout: float = 180) -> None:
         """Wait until the server listens; raise SparkServerError with its log tail if it exits or times out."""
         deadline = time.monotonic() + timeout
-        while not _port_open(self.port):
+        while not port_open("127.0.0.1", self.port):
             if not self.alive():
                 raise SparkServerError(
                     f"Spark {self.kind} server exited with code {self.process.returncode} before listening on "
@@ -123,7 +115,7 @@ class SparkServer:
             try:
                 self.process.wait(timeout)
             except subprocess.TimeoutExpired:
-                _signal_group(self.process.pid, signal.SIGKILL)
+                signal_group(self.process.pid, signal.SIGKILL)
                 self.process.wait(10)
 
     def __enter__(self) -> SparkServer:
@@ -131,57 +123,6 @@ class SparkServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-def _signal_group(pgid: int, sig: int) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except ProcessLookupError:
-        pass
-
-
-def _spark_home(root: Path, conf_dir: Path) -> Path:
-    """A SPARK_HOME of links to PySpark's install, so the workers' folders (`work/`) land under `root`."""
-    home = root / "home"
-    home.mkdir(parents=True, exist_ok=True)
-    install = spark_install()
-    for name in ("bin", "sbin", "jars", "python"):
-        link = home / name
-        if not link.exists() and (install / name).exists():
-            link.symlink_to(install / name)
-    if not (home / "conf").exists():
-        (home / "conf").symlink_to(conf_dir)
-    return home
-
-
-def server_command(kind: str, home: Path, port: int, root: Path, master: str,
-                   conf: dict[str, str]) -> list[str]:
-    settings = {
-        "spark.ui.enabled": "false",
-        "spark.driver.host": "127.0.0.1",
-        "spark.driver.bindAddress": "127.0.0.1",
-        "spark.driver.memory": "1g",
-        "spark.executor.memory": "512m",
-        "spark.local.dir": str(root / "local"),
-        "spark.sql.catalogImplementation": "hive",
-        "spark.sql.warehouse.dir": str(root / "warehouse"),
-        "spark.hadoop.javax.jdo.option.ConnectionURL":
-            f"jdbc:derby:;databaseName={root / 'metastore_db'};create=true",
-        "spark.driver.extraJavaOptions": f"-Dderby.system.home={root}",
-        "spark.sql.session.timeZone": "UTC",
-        "spark.sql.shuffle.partitions": "2",  # one task per executor core
-        **({"spark.connect.grpc.binding.address": "127.0.0.1", "spark.connect.grpc.binding.port": str(port)}
-           if kind == "connect" else {}),
-        **conf,
-    }
-    cmd = [str(home / "bin" / "spark-submit"), "--master", master, "--class", SERVER_CLASSES[kind],
-           "--name", f"vcmt {kind} server"]
-    for key, value in settings.items():
-        cmd += ["--conf", f"{key}={value}"]
-    if kind == "thrift":
-        cmd += ["spark-internal", "--hiveconf", f"hive.server2.thrift.port={port}",
-                "--hiveconf", "hive.server2.thrift.bind.host=127.0.0.1"]
-    return cmd
 
 
 def launch_server(kind: str, root: Path, *, master: str = DEFAULT_MASTER, max_seconds: float = 3600,
@@ -192,13 +133,10 @@ def launch_server(kind: str, root: Path, *, master: str = DEFAULT_MASTER, max_se
     root = root.resolve()
     root.mkdir(parents=True, exist_ok=True)
     conf_dir = write_log_config(root / "conf", None)
-    home = _spark_home(root, conf_dir)
+    home = spark_home(root, conf_dir)
     port = free_port()
     log = root / "server.log"
-    env = {**os.environ, "SPARK_HOME": str(home), "SPARK_CONF_DIR": str(conf_dir), "SPARK_LOCAL_IP": "127.0.0.1",
-           "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable)}
-    env.pop("SPARK_REMOTE", None)
-    env.pop("SPARK_CONNECT_MODE_ENABLED", None)
+    env = server_env(home, conf_dir)
     cmd = server_command(kind, home, port, root, master, conf or {})
     with open(log, "ab") as out:
         process = subprocess.Popen(
