@@ -13,8 +13,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.conftest import make_project
+from vcmt_lab.dbt_project import spark_session_parameters
 
 pytestmark = pytest.mark.spark
 
@@ -167,13 +169,21 @@ def test_concurrent_partition_overwrites_keep_other_partitions(spark_project, la
 SPARK_CONSOLE_LINES = ("Using Spark's default log4j profile", "Setting default log level to")
 
 
-def test_spark_log_goes_to_a_file_not_the_console(spark_project):
+def test_spark_log_goes_to_a_file_not_the_console(spark_project, tmp_path):
     """A `dbt run --target vcmt_spark` in its own process: Spark's log is in `<log path>/spark.log` and one line
     says where; with VCMT_SPARK_LOG=console Spark prints on the console as it usually does."""
     p = spark_project
+    # Its own target: this process's session holds the shared Hive metastore (Derby allows one process).
+    profiles = yaml.safe_load((p.root / "profiles.yml").read_text())
+    outputs_ = profiles["vcmt_test"]["outputs"]
+    own = tmp_path / "spark"
+    outputs_["vcmt_spark_own"] = {**outputs_["vcmt_spark"], "server_side_parameters": {
+        **outputs_["vcmt_spark"]["server_side_parameters"], **spark_session_parameters(tmp_path)}}
+    (p.root / "profiles.yml").write_text(yaml.safe_dump(profiles, sort_keys=False))
+    assert str(own / "metastore_db") in str(outputs_["vcmt_spark_own"])
     outputs = {}
     for name, value in (("quiet", None), ("console", "console")):
-        proc = p.dbt_process(name, "run", "--select", "numbers", target="vcmt_spark",
+        proc = p.dbt_process(name, "run", "--select", "numbers", target="vcmt_spark_own",
                              env={"SPARK_CONF_DIR": None, "VCMT_SPARK_LOG": value})
         outputs[name], _ = proc.communicate(timeout=600)
         assert proc.returncode == 0, outputs[name][-3000:]

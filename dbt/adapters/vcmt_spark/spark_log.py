@@ -76,7 +76,7 @@ def log_to_file(log_file: Path) -> Path:
     return log_file
 
 
-def _jvm_running() -> bool:
+def _spark_started() -> bool:
     try:
         from pyspark import SparkContext
     except ImportError:
@@ -88,6 +88,6 @@ def quiet_session_log(log_dir: Path) -> Path | None:
     """Before a `method: session` target's JVM starts: Spark's log to `log_dir`/spark.log (see the module's
     docstring for what is left alone). Returns the log file, or None when nothing was changed."""
     if os.environ.get(LOG_ENV, "").strip().lower() == "console" or os.environ.get("SPARK_CONF_DIR") \
-            or _jvm_running():
+            or _spark_started():
         return None
     return log_to_file(Path(log_dir).resolve() / LOG_FILE)
