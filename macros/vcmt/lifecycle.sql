@@ -259,14 +259,18 @@
     leaves them with the old columns: each is replaced again, as that full
     refresh would have, so the rerun repairs it (docs/design.md#sharded-clusters). -#}
 {% macro _repair_distributed(cfg, objs) %}
-  {%- for role, local in [('distributed', 'target'), ('distributed_stage', 'stage')] -%}
-    {%- set have = [] -%}
-    {%- for rel in [objs[role], objs[local]] -%}
-      {%- do have.append(adapter.get_columns_in_relation(rel) | map(attribute='name') | list ~ adapter.get_columns_in_relation(rel) | map(attribute='data_type') | list) -%}
-    {%- endfor -%}
-    {%- if have[0] != have[1] -%}
-      {{ log('vcmt_upsert ' ~ objs[role].identifier ~ ': its columns differ from ' ~ objs[local].identifier ~ "'s (an interrupted --full-refresh); replacing it", info=true) }}
-      {%- call statement('vcmt_replace_' ~ role) -%}{{ vcmt._create_distributed_sql(cfg, objs[role], objs[local], replace=true) }}{%- endcall -%}
-    {%- endif -%}
+  {%- set pairs = [('distributed', 'target'), ('distributed_stage', 'stage')] -%}
+  {%- set names = [] -%}
+  {%- for role, local in pairs -%}
+    {%- do names.extend([vcmt._sql_string(objs[role].identifier), vcmt._sql_string(objs[local].identifier)]) -%}
+  {%- endfor -%}
+  {#- One query per run: each table's columns, in order. -#}
+  {%- set rows = run_query("select table, toString(groupArray((name, type))) from (select table, name, type from system.columns where database = "
+      ~ vcmt._sql_string(objs.target.schema) ~ " and table in (" ~ names | join(', ') ~ ") order by table, position) group by table").rows -%}
+  {%- set columns = {} -%}
+  {%- for row in rows -%}{%- do columns.update({row[0]: row[1]}) -%}{%- endfor -%}
+  {%- for role, local in pairs if columns.get(objs[role].identifier) != columns.get(objs[local].identifier) -%}
+    {{ log('vcmt_upsert ' ~ objs[role].identifier ~ ': its columns differ from ' ~ objs[local].identifier ~ "'s (an interrupted --full-refresh); replacing it", info=true) }}
+    {%- call statement('vcmt_replace_' ~ role) -%}{{ vcmt._create_distributed_sql(cfg, objs[role], objs[local], replace=true) }}{%- endcall -%}
   {%- endfor -%}
 {% endmacro %}
