@@ -157,15 +157,21 @@ def test_a_mart_reads_only_committed_batches_after_a_killed_staging_job(project,
     assert project.scalar("select count() from audit_mart final where sign = 1") == 100
 
 
-def test_a_late_batch_fails_the_run_naming_it_until_a_full_refresh(spark, project, tmp_path):
-    """A batch folder landing after a later one was loaded was staged, then skipped by the watermark."""
-    one, two, three = _captured_changes()
+def _mart_loaded(spark, project, tmp_path, batches: dict[int, str]):
+    """A lake under `tmp_path` with `batches` landed and staged, and the mart's first run over it; the lake."""
     lake = tmp_path / "lake"
-    _land(lake / "raw" / "audit", {1: one, 3: three})
-    _stage(spark, lake, [1, 3])
+    _land(lake / "raw" / "audit", batches)
+    _stage(spark, lake, list(batches))
     project.vars = {"vcmt_lake_root": str(lake)}
     project.model("audit_mart", MART)
     project.dbt("run")
+    return lake
+
+
+def test_a_late_batch_fails_the_run_naming_it_until_a_full_refresh(spark, project, tmp_path):
+    """A batch folder landing after a later one was loaded was staged, then skipped by the watermark."""
+    one, two, three = _captured_changes()
+    lake = _mart_loaded(spark, project, tmp_path, {1: one, 3: three})
 
     _land(lake / "raw" / "audit", {2: two})
     _stage(spark, lake, [2])
@@ -185,12 +191,7 @@ def test_a_late_batch_fails_the_run_naming_it_until_a_full_refresh(spark, projec
 
 def test_a_file_added_to_a_loaded_batch_fails_the_run_naming_it(spark, project, tmp_path):
     one, two, three = _captured_changes()
-    lake = tmp_path / "lake"
-    _land(lake / "raw" / "audit", {1: one, 2: two})
-    _stage(spark, lake, [1, 2])
-    project.vars = {"vcmt_lake_root": str(lake)}
-    project.model("audit_mart", MART)
-    project.dbt("run")
+    lake = _mart_loaded(spark, project, tmp_path, {1: one, 2: two})
 
     (lake / "raw" / "audit" / "_batch_id=1" / "lines.json").write_text(three + "\n", encoding="utf-8")
     _stage(spark, lake, [1])  # appended: a second file in the staged batch 1
