@@ -101,7 +101,7 @@ def run_two_batches(lake: Path, run: Callable[[], object]) -> None:
 
 
 def test_python_staging_model_incremental_by_batch(tmp_path_factory, chdb_path: Path, lab_dir: Path,
-                                                   monkeypatch) -> None:
+                                                   monkeypatch, capsys) -> None:
     from pyspark.sql import SparkSession
 
     root = tmp_path_factory.mktemp("python_staging")
@@ -109,6 +109,19 @@ def test_python_staging_model_incremental_by_batch(tmp_path_factory, chdb_path: 
     proj = python_staging_project(root, chdb_path, lab_dir)
     monkeypatch.chdir(lab_dir)
     run_two_batches(lake, lambda: proj.dbt("run", target="vcmt_spark"))
+
+    # A run with nothing new builds no decoding and counts nothing: it only looks for a new line.
+    from vcmt_tools.staging import topic
+
+    def not_on_a_run_with_nothing_new(*args, **kwargs):
+        raise AssertionError("a run with nothing new decoded or counted lines")
+
+    capsys.readouterr()
+    with monkeypatch.context() as patched:
+        patched.setattr(topic, "decode_lines", not_on_a_run_with_nothing_new)
+        patched.setattr(topic, "checked", not_on_a_run_with_nothing_new)
+        proj.dbt("run", target="vcmt_spark")
+    assert f"{proj.schema}.stg_orders_py: nothing new to stage" in capsys.readouterr().out
 
     spark = SparkSession.builder.getOrCreate()
     rows = spark.table(f"{proj.schema}.stg_orders_py").collect()

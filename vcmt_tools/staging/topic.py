@@ -335,6 +335,12 @@ def stage_topic(session, topic_path: str, flavour: str, key: Sequence[str], colu
     removes every row at or below a truncate's `_version`).
     """
     lines = read_lines(session, topic_path, exclude_batches, only_batches)
+    return _staged_lines(session, topic_path, lines, flavour, key, columns, decimal_handling)
+
+
+def _staged_lines(session, topic_path: str, lines: DataFrame, flavour: str, key: Sequence[str],
+                  columns: Mapping[str, str], decimal_handling: str | Column) -> DataFrame:
+    """`stage_topic` of lines read already (`read_lines`)."""
     prefix = schema_prefix_of(session, topic_path, lines, columns)
     return decode_lines(lines, flavour, key, columns, decimal_handling, prefix)
 
@@ -449,11 +455,18 @@ def stage_new_batches(dbt, session, topic_path: str, flavour: str, key: Sequence
         raise ValueError(f"{dbt.this}: `topic_path` is empty; set `meta: {{topic_path: ...}}` in the model's yml "
                          "config to the topic's folder of `_batch_id=<N>/` batches, e.g. "
                          "\"{{ var('vcmt_lake_root') }}/raw/<topic>\", and pass dbt.config.meta_get(\"topic_path\")")
+    model = str(dbt.this)
+    _check_share(model, max_malformed_share)
     # An incremental run's table exists (dbt found it): no `tableExists` round trip before the partitions.
-    done = _partition_batches(session, str(dbt.this)) if dbt.is_incremental else []
-    staged = stage_topic(session, topic_path, flavour, key, columns, exclude_batches=done,
-                         decimal_handling=decimal_handling)
-    return checked(staged, str(dbt.this), columns, max_malformed_share)
+    done = _partition_batches(session, model) if dbt.is_incremental else []
+    lines = read_lines(session, topic_path, exclude_batches=done)
+    if dbt.is_incremental and not lines.limit(1).collect():
+        # Nothing new: no decoding to build, no checkpoint, no counting; the table's own (empty) rows are the
+        # result, and writing them replaces no partition (docs/staging.md, "Keeping Spark warm").
+        print(summary(model, []), flush=True)
+        return session.table(model).limit(0)
+    staged = _staged_lines(session, topic_path, lines, flavour, key, columns, decimal_handling)
+    return checked(staged, model, columns, max_malformed_share)
 
 
 # How much of a sample line a refusal shows.
@@ -464,14 +477,18 @@ def _plural(n: int, word: str, words: str | None = None) -> str:
     return f"{n:,} {word}" if n == 1 else f"{n:,} {words or word + 's'}"
 
 
+def _check_share(model: str, max_malformed_share: float) -> None:
+    if not 0 <= max_malformed_share <= 1:
+        raise ValueError(f"{model}: max_malformed_share must be between 0 and 1 (1 never refuses a batch), "
+                         f"got {max_malformed_share!r}")
+
+
 def checked(staged: DataFrame, model: str, columns: Mapping[str, str], max_malformed_share: float) -> DataFrame:
     """`staged` computed once, as a local checkpoint that the model's write then reads, after counting its
     lines per batch, kind and reason: prints one summary line (lines by kind), and refuses (ValueError, before
     anything is written) a batch in which more than `max_malformed_share` of the lines are malformed, naming
     its top reasons with a sample line (docs/staging.md, "Run summary and the malformed threshold")."""
-    if not 0 <= max_malformed_share <= 1:
-        raise ValueError(f"{model}: max_malformed_share must be between 0 and 1 (1 never refuses a batch), "
-                         f"got {max_malformed_share!r}")
+    _check_share(model, max_malformed_share)
     staged = staged.localCheckpoint(eager=True)
     counts = staged.groupBy("_batch_id", "_kind", "_reason").agg(
         F.count(F.lit(1)).alias("n"), F.min("_raw").alias("sample")).collect()
