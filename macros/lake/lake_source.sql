@@ -30,9 +30,22 @@
 {% macro default__lake_source(dataset, format='Parquet') %}
   {%- set files = '*=*/**/*' -%}
   {#- A dataset written without partition folders holds its committed files directly in its folder (a glob
-      cannot say "partition folders or none"). -#}
-  {%- if execute and run_query('select count() from ' ~ vcmt._lake_table_function(dataset, format, 'One', '*')).columns[0].values()[0] | int > 0 -%}
-    {%- set files = '*' -%}
+      cannot say "partition folders or none"); one without any committed file cannot be read at all
+      (ClickHouse infers the columns from a file), which is what a mart meets before its staging model ran:
+      a run says so (a compile, a docs generate, goes on). -#}
+  {%- if execute -%}
+    {%- set counts = run_query('select (select count() from ' ~ vcmt._lake_table_function(dataset, format, 'One', '*')
+                               ~ '), (select count() from ' ~ vcmt._lake_table_function(dataset, format, 'One', files) ~ ')').rows[0] -%}
+    {%- if counts[0] | int > 0 -%}
+      {%- set files = '*' -%}
+    {%- elif counts[1] | int == 0 and flags.WHICH in ('run', 'build', 'show') -%}
+      {%- do exceptions.raise_compiler_error(
+            "vcmt.lake_source('" ~ dataset ~ "'): no staged " ~ format ~ " file under "
+            ~ vcmt._lake_root() ~ "/staged/" ~ dataset
+            ~ "/, so there is nothing to read. Run its staging model first, on your Spark target: `dbt run --select "
+            ~ dataset ~ " --target <spark target>`, which must write its table under <vcmt_lake_root>/staged/"
+            ~ dataset ~ "/ with this run's vcmt_lake_root (" ~ vcmt._lake_root() ~ ").") -%}
+    {%- endif -%}
   {%- endif -%}
   {%- do vcmt._check_lake_batches(dataset, vcmt._lake_table_function(dataset, format, 'One', files)) -%}
   {{ return(vcmt._lake_table_function(dataset, format, format, files)) }}
@@ -42,7 +55,7 @@
 {#- The table function over `dataset`'s committed files named `*.<format>`, read as `read_format` (`One`:
     the file listing only, no file opened). -#}
 {% macro _lake_table_function(dataset, format, read_format, files='*=*/**/*') %}
-  {%- set root = (var('vcmt_lake_root', '.local/lake') | string).rstrip('/') -%}
+  {%- set root = vcmt._lake_root() -%}
   {%- set path = root ~ '/staged/' ~ dataset ~ '/' ~ files ~ '.' ~ (format | lower) -%}
   {%- if not root.startswith('s3://') -%}
     {{ return("file(" ~ vcmt._sql_string(path) ~ ", " ~ vcmt._sql_string(read_format) ~ ")") }}
@@ -52,4 +65,10 @@
   {%- set key = env_var('VCMT_S3_ACCESS_KEY_ID', '') -%}
   {%- set credentials = vcmt._sql_string(key) ~ ", " ~ vcmt._sql_string(env_var('VCMT_S3_SECRET_ACCESS_KEY', '')) ~ ", " if key else '' -%}
   {{ return("s3(" ~ vcmt._sql_string(url) ~ ", " ~ credentials ~ vcmt._sql_string(read_format) ~ ")") }}
+{% endmacro %}
+
+
+{#- The lake's root folder or URL, without a trailing slash (var `vcmt_lake_root`). -#}
+{% macro _lake_root() %}
+  {{ return((var('vcmt_lake_root', '.local/lake') | string).rstrip('/')) }}
 {% endmacro %}

@@ -188,7 +188,7 @@ def test_spark_log_goes_to_a_file_not_the_console(spark_project, tmp_path):
         outputs[name], _ = proc.communicate(timeout=600)
         assert proc.returncode == 0, outputs[name][-3000:]
     log_file = p.root / "logs_quiet" / "spark.log"
-    assert f"vcmt_spark: Spark's own log goes to {log_file}" in outputs["quiet"], outputs["quiet"][-3000:]
+    assert f"vcmt_spark adapter: Spark's own log goes to {log_file}" in outputs["quiet"], outputs["quiet"][-3000:]
     assert not [line for line in SPARK_CONSOLE_LINES if line in outputs["quiet"]], outputs["quiet"][-3000:]
     assert log_file.stat().st_size > 0
     assert all(line in outputs["console"] for line in SPARK_CONSOLE_LINES), outputs["console"][-3000:]

@@ -140,4 +140,18 @@ def test_python_staging_model_incremental_by_batch(tmp_path_factory, chdb_path: 
     # The model's table is Parquet under location_root/<model>/_batch_id=N, as the SQL staging models write.
     assert sorted(p.name for p in (lake / "staged" / "stg_orders_py").iterdir() if p.is_dir()) == [
         "_batch_id=0", "_batch_id=1"]
+
+    # A changed declaration is refused before anything is written: the write goes by position, so a renamed
+    # column's values would land under the old name.
+    proj.write("models/stg_orders_py.py", MODEL.replace('"note": "string"', '"memo": "string"'))
+    refused = proj.dbt("run", "--select", "stg_orders_py", target="vcmt_spark", expect_pass=False)
+    assert "the declared columns are not the staged table's" in refused.log
+    assert "note string" in refused.log and "memo string" in refused.log and "--full-refresh" in refused.log
+    assert spark.table(f"{proj.schema}.stg_orders_py").count() == len(rows)
+    # --full-refresh restages every landed batch (batch 0 with the line added to it since) with the new columns.
+    proj.dbt("run", "--select", "stg_orders_py", "--full-refresh", target="vcmt_spark")
+    restaged = spark.table(f"{proj.schema}.stg_orders_py")
+    assert "memo" in restaged.columns and "note" not in restaged.columns
+    assert sorted((r._batch_id, r.id) for r in restaged.where("_kind = 'change'").collect()) == [
+        (0, 1), (0, 2), (0, 99), (1, 1), (1, 2)]
     proj.close()

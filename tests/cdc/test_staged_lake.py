@@ -81,6 +81,21 @@ def test_batch_ids_are_64_bit_from_the_landed_folder_to_the_mart_watermark(spark
         == "20270101000000"
 
 
+def test_a_mart_before_its_staging_model_ran_says_to_run_it(project, tmp_path):
+    """An empty staged dataset failed with ClickHouse's CANNOT_EXTRACT_TABLE_STRUCTURE, naming no model."""
+    lake = tmp_path / "lake"
+    (lake / "staged" / "audit").mkdir(parents=True)  # a folder, no committed file (as a killed first write leaves)
+    project.vars = {"vcmt_lake_root": str(lake)}
+    project.model("audit_mart", MART)
+    failed = project.dbt("run", expect_pass=False)
+    assert not failed.success
+    assert f"vcmt.lake_source('audit'): no staged Parquet file under {lake}/staged/audit/" in failed.log
+    assert "dbt run --select audit --target <spark target>" in failed.log
+    assert "CANNOT_EXTRACT_TABLE_STRUCTURE" not in failed.log
+    # A compile does not read the lake's files: it goes on, as before.
+    assert project.dbt("compile", "--select", "audit_mart").success
+
+
 @pytest.mark.parametrize("folder", ["9223372036854775808", "abc"])
 def test_a_batch_folder_that_is_not_a_64_bit_integer_is_refused(spark, tmp_path, folder):
     raw = tmp_path / "raw"

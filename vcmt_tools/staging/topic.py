@@ -456,9 +456,15 @@ def stage_new_batches(dbt, session, topic_path: str, flavour: str, key: Sequence
                          "config to the topic's folder of `_batch_id=<N>/` batches, e.g. "
                          "\"{{ var('vcmt_lake_root') }}/raw/<topic>\", and pass dbt.config.meta_get(\"topic_path\")")
     model = str(dbt.this)
+    # The arguments are checked on every run, one with nothing new included.
     _check_share(model, max_malformed_share)
-    # An incremental run's table exists (dbt found it): no `tableExists` round trip before the partitions.
-    done = _partition_batches(session, model) if dbt.is_incremental else []
+    declared = _declared_columns(flavour, key, columns)
+    if isinstance(decimal_handling, str):
+        dbz.is_precise(decimal_handling)
+    done = []
+    if dbt.is_incremental:  # the table exists (dbt found it): no `tableExists` round trip
+        refuse_changed_columns(session, model, declared)
+        done = _partition_batches(session, model)
     lines = read_lines(session, topic_path, exclude_batches=done)
     if dbt.is_incremental and not lines.limit(1).collect():
         # Nothing new: no decoding to build, no checkpoint, no counting; the table's own (empty) rows are the
@@ -475,6 +481,24 @@ SAMPLE_CHARS = 500
 
 def _plural(n: int, word: str, words: str | None = None) -> str:
     return f"{n:,} {word}" if n == 1 else f"{n:,} {words or word + 's'}"
+
+
+def refuse_changed_columns(session, table: str, declared: Mapping[str, dbz.Declared]) -> None:
+    """Refuse an incremental run whose declared columns (names, order, staged types) are not those of the
+    staged `table`: its write goes by position, so a renamed, inserted or retyped column would land new
+    values under the old columns, or cast them (docs/staging.md, "Changing the declared columns")."""
+    stored = [(f.name, f.dataType.simpleString()) for f in session.table(table).schema
+              if f.name.lower() not in RESERVED]
+    wanted = [(name, d.spark_type) for name, d in declared.items()]
+    if [(n.lower(), t) for n, t in stored] == [(n.lower(), t) for n, t in wanted]:
+        return
+    shown = ", ".join
+    raise ValueError(
+        f"{table}: the declared columns are not the staged table's: it holds ({shown(f'{n} {t}' for n, t in stored)}), "
+        f"the model declares ({shown(f'{n} {t}' for n, t in wanted)}). A run writes by position, so new batches "
+        "would land under the old columns. Restage every landed batch with the new columns: dbt run --select "
+        f"{table.rsplit('.', 1)[-1]} --full-refresh (on the Spark target); the marts that read it then ask for "
+        "their own --full-refresh. Or declare the columns as they were.")
 
 
 def _check_share(model: str, max_malformed_share: float) -> None:

@@ -65,7 +65,7 @@ def _quiet_session_log() -> None:
         log_dir = Path("logs")
     log_file = quiet_session_log(log_dir)
     if log_file is not None:
-        logger.info(f"vcmt_spark: Spark's own log goes to {log_file} ({LOG_ENV}=console keeps it on the console)")
+        logger.info(f"Spark's own log goes to {log_file} ({LOG_ENV}=console keeps it on the console)")
 
 
 class VcmtSparkConnectionManager(SparkConnectionManager):
