@@ -56,12 +56,16 @@
       {%- set amended = rows | rejectattr(1) | map(attribute=0) | map('string') | list -%}
       {%- set problems = [] -%}
       {%- if late -%}
-        {%- do problems.append('batches ' ~ (late[:20] | join(', ')) ~ (' and ' ~ (late | length - 20) ~ ' more' if late | length > 20 else '')
+        {%- do problems.append(('batch ' if late | length == 1 else 'batches ') ~ (late[:20] | join(', '))
+                               ~ (' and ' ~ (late | length - 20) ~ ' more' if late | length > 20 else '')
                                ~ ' landed after batch ' ~ watermark ~ ' was loaded') -%}
       {%- endif -%}
       {%- if amended -%}
-        {%- do problems.append('batches ' ~ (amended[:20] | join(', ')) ~ (' and ' ~ (amended | length - 20) ~ ' more' if amended | length > 20 else '')
-                               ~ ' have files that were not there (or are gone) since they were loaded') -%}
+        {%- set one = amended | length == 1 -%}
+        {%- do problems.append(('batch ' if one else 'batches ') ~ (amended[:20] | join(', '))
+                               ~ (' and ' ~ (amended | length - 20) ~ ' more' if amended | length > 20 else '')
+                               ~ (' has files that were not there (or are gone) since it was loaded' if one
+                                  else ' have files that were not there (or are gone) since they were loaded')) -%}
       {%- endif -%}
       {{ exceptions.raise_compiler_error("vcmt.lake_source('" ~ dataset ~ "') in model `" ~ this.identifier ~ "`: "
           ~ (problems | join('; ')) ~ ". The `_batch_id` watermark reads each batch once, so their lines are not in the model. "
