@@ -8,7 +8,8 @@ staging models (vcmt_spark session target), apply it to the ClickHouse marts.
 The first `--warmup` batches warm up (Spark compiles its code, the JVM its hot paths) and are not
 counted in the rates; the report shows how their staging time fell, and the measured batches' JIT
 time shows whether the JVM was still compiling. A last batch of one line per topic gives
-the fixed cost, split into dbt's own work and the models'. Per batch: Spark's
+the fixed cost, split into dbt's own work and the models', and a run after it with nothing new
+what a run that stages nothing pays. Per batch: Spark's
 own input metrics (records, bytes), the files and `_batch_id` folders its SQL scans read, its jobs,
 CPU time (this process and the JVM) and the JVM's JIT compilation time. The memory line stages all
 but the last two of 10 (100) small batches at once, then those two one by one, and reads the
@@ -153,15 +154,15 @@ def _models_wall_s(results: list) -> float:
     return (max(e for _, e in spans) - min(s for s, _ in spans)).total_seconds() if spans else 0.0
 
 
-def _run_batch(pipeline: demo.Pipeline, landing: Path, lake: Path, batch: int, marts: bool = True,
+def _run_batch(pipeline: demo.Pipeline, landing: Path, lake: Path, batch: int | None, marts: bool = True,
                memory: bool = False) -> BatchRun:
-    """Land `batch`, stage it with `dbt run`, apply it to the marts unless not `marts`.
+    """Land `batch` (None: nothing), stage it with `dbt run`, apply it to the marts unless not `marts`.
 
     `memory`: measure the driver's heap after a full GC (the memory line only: under G1, Java's default
     collector, the batch after a forced full GC stages slower, which made the throughput runs slower).
     """
     staging = demo.STAGINGS["python"]
-    lines = demo._land_batch(landing, lake, batch)  # noqa: SLF001 - the demo's own landing step
+    lines = 0 if batch is None else demo._land_batch(landing, lake, batch)  # noqa: SLF001 - the demo's landing
     from pyspark import SparkContext
 
     # No counters before the process's first staging run has started the session.
@@ -180,7 +181,7 @@ def _run_batch(pipeline: demo.Pipeline, landing: Path, lake: Path, batch: int, m
         pipeline.dbt("run", "--select", "marts", target="chdb")
         clickhouse_s = time.perf_counter() - t
     heap, rss = _memory() if memory else (0.0, 0.0)
-    return BatchRun(lines=lines, raw_bytes=_raw_bytes(lake, batch), staging_s=staging_s,
+    return BatchRun(lines=lines, raw_bytes=0 if batch is None else _raw_bytes(lake, batch), staging_s=staging_s,
                     models_s=_models_wall_s(run.result.result.results), cpu_s=python_cpu + after[3] - before[3],
                     jit_s=after[4] - before[4], clickhouse_s=clickhouse_s, records_read=after[0] - before[0],
                     bytes_read=after[1] - before[1], files_read=files_read, folders_read=folders_read,
@@ -188,9 +189,9 @@ def _run_batch(pipeline: demo.Pipeline, landing: Path, lake: Path, batch: int, m
 
 
 def bench_size(work: Path, size: int, batches: int, seed: int, landed: int = 0,
-               warmup: int = 1) -> tuple[list[BatchRun], list[BatchRun], BatchRun | None]:
-    """(warm-up runs, measured runs, the fixed-cost run) of one batch size, or of the memory line (`landed`:
-    its first run is the warm-up, no fixed-cost run)."""
+               warmup: int = 1) -> tuple[list[BatchRun], list[BatchRun], list[BatchRun]]:
+    """(warm-up runs, measured runs, the fixed-cost runs: one line per topic, then nothing new) of one batch
+    size, or of the memory line (`landed`: its first run is the warm-up, no fixed-cost run)."""
     from vcmt_lab.cdc import generate
 
     shutil.rmtree(work, ignore_errors=True)
@@ -202,14 +203,16 @@ def bench_size(work: Path, size: int, batches: int, seed: int, landed: int = 0,
         for b in range(landed - 3):
             demo._land_batch(landing, lake, b)  # noqa: SLF001
         runs = [_run_batch(pipeline, landing, lake, b, marts=False, memory=True) for b in range(landed - 3, landed)]
-        return runs[:1], runs[1:], None
+        return runs[:1], runs[1:], []
     # Batches 0..W-1 warm up, the next N are measured, the last one is cut to one line per topic.
     total = warmup + batches + 1
     generate(landing, events=size * total, batches=total, seed=seed, encoding="debezium")
     _one_line_batch(landing, total - 1)
     warm = [_run_batch(pipeline, landing, lake, b) for b in range(warmup)]
     runs = [_run_batch(pipeline, landing, lake, b) for b in range(warmup, warmup + batches)]
-    return warm, runs, _run_batch(pipeline, landing, lake, total - 1, marts=False)
+    fixed = [_run_batch(pipeline, landing, lake, total - 1, marts=False),
+             _run_batch(pipeline, landing, lake, None, marts=False)]
+    return warm, runs, fixed
 
 
 def _mean(runs: list[BatchRun], field: str) -> float:
@@ -230,7 +233,7 @@ def _warmup_cells(warm: list[BatchRun]) -> list[str]:
     return cells
 
 
-def report(results: dict[int, tuple[list[BatchRun], list[BatchRun], BatchRun | None]],
+def report(results: dict[int, tuple[list[BatchRun], list[BatchRun], list[BatchRun]]],
            landed: dict[int, list[BatchRun]]) -> str:
     out = ["| batch size (events) | lines per batch | staging s/batch (CPU s) | JVM JIT s/batch | staging lines/s "
            "| ClickHouse s/batch | ClickHouse lines/s | staging / ClickHouse rate | lines read by Spark per batch "
@@ -251,12 +254,16 @@ def report(results: dict[int, tuple[list[BatchRun], list[BatchRun], BatchRun | N
     for size, (warm, _, _) in results.items():
         count = f"{len(warm)} batch" if len(warm) == 1 else f"{len(warm)} batches"
         out.append(f"| {count} of {size:,} events | " + " | ".join(_warmup_cells(warm)) + " |")
-    out += ["", "| fixed cost: one more batch of one line per topic | `dbt run` s (CPU s) "
-            "| of which the two models (wall) s | of which dbt itself s | lines read | files read | Spark jobs |",
-            "|---|--:|--:|--:|--:|--:|--:|"]
-    for size, (_, _, f) in results.items():
-        out.append(f"| after {size:,}-event batches | {f.staging_s:.1f} ({f.cpu_s:.1f}) | {f.models_s:.1f} "
-                   f"| {f.staging_s - f.models_s:.1f} | {f.records_read} | {f.files_read} | {f.jobs} |")
+    out += ["", "| fixed cost, after the batches above | `dbt run` s (CPU s) "
+            "| of which the two models (wall) s | of which dbt itself s | lines read | files read | Spark jobs "
+            "| models' wall / one-line batch's |",
+            "|---|--:|--:|--:|--:|--:|--:|--:|"]
+    for size, (_, _, fixed) in results.items():
+        for what, f in zip(("one more batch of one line per topic", "then a run with nothing new"), fixed,
+                           strict=True):
+            out.append(f"| after {size:,}-event batches: {what} | {f.staging_s:.1f} ({f.cpu_s:.1f}) | {f.models_s:.1f} "
+                       f"| {f.staging_s - f.models_s:.1f} | {f.records_read} | {f.files_read} | {f.jobs} "
+                       f"| {f.models_s / fixed[0].models_s:.2f} |")
     if landed:
         out += ["", "| landed batches | staging s per batch (CPU s) | lines read per batch | files read per batch "
                 "| Spark jobs per batch | driver JVM heap MB | process RSS MB |", "|--:|--:|--:|--:|--:|--:|--:|"]
@@ -269,7 +276,7 @@ def report(results: dict[int, tuple[list[BatchRun], list[BatchRun], BatchRun | N
 
 
 def _measure(args: argparse.Namespace, size: int,
-             landed: int = 0) -> tuple[list[BatchRun], list[BatchRun], BatchRun | None] | None:
+             landed: int = 0) -> tuple[list[BatchRun], list[BatchRun], list[BatchRun]] | None:
     # Its own process: chDB opens one data directory per process, Spark one metastore.
     proc = subprocess.run(
         [sys.executable, "-m", "vcmt_lab.bench.staging", "--one", "--sizes", str(size), "--batches",
@@ -282,7 +289,7 @@ def _measure(args: argparse.Namespace, size: int,
         return None
     data = json.loads(proc.stdout.strip().splitlines()[-1])
     return ([BatchRun(**r) for r in data["warmup"]], [BatchRun(**r) for r in data["runs"]],
-            BatchRun(**data["fixed"]) if data["fixed"] else None)
+            [BatchRun(**r) for r in data["fixed"]])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -306,7 +313,7 @@ def main(argv: list[str] | None = None) -> int:
         warm, runs, fixed = bench_size(work, sizes[0], args.batches, args.seed, counts[0] if counts else 0,
                                        args.warmup)
         print(json.dumps({"warmup": [asdict(r) for r in warm], "runs": [asdict(r) for r in runs],
-                          "fixed": asdict(fixed) if fixed else None}))
+                          "fixed": [asdict(r) for r in fixed]}))
         return 0
     results, landed = {}, {}
     for size in sizes:
