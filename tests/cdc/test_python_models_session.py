@@ -193,3 +193,36 @@ def test_spark_log_goes_to_a_file_not_the_console(spark_project, tmp_path):
     assert log_file.stat().st_size > 0
     assert all(line in outputs["console"] for line in SPARK_CONSOLE_LINES), outputs["console"][-3000:]
     assert "Spark's own log goes to" not in outputs["console"]
+
+
+def test_without_java_a_run_says_what_to_install(spark_project, tmp_path):
+    """JAVA_HOME pointing nowhere: PySpark failed with a traceback ending in JAVA_GATEWAY_EXITED; the run now
+    fails at once, naming Java 17 and how to get it, and starts no Spark."""
+    proc = spark_project.dbt_process("nojava", "run", "--select", "numbers", target="vcmt_spark",
+                                     env={"JAVA_HOME": str(tmp_path / "no-java")})
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode != 0
+    assert f"Spark needs Java 17 or later, and JAVA_HOME={tmp_path / 'no-java'} has no bin/java" in out, out[-3000:]
+    assert "openjdk-17-jre-headless" in out
+    assert "JAVA_GATEWAY_EXITED" not in out and "Traceback" not in out, out[-3000:]
+
+
+@pytest.mark.parametrize(("text", "major"), [
+    ('openjdk version "17.0.15" 2025-04-15', 17), ('java version "1.8.0_392"', 8), ('openjdk version "21-ea"', 21),
+    ('openjdk version "11.0.2" 2019-01-15', 11), ("no version here", None),
+])
+def test_java_major_reads_every_version_scheme(text, major):
+    from dbt.adapters.vcmt_spark.java import java_major
+
+    assert java_major(text) == major
+
+
+def test_the_java_on_this_machine_is_accepted(monkeypatch):
+    from dbt.adapters.vcmt_spark import java
+
+    java.java_problem.cache_clear()
+    assert java.java_problem() is None
+    java.java_problem.cache_clear()
+    monkeypatch.setenv("JAVA_HOME", "/nonexistent-java-home")
+    assert "JAVA_HOME=/nonexistent-java-home has no bin/java" in java.java_problem()
+    java.java_problem.cache_clear()

@@ -75,6 +75,10 @@ class VcmtSparkConnectionManager(SparkConnectionManager):
     def open(cls, connection: Connection) -> Connection:
         creds = connection.credentials
         if connection.state != ConnectionState.OPEN and creds.method == VcmtSparkConnectionMethod.SESSION:
+            from dbt.adapters.vcmt_spark.java import java_problem
+
+            if (problem := java_problem()) is not None:
+                raise FailedToConnectError(f"method: session: {problem}")
             _quiet_session_log()
         if connection.state == ConnectionState.OPEN or creds.method != VcmtSparkConnectionMethod.CONNECT:
             return super().open(connection)
