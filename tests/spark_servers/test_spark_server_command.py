@@ -3,6 +3,7 @@ that stops on Ctrl-C; its refusals."""
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
 import subprocess
@@ -64,4 +65,8 @@ def test_refuses_a_port_in_use_and_a_bad_setting(tmp_path):
     run = subprocess.run([COMMAND, "--dir", str(tmp_path / "srv"), "--conf", "spark.driver.memory"],
                          capture_output=True, text=True, timeout=60)
     assert run.returncode != 0 and "--conf takes key=value" in run.stderr
+    run = subprocess.run([COMMAND, "--dir", str(tmp_path / "srv")], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "JAVA_HOME": str(tmp_path / "no-java")})
+    assert run.returncode == 2
+    assert f"Spark needs Java 17 or later, and JAVA_HOME={tmp_path / 'no-java'} has no bin/java" in run.stderr
     assert not (tmp_path / "srv").exists()
