@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
+import uuid
 from datetime import UTC, date, datetime
 from decimal import Decimal
 from pathlib import Path
@@ -18,6 +19,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from vcmt_tools.staging import debezium as dbz
+from vcmt_tools.staging import topic
 from vcmt_tools.staging.topic import decode_lines, stage_topic
 
 pytestmark = pytest.mark.spark
@@ -485,7 +487,6 @@ def uses_prefix(df) -> bool:
 
 
 def test_stage_topic_reads_the_first_lines_once_per_session_for_a_schema_prefix(spark, tmp_path: Path) -> None:
-    from vcmt_tools.staging import topic
 
     fields = [field("id", "int64")]
     folder = tmp_path / "t" / "_batch_id=0"
@@ -544,7 +545,6 @@ def test_many_landed_batches_are_listed_without_a_spark_job(spark, tmp_path: Pat
     next batch's DataFrame runs a Spark job of one task per folder; on a local master the plugin raises the
     threshold (apply_local_session_defaults) unless something set it, and no job runs. The staged
     batches, gaps and all, are excluded exactly."""
-    import uuid
 
     from dbt.adapters.vcmt_spark.credentials import LOCAL_SESSION_DEFAULTS
     from dbt.adapters.vcmt_spark.python_submissions import apply_local_session_defaults
@@ -621,3 +621,83 @@ def test_staging_code_uses_only_the_dataframe_api() -> None:
         text = path.read_text()
         for word in ("udf", "sparkContext", ".rdd", "mapInPandas", "applyInPandas", "_jdf", "_jvm"):
             assert word not in text, f"{path.name} uses {word}"
+
+
+# -- a run with nothing new, and the incremental write ---------------------------------------------
+
+ALL_FAMILIES = {"id": "bigint", "small": "smallint", "n": "int", "f": "float", "d": "double",
+                "amount": "decimal(12,2)", "ok": "boolean", "note": "string", "raw": "binary", "day": "date",
+                "at": "timestamp", "at_ms": "timestamp_millis", "clock": "time_micros"}
+
+
+class _Dbt:
+    """What `stage_new_batches` reads of dbt's object in a compiled Python model."""
+
+    def __init__(self, this: str, is_incremental: bool) -> None:
+        self.this, self.is_incremental = this, is_incremental
+
+
+def test_a_run_with_nothing_new_returns_the_staged_columns_without_decoding(spark, tmp_path: Path,
+                                                                            monkeypatch) -> None:
+    """The nothing-new result has the decoding's columns and types (a model that filters or drops columns
+    after `stage_new_batches` runs on it as on staged lines), and writing it keeps every partition."""
+    from dbt.adapters.vcmt_spark.python_submissions import save_model_result
+
+    from vcmt_tools.staging import stage_new_batches
+
+    path = tmp_path / "orders"
+    folder = path / "_batch_id=0"
+    folder.mkdir(parents=True)
+    (folder / "orders+0+0.json").write_text(json.dumps(envelope(after={"id": 1}, lsn=1)) + "\n")
+    table = f"nothing_new_{uuid.uuid4().hex[:8]}"
+    first = stage_new_batches(_Dbt(table, False), spark, str(path), "postgres", ["id"], ALL_FAMILIES)
+    # The model drops a column: the table is not the decoding's shape.
+    save_model_result(spark, first.drop("_raw"), table, "parquet", ["_batch_id"], str(tmp_path / "staged"))
+    decoded = [(f.name, f.dataType.simpleString()) for f in first.schema]
+
+    def not_when_nothing_is_new(*args, **kwargs):
+        raise AssertionError("a run with nothing new decoded or counted lines")
+
+    monkeypatch.setattr(topic, "decode_lines", not_when_nothing_is_new)
+    monkeypatch.setattr(topic, "checked", not_when_nothing_is_new)
+    empty = stage_new_batches(_Dbt(table, True), spark, str(path), "postgres", ["id"], ALL_FAMILIES)
+    assert [(f.name, f.dataType.simpleString()) for f in empty.schema] == decoded
+    assert empty.where("_kind = 'change'").drop("_kind", "_raw").collect() == []
+    save_model_result(spark, empty.drop("_raw"), table, "parquet", ["_batch_id"], mode="overwrite_partitions")
+    assert [(r.id, r._batch_id) for r in spark.table(table).collect()] == [(1, 0)]
+    # The model's arguments are checked on such a run too.
+    with pytest.raises(ValueError, match="flavour must be one of"):
+        stage_new_batches(_Dbt(table, True), spark, str(path), "postgresql", ["id"], ALL_FAMILIES)
+
+
+def test_an_incremental_write_refuses_columns_that_are_not_the_tables(spark, tmp_path: Path) -> None:
+    """Spark's insertInto goes by position: a renamed, added or moved column, or a narrower type, is refused
+    before anything is written; a wider integer or decimal is written."""
+    from dbt.adapters.vcmt_spark.python_submissions import save_model_result
+    from dbt_common.exceptions import DbtRuntimeError
+
+    table = f"by_position_{uuid.uuid4().hex[:8]}"
+    base = spark.sql("select cast(1 as bigint) as id, cast('a' as string) as note, "
+                     "cast(1.25 as decimal(12,2)) as amount, cast(0 as bigint) as _batch_id")
+    save_model_result(spark, base, table, "parquet", ["_batch_id"], str(tmp_path / "t"))
+    refused = {
+        "renamed": "select cast(2 as bigint) as id, 'b' as memo, cast(2 as decimal(12,2)) as amount, "
+                   "cast(1 as bigint) as _batch_id",
+        "added": "select cast(2 as bigint) as id, 'b' as note, 'x' as extra, cast(2 as decimal(12,2)) as amount, "
+                 "cast(1 as bigint) as _batch_id",
+        "moved": "select 'b' as note, cast(2 as bigint) as id, cast(2 as decimal(12,2)) as amount, "
+                 "cast(1 as bigint) as _batch_id",
+        "narrower scale": "select cast(2 as bigint) as id, 'b' as note, cast(2.125 as decimal(12,3)) as amount, "
+                          "cast(1 as bigint) as _batch_id",
+    }
+    for why, sql in refused.items():
+        with pytest.raises(DbtRuntimeError, match="is not in the table's columns") as raised:
+            save_model_result(spark, spark.sql(sql), table, "parquet", ["_batch_id"], mode="overwrite_partitions")
+        assert "id bigint, note string, amount decimal(12,2), _batch_id bigint" in str(raised.value), why
+        assert "--full-refresh" in str(raised.value)
+    assert [(r.id, r.note) for r in spark.table(table).collect()] == [(1, "a")], "nothing was written"
+    wider = spark.sql("select cast(2 as int) as id, 'b' as note, cast(2.5 as decimal(5,2)) as amount, "
+                      "cast(1 as bigint) as _batch_id")
+    save_model_result(spark, wider, table, "parquet", ["_batch_id"], mode="overwrite_partitions")
+    assert sorted((r.id, r.note, r.amount) for r in spark.table(table).collect()) == [
+        (1, "a", Decimal("1.25")), (2, "b", Decimal("2.50"))]

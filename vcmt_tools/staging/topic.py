@@ -24,8 +24,11 @@ from vcmt_tools.staging import debezium as dbz
 
 # Characters a declared column name may not contain (see _decode_steps).
 _NAME_REFUSED = (" ", ",", ";", "{", "}", "(", ")", "\n", "\t", "=", ".", "`")
-RESERVED = ("_unavailable", "_version", "sign", "_op", "_source_ts", "_kind", "_reason", "_raw",
-            "_source_file", "_batch_id")
+# The staged columns after the declared ones, in order, with their Spark types (`_judge_stage` casts to them).
+STAGED_COLUMNS = {"_unavailable": "array<string>", "_version": "bigint", "sign": "tinyint", "_op": "string",
+                  "_source_ts": "timestamp", "_kind": "string", "_reason": "string", "_raw": "string",
+                  "_source_file": "string", "_batch_id": "bigint"}
+RESERVED = tuple(STAGED_COLUMNS)
 
 
 def read_lines(session, topic_path: str, exclude_batches: Iterable[int] = (),
@@ -295,20 +298,31 @@ def _judge_stage(values: _Steps, declared: Mapping[str, dbz.Declared], key: Sequ
     )
     # A truncate keeps its position: the mart removes every row at or below it (`truncate_when`).
     positioned = valid | (out_kind == "truncate")
+    staged = {
+        "_unavailable": F.when(valid, unavailable),
+        "_version": F.when(positioned, F.col("_version")),
+        "sign": F.when(positioned, F.when(F.col("_op") == "d", F.lit(-1)).otherwise(F.lit(1))),
+        "_op": F.col("_op"),
+        "_source_ts": F.col("_source_ts"),
+        "_kind": out_kind,
+        "_reason": F.col("_reason"),
+        # The raw text of lines that need a look: malformed ones, and truncates (the mart must be re-snapshotted).
+        "_raw": F.when(out_kind.isin("malformed", "truncate"), F.col("raw")),
+        "_source_file": F.col("_source_file"),
+        # Last: Spark's insert overwrite takes partition columns at the end.
+        "_batch_id": F.col("_batch_id"),
+    }
     return judged.select(
         *[F.when(valid & ~F.col(f"{n}__unavailable"), F.col(f"{n}__value")).alias(n) for n in declared],
-        F.when(valid, unavailable).alias("_unavailable"),
-        F.when(positioned, F.col("_version")).alias("_version"),
-        F.when(positioned, F.when(F.col("_op") == "d", F.lit(-1)).otherwise(F.lit(1))).cast("tinyint").alias("sign"),
-        F.col("_op"),
-        F.col("_source_ts"),
-        out_kind.alias("_kind"),
-        F.col("_reason"),
-        # The raw text of lines that need a look: malformed ones, and truncates (the mart must be re-snapshotted).
-        F.when(out_kind.isin("malformed", "truncate"), F.col("raw")).alias("_raw"),
-        F.col("_source_file"),
-        # Last: Spark's insert overwrite takes partition columns at the end.
-        F.col("_batch_id"),
+        *[staged[name].cast(t).alias(name) for name, t in STAGED_COLUMNS.items()],
+    )
+
+
+def nothing_staged(lines: DataFrame, declared: Mapping[str, dbz.Declared]) -> DataFrame:
+    """No row, in the columns and types of `stage_topic`'s output, built without the decoding (a few calls)."""
+    return lines.limit(0).select(
+        *[F.lit(None).cast(d.spark_type).alias(n) for n, d in declared.items()],
+        *[F.lit(None).cast(t).alias(name) for name, t in STAGED_COLUMNS.items()],
     )
 
 
@@ -461,16 +475,14 @@ def stage_new_batches(dbt, session, topic_path: str, flavour: str, key: Sequence
     declared = _declared_columns(flavour, key, columns)
     if isinstance(decimal_handling, str):
         dbz.is_precise(decimal_handling)
-    done = []
-    if dbt.is_incremental:  # the table exists (dbt found it): no `tableExists` round trip
-        refuse_changed_columns(session, model, declared)
-        done = _partition_batches(session, model)
+    # An incremental run's table exists (dbt found it): no `tableExists` round trip before the partitions.
+    done = _partition_batches(session, model) if dbt.is_incremental else []
     lines = read_lines(session, topic_path, exclude_batches=done)
     if dbt.is_incremental and not lines.limit(1).collect():
-        # Nothing new: no decoding to build, no checkpoint, no counting; the table's own (empty) rows are the
-        # result, and writing them replaces no partition (docs/staging.md, "Keeping Spark warm").
+        # Nothing new: no decoding to build, no checkpoint, no counting; the result has no row, and writing
+        # it replaces no partition (docs/staging.md, "Keeping Spark warm").
         print(summary(model, []), flush=True)
-        return session.table(model).limit(0)
+        return nothing_staged(lines, declared)
     staged = _staged_lines(session, topic_path, lines, flavour, key, columns, decimal_handling)
     return checked(staged, model, columns, max_malformed_share)
 
@@ -481,24 +493,6 @@ SAMPLE_CHARS = 500
 
 def _plural(n: int, word: str, words: str | None = None) -> str:
     return f"{n:,} {word}" if n == 1 else f"{n:,} {words or word + 's'}"
-
-
-def refuse_changed_columns(session, table: str, declared: Mapping[str, dbz.Declared]) -> None:
-    """Refuse an incremental run whose declared columns (names, order, staged types) are not those of the
-    staged `table`: its write goes by position, so a renamed, inserted or retyped column would land new
-    values under the old columns, or cast them (docs/staging.md, "Changing the declared columns")."""
-    stored = [(f.name, f.dataType.simpleString()) for f in session.table(table).schema
-              if f.name.lower() not in RESERVED]
-    wanted = [(name, d.spark_type) for name, d in declared.items()]
-    if [(n.lower(), t) for n, t in stored] == [(n.lower(), t) for n, t in wanted]:
-        return
-    shown = ", ".join
-    raise ValueError(
-        f"{table}: the declared columns are not the staged table's: it holds ({shown(f'{n} {t}' for n, t in stored)}), "
-        f"the model declares ({shown(f'{n} {t}' for n, t in wanted)}). A run writes by position, so new batches "
-        "would land under the old columns. Restage every landed batch with the new columns: dbt run --select "
-        f"{table.rsplit('.', 1)[-1]} --full-refresh (on the Spark target); the marts that read it then ask for "
-        "their own --full-refresh. Or declare the columns as they were.")
 
 
 def _check_share(model: str, max_malformed_share: float) -> None:

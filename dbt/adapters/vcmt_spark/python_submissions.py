@@ -12,6 +12,7 @@ models run on too (docs/design.md#spark-targets).
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from dbt.adapters.base import PythonJobHelper
@@ -133,6 +134,43 @@ def _ensure_dynamic_overwrite(session: Any, table: str) -> None:
     _dynamic_tables.add(table)
 
 
+_INTEGRAL = ("tinyint", "smallint", "int", "bigint")
+
+
+def _fits(given: str, stored: str) -> bool:
+    """A `given` column can be written into a `stored` one without changing a value: the same type, a wider
+    integer, a float into a double, or a decimal with the same scale and at least the integer digits."""
+    if given == stored:
+        return True
+    if given in _INTEGRAL and stored in _INTEGRAL:
+        return _INTEGRAL.index(given) <= _INTEGRAL.index(stored)
+    if (given, stored) == ("float", "double"):
+        return True
+    g, t = re.fullmatch(r"decimal\((\d+),(\d+)\)", given), re.fullmatch(r"decimal\((\d+),(\d+)\)", stored)
+    return bool(g and t and g[2] == t[2] and int(g[1]) <= int(t[1]))
+
+
+def _refuse_other_columns(session: Any, df: Any, table: str) -> None:
+    """Refuse a result whose columns are not the existing `table`'s, name by name in order, each fitting its
+    column (`_fits`). An incremental write goes by position (Spark's insertInto ignores names): a renamed,
+    added, dropped or moved column would land its values under another column, and a narrower type would
+    cast them (docs/staging.md, "Changing the declared columns")."""
+    stored = [(f.name, f.dataType.simpleString()) for f in session.table(table).schema]
+    given = [(f.name, f.dataType.simpleString()) for f in df.schema]
+    if len(stored) == len(given) and all(
+        g.lower() == s.lower() and _fits(gt, st) for (g, gt), (s, st) in zip(given, stored, strict=True)
+    ):
+        return
+    raise DbtRuntimeError(
+        f"{table}: the model's result is not in the table's columns: the table has "
+        f"({', '.join(f'{n} {t}' for n, t in stored)}), the result ({', '.join(f'{n} {t}' for n, t in given)}). "
+        "An incremental run writes by position, so its rows would land under other columns or be cast; nothing "
+        f"was written. Rebuild the table with the new columns: dbt run --select {table.rsplit('.', 1)[-1]} "
+        "--full-refresh (a staging "
+        "model then restages every landed batch; the marts reading it ask for their own --full-refresh), or "
+        "return the table's columns, in its order (partition columns last).")
+
+
 def save_model_result(
     session: Any,
     df: Any,
@@ -164,6 +202,7 @@ def save_model_result(
     if not isinstance(df, DataFrame):
         raise DbtRuntimeError(f"{table}: a Python model must return a Spark or pandas DataFrame, not {type(df)}")
     if mode in ("overwrite_partitions", "append"):
+        _refuse_other_columns(session, df, table)
         if mode == "overwrite_partitions":
             _ensure_dynamic_overwrite(session, table)
         df.write.insertInto(table, overwrite=mode == "overwrite_partitions")
