@@ -38,13 +38,14 @@
                                ~ '), (select count() from ' ~ vcmt._lake_table_function(dataset, format, 'One', files) ~ ')').rows[0] -%}
     {%- if counts[0] | int > 0 -%}
       {%- set files = '*' -%}
-    {%- elif counts[1] | int == 0 and flags.WHICH in ('run', 'build', 'show') -%}
+    {%- elif counts[1] | int == 0 and flags.WHICH in ('run', 'build', 'show', 'retry') -%}
       {%- do exceptions.raise_compiler_error(
             "vcmt.lake_source('" ~ dataset ~ "'): no staged " ~ format ~ " file under "
             ~ vcmt._lake_root() ~ "/staged/" ~ dataset
-            ~ "/, so there is nothing to read. Run its staging model first, on your Spark target: `dbt run --select "
-            ~ dataset ~ " --target <spark target>`, which must write its table under <vcmt_lake_root>/staged/"
-            ~ dataset ~ "/ with this run's vcmt_lake_root (" ~ vcmt._lake_root() ~ ").") -%}
+            ~ "/, so there is nothing to read: its staging model has not run, has staged no line yet, or writes "
+            ~ "elsewhere. Run it first, on your Spark target: `dbt run --select " ~ dataset ~ " --target <spark target>`; "
+            ~ "it must write its table under <vcmt_lake_root>/staged/" ~ dataset ~ "/ with this run's vcmt_lake_root ("
+            ~ vcmt._lake_root() ~ ").") -%}
     {%- endif -%}
   {%- endif -%}
   {%- do vcmt._check_lake_batches(dataset, vcmt._lake_table_function(dataset, format, 'One', files)) -%}
