@@ -26,8 +26,8 @@ $(STAMP): pyproject.toml lab/pyproject.toml constraints.txt
 venv: $(STAMP)
 
 # Spark needs Java 17: say how to get it instead of failing later (dbt/adapters/vcmt_spark/java.py).
-java: venv
-	@$(BIN)/python -m dbt.adapters.vcmt_spark.java
+java:
+	@$(PYTHON) dbt/adapters/vcmt_spark/java.py
 
 demo: venv java
 	@$(BIN)/python -m vcmt_lab.demo $(ARGS)

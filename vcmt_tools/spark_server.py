@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -30,6 +29,8 @@ from pathlib import Path
 
 from dbt.adapters.vcmt_spark.java import java_problem
 from dbt.adapters.vcmt_spark.spark_log import write_log_config
+
+from vcmt_tools.processes import die_with_parent, port_open, signal_group
 
 SERVER_CLASSES = {
     "connect": "org.apache.spark.sql.connect.service.SparkConnectServer",
@@ -52,12 +53,14 @@ def spark_home(root: Path, conf_dir: Path) -> Path:
     home = root / "home"
     home.mkdir(parents=True, exist_ok=True)
     install = spark_install()
-    for name in ("bin", "sbin", "jars", "python"):
+    links = {name: install / name for name in ("bin", "sbin", "jars", "python") if (install / name).exists()}
+    for name, target in {**links, "conf": conf_dir}.items():
+        # A folder kept across runs may link to an older or deleted PySpark (a rebuilt environment): relink.
         link = home / name
-        if not link.exists() and (install / name).exists():
-            link.symlink_to(install / name)
-    if not (home / "conf").exists():
-        (home / "conf").symlink_to(conf_dir)
+        if link.is_symlink() and os.readlink(link) != str(target):
+            link.unlink()
+        if not link.is_symlink():
+            link.symlink_to(target)
     return home
 
 
@@ -101,29 +104,6 @@ def server_env(home: Path, conf_dir: Path) -> dict[str, str]:
     return env
 
 
-def port_open(host: str, port: int) -> bool:
-    with socket.socket() as s:
-        s.settimeout(1)
-        return s.connect_ex((host, port)) == 0
-
-
-def _die_with_parent() -> None:
-    """In the server's process: the kernel sends it SIGTERM if this command dies, even by SIGKILL (Linux)."""
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
-
-
-def signal_group(pgid: int, sig: int) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except ProcessLookupError:
-        pass
-
-
 def _conf(pairs: Sequence[str]) -> dict[str, str]:
     conf = {}
     for pair in pairs:
@@ -162,7 +142,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"vcmt-spark-server: starting a Spark Connect server on {args.host}:{args.port} (master {args.master}; "
           f"warehouse and metastore in {root}); Spark's warnings follow.", flush=True)
     process = subprocess.Popen(cmd, env=server_env(home, conf_dir), cwd=root, start_new_session=True,
-                               preexec_fn=_die_with_parent)
+                               preexec_fn=die_with_parent)
     stopping = {"why": ""}
 
     def on_signal(signum: int, frame: object) -> None:

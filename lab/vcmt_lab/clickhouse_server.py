@@ -42,7 +42,9 @@ from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import escape
 
-HOST = "127.0.0.1"
+from vcmt_tools.processes import LOOPBACK, die_with_parent, free_port
+
+HOST = LOOPBACK
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 15.0
 # A served node ends by itself after this long, even if nobody stops it.
@@ -58,12 +60,6 @@ SERVER_PROFILE = {
 
 class ServedNodeError(RuntimeError):
     """A node did not start or stop in time; the message carries its log's tail."""
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
 
 
 @dataclass(frozen=True)
@@ -243,21 +239,9 @@ def served_node(folder: Path, **kwargs: Any) -> Iterator[ServedNode]:
         node.stop()
 
 
-def _die_with_parent() -> None:
-    """Ask the kernel to SIGTERM this process when the process that started it dies (Linux prctl)."""
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        pr_set_pdeathsig = 1
-        libc.prctl(pr_set_pdeathsig, signal.SIGTERM)
-    except OSError:
-        pass  # not Linux: the lifetime still ends the node
-
-
 def serve(data_path: str, lifetime_s: int) -> None:
     """The serving process: listen on both protocols while one long, idle query runs."""
-    _die_with_parent()
+    die_with_parent()
     if os.getppid() == 1:  # the starter died before prctl took effect
         return
     from chdb import _chdb

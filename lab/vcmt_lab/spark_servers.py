@@ -20,23 +20,14 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dbt.adapters.vcmt_spark.spark_log import log_to_file, write_log_config
-
-from vcmt_tools.spark_server import (
-    SERVER_CLASSES,
-    port_open,
-    server_command,
-    server_env,
-    signal_group,
-    spark_home,
-)
+# The standard library and vcmt_tools.processes only at the top: this file is also the servers' watchdog.
+from vcmt_tools.processes import free_port, port_open, signal_group
 
 # Two workers of one core and 1 GiB each: every executor is its own JVM (docs/design.md#spark-targets).
 DEFAULT_MASTER = "local-cluster[2,1,1024]"
@@ -51,6 +42,8 @@ def quiet_spark(log_file: Path) -> Path:
     outside its log too (the JDK's incubator-module notice): this process's file descriptor 2 is pointed
     at `log_file`, while Python's own `sys.stderr` keeps writing to the console. Call before the first
     SparkSession of the process starts its JVM. Returns `log_file`."""
+    from dbt.adapters.vcmt_spark.spark_log import log_to_file
+
     log_to_file(log_file)
     sys.stderr.flush()
     console = os.fdopen(os.dup(2), "w", buffering=1, encoding=sys.stderr.encoding, errors="backslashreplace")
@@ -59,12 +52,6 @@ def quiet_spark(log_file: Path) -> Path:
     os.close(log_fd)
     sys.stderr = console
     return log_file
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @dataclass
@@ -128,6 +115,10 @@ class SparkServer:
 def launch_server(kind: str, root: Path, *, master: str = DEFAULT_MASTER, max_seconds: float = 3600,
                   conf: dict[str, str] | None = None) -> SparkServer:
     """Launch a `connect` or `thrift` server under `root`, without waiting for it (see `start_server`)."""
+    from dbt.adapters.vcmt_spark.spark_log import write_log_config
+
+    from vcmt_tools.spark_server import SERVER_CLASSES, server_command, server_env, spark_home
+
     if kind not in SERVER_CLASSES:
         raise ValueError(f"unknown Spark server kind {kind!r}: use one of {sorted(SERVER_CLASSES)}")
     root = root.resolve()

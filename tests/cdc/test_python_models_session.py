@@ -10,6 +10,7 @@ its table's other partitions.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -226,3 +227,42 @@ def test_the_java_on_this_machine_is_accepted(monkeypatch):
     monkeypatch.setenv("JAVA_HOME", "/nonexistent-java-home")
     assert "JAVA_HOME=/nonexistent-java-home has no bin/java" in java.java_problem()
     java.java_problem.cache_clear()
+
+
+def test_spark_log_leaves_a_configuration_of_the_users_alone(tmp_path, monkeypatch):
+    """A SPARK_CONF_DIR, a SPARK_HOME with a conf/ folder (Spark reads no other), VCMT_SPARK_LOG=console:
+    nothing is redirected, and the Java check is left to Spark (that configuration may set JAVA_HOME)."""
+    from dbt.adapters.vcmt_spark import spark_log
+
+    monkeypatch.setattr(spark_log, "spark_started", lambda: False)
+    for name in ("SPARK_CONF_DIR", "SPARK_HOME", spark_log.LOG_ENV):
+        monkeypatch.delenv(name, raising=False)
+    (tmp_path / "home" / "conf").mkdir(parents=True)
+    for env in ({"SPARK_CONF_DIR": str(tmp_path / "mine")}, {"SPARK_HOME": str(tmp_path / "home")},
+                {spark_log.LOG_ENV: "console"}):
+        with monkeypatch.context() as m:
+            for key, value in env.items():
+                m.setenv(key, value)
+            assert spark_log.quiet_session_log(tmp_path / "logs") is None, env
+            assert os.environ.get("SPARK_CONF_DIR") == env.get("SPARK_CONF_DIR"), env
+    assert not (tmp_path / "logs").exists()
+    # A SPARK_HOME without conf/ (PySpark's own install has none) is redirected.
+    monkeypatch.setenv("SPARK_HOME", str(tmp_path))
+    log_file = spark_log.quiet_session_log(tmp_path / "logs")
+    assert log_file == (tmp_path / "logs" / "spark.log").resolve()
+    assert os.environ["SPARK_CONF_DIR"] == str(log_file.parent / "spark-conf")
+
+
+def test_spark_log_file_name_is_a_valid_properties_value(tmp_path):
+    """Java reads .properties files as Latin-1 with backslash escapes: a non-ASCII or backslashed log path
+    is written as \\u escapes (UTF-16 code units), and reading it back as Java does gives the path."""
+    from dbt.adapters.vcmt_spark.spark_log import write_log_config
+
+    log_file = tmp_path / "josé" / "a\\b" / "😀.log"
+    conf = write_log_config(tmp_path / "conf", log_file)
+    text = (conf / "log4j2.properties").read_bytes().decode("latin-1")
+    (line,) = [x for x in text.splitlines() if x.startswith("appender.out.fileName = ")]
+    value = line.split(" = ", 1)[1]
+    assert value.isascii()
+    assert value.encode("ascii").decode("unicode_escape").encode("utf-16", "surrogatepass").decode("utf-16") \
+        == str(log_file)

@@ -70,3 +70,17 @@ def test_refuses_a_port_in_use_and_a_bad_setting(tmp_path):
     assert run.returncode == 2
     assert f"Spark needs Java 17 or later, and JAVA_HOME={tmp_path / 'no-java'} has no bin/java" in run.stderr
     assert not (tmp_path / "srv").exists()
+
+
+def test_a_kept_state_folder_is_relinked_to_this_pyspark(tmp_path):
+    """`--dir` outlives environments: links to a deleted or older PySpark are replaced, not reused or fatal."""
+    from vcmt_tools.spark_server import spark_home, spark_install
+
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "jars").symlink_to(tmp_path / "gone" / "jars")  # a PySpark since deleted
+    (home / "bin").symlink_to(tmp_path)  # another install
+    (tmp_path / "conf").mkdir()
+    assert spark_home(tmp_path, tmp_path / "conf") == home
+    assert (home / "jars").resolve() == spark_install() / "jars" and (home / "bin").resolve() == spark_install() / "bin"
+    assert (home / "conf").resolve() == tmp_path / "conf"

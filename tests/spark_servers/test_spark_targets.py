@@ -124,6 +124,10 @@ def test_python_model_through_spark_connect(tmp_path_factory, chdb_path: Path, l
     proj = python_staging_project(root, chdb_path, lab_dir,
                                   spark_servers={"connect": ("127.0.0.1", spark_servers["connect"].port)})
     run_two_batches(lake, lambda: proj.dbt_subprocess("run", target="spark_connect"))
+    # A run with nothing new: its empty result (built without the decoding) is written through the Connect
+    # session and changes no partition.
+    quiet = proj.dbt_subprocess("run", target="spark_connect")
+    assert f"{proj.schema}.stg_orders_py: nothing new to stage" in quiet.stdout, quiet.stdout[-3000:]
     table = lake / "staged" / "stg_orders_py"
     rows = [{**r, **_partition_values(path, table)}
             for path in sorted(table.rglob("*.parquet")) for r in pq.read_table(path).to_pylist()]

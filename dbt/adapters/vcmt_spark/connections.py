@@ -76,8 +76,10 @@ class VcmtSparkConnectionManager(SparkConnectionManager):
         creds = connection.credentials
         if connection.state != ConnectionState.OPEN and creds.method == VcmtSparkConnectionMethod.SESSION:
             from dbt.adapters.vcmt_spark.java import java_problem
+            from dbt.adapters.vcmt_spark.spark_log import spark_started, user_spark_conf
 
-            if (problem := java_problem()) is not None:
+            # Checked before this process's JVM starts; a configuration of the user's may set its own JAVA_HOME.
+            if not spark_started() and user_spark_conf() is None and (problem := java_problem()) is not None:
                 raise FailedToConnectError(f"method: session: {problem}")
             _quiet_session_log()
         if connection.state == ConnectionState.OPEN or creds.method != VcmtSparkConnectionMethod.CONNECT:

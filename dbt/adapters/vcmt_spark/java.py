@@ -2,8 +2,9 @@
 
 Spark's launcher runs `$JAVA_HOME/bin/java` when JAVA_HOME is set, else the
 `java` on PATH; without a usable one, PySpark fails with a traceback ending
-in JAVA_GATEWAY_EXITED. `python -m dbt.adapters.vcmt_spark.java` is the
-same check for a shell (`make` runs it before the demo and the tests).
+in JAVA_GATEWAY_EXITED. Run as a script (`python3 dbt/adapters/vcmt_spark/java.py`,
+standard library only) it is the same check for a shell: `make` runs it before
+the demo, the tests and the fixture capture, with or without `.venv`.
 """
 
 from __future__ import annotations

@@ -8,8 +8,9 @@ Spark's log (WARN and above) to `<dbt log path>/spark.log`, and a
 `spark-defaults.conf` without console progress bars; pyspark's and py4j's
 Python loggers go to the same file. dbt prints one line saying where.
 
-Left alone: a `SPARK_CONF_DIR` the user set (their configuration wins), a
-JVM already running in the process, and `VCMT_SPARK_LOG=console` (Spark's
+Left alone: a configuration of the user's (`SPARK_CONF_DIR`, or a `conf/`
+folder in `SPARK_HOME`: Spark would read no other, so it wins), a JVM
+already running in the process, and `VCMT_SPARK_LOG=console` (Spark's
 usual console output). A few lines the JVM itself writes before its log
 starts (the JDK's incubator-module notice) stay on the console.
 """
@@ -56,16 +57,37 @@ def write_log_config(conf_dir: Path, log_file: Path | None, level: str = "info")
         target, appender = "stderr", "appender.out.type = Console\nappender.out.target = SYSTEM_ERR"
     else:
         log_file.parent.mkdir(parents=True, exist_ok=True)
-        target, appender = log_file, f"appender.out.type = File\nappender.out.fileName = {log_file}"
-    (conf_dir / "log4j2.properties").write_text(_LOG4J2.format(target=target, level=level, appender=appender))
+        target, appender = log_file, f"appender.out.type = File\nappender.out.fileName = {_property(log_file)}"
+    _write(conf_dir / "log4j2.properties", _LOG4J2.format(target=target, level=level, appender=appender))
     return conf_dir
+
+
+def _property(path: Path) -> str:
+    """`path` as a .properties value: Java reads those files as Latin-1 and takes `\\` as an escape."""
+    out = []
+    for c in str(path):
+        if c.isascii() and c != "\\":
+            out.append(c)
+        else:  # as UTF-16 code units, a surrogate pair beyond the first 65,536 code points
+            units = c.encode("utf-16-be")
+            out += [f"\\u{int.from_bytes(units[i:i + 2], 'big'):04x}" for i in range(0, len(units), 2)]
+    return "".join(out)
+
+
+def _write(path: Path, text: str) -> None:
+    """Replace `path` whole (two dbt runs may write the same file while a JVM reads it)."""
+    if path.exists() and path.read_text(encoding="latin-1", errors="replace") == text:
+        return
+    temporary = path.with_name(f".{path.name}.{os.getpid()}")
+    temporary.write_text(text, encoding="latin-1", errors="backslashreplace")
+    os.replace(temporary, path)
 
 
 def log_to_file(log_file: Path) -> Path:
     """Spark's JVM log (WARN and above), without progress bars, and pyspark's and py4j's Python loggers, to
     `log_file`, for JVMs started after this call. Returns `log_file`."""
     conf_dir = write_log_config(log_file.parent / "spark-conf", log_file, level="warn")
-    (conf_dir / "spark-defaults.conf").write_text("spark.ui.showConsoleProgress false\n")
+    _write(conf_dir / "spark-defaults.conf", "spark.ui.showConsoleProgress false\n")
     os.environ["SPARK_CONF_DIR"] = str(conf_dir)
     handler = logging.FileHandler(log_file)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
@@ -76,7 +98,15 @@ def log_to_file(log_file: Path) -> Path:
     return log_file
 
 
-def _spark_started() -> bool:
+def user_spark_conf() -> Path | None:
+    """The Spark configuration folder of the user's that Spark would read: SPARK_CONF_DIR, or SPARK_HOME/conf."""
+    if os.environ.get("SPARK_CONF_DIR"):
+        return Path(os.environ["SPARK_CONF_DIR"])
+    home = os.environ.get("SPARK_HOME")
+    return Path(home) / "conf" if home and (Path(home) / "conf").is_dir() else None
+
+
+def spark_started() -> bool:
     try:
         from pyspark import SparkContext
     except ImportError:
@@ -87,7 +117,6 @@ def _spark_started() -> bool:
 def quiet_session_log(log_dir: Path) -> Path | None:
     """Before a `method: session` target's JVM starts: Spark's log to `log_dir`/spark.log (see the module's
     docstring for what is left alone). Returns the log file, or None when nothing was changed."""
-    if os.environ.get(LOG_ENV, "").strip().lower() == "console" or os.environ.get("SPARK_CONF_DIR") \
-            or _spark_started():
+    if os.environ.get(LOG_ENV, "").strip().lower() == "console" or user_spark_conf() or spark_started():
         return None
     return log_to_file(Path(log_dir).resolve() / LOG_FILE)

@@ -261,9 +261,9 @@ def report(results: dict[int, tuple[list[BatchRun], list[BatchRun], list[BatchRu
     for size, (_, _, fixed) in results.items():
         for what, f in zip(("one more batch of one line per topic", "then a run with nothing new"), fixed,
                            strict=True):
+            ratio = f"{f.models_s / fixed[0].models_s:.2f}" if fixed[0].models_s else ""
             out.append(f"| after {size:,}-event batches: {what} | {f.staging_s:.1f} ({f.cpu_s:.1f}) | {f.models_s:.1f} "
-                       f"| {f.staging_s - f.models_s:.1f} | {f.records_read} | {f.files_read} | {f.jobs} "
-                       f"| {f.models_s / fixed[0].models_s:.2f} |")
+                       f"| {f.staging_s - f.models_s:.1f} | {f.records_read} | {f.files_read} | {f.jobs} | {ratio} |")
     if landed:
         out += ["", "| landed batches | staging s per batch (CPU s) | lines read per batch | files read per batch "
                 "| Spark jobs per batch | driver JVM heap MB | process RSS MB |", "|--:|--:|--:|--:|--:|--:|--:|"]
