@@ -45,7 +45,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from dbt.adapters.chdb.statements import Token, tokens
+from dbt.adapters.chdb.statements import Token, iter_tokens, tokens
 
 from vcmt_lab.clickhouse_server import HOST, START_TIMEOUT_S, ServedNode, ServedNodeError, Shard, free_port
 
@@ -68,7 +68,7 @@ def _code_positions(toks: list[Token]) -> list[int]:
 
 def _first_word(sql: str) -> Token | None:
     """The statement's first code token (from its start only: an INSERT's data is never tokenized)."""
-    return next((t for t in tokens(sql[:4096]) if t.code), None)
+    return next((t for t in iter_tokens(sql) if t.code), None)
 
 
 def _unquoted(token: Token) -> str:

@@ -263,9 +263,9 @@ class DbtProject:
         `logs_<name>`), so that several run at once; its output (text) is in `stdout`. `env` changes its
         environment (None removes a variable)."""
         self._ensure_deps()
-        cli = [str(Path(sys.executable).with_name("dbt")), *args, "--project-dir", str(self.root),
-               "--profiles-dir", str(self.root), "--target", target or self.ch_target,
+        own = ["--target", target or self.ch_target, *(["--vars", json.dumps(self.vars)] if self.vars else []),
                "--target-path", str(self.root / f"target_{name}"), "--log-path", str(self.root / f"logs_{name}")]
+        cli = [str(Path(sys.executable).with_name("dbt")), *self._cli([*args, *own], common=False)]
         environment = {**os.environ, "DO_NOT_TRACK": "1", **(env or {})}
         return subprocess.Popen(cli, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                 env={k: v for k, v in environment.items() if v is not None})

@@ -3,6 +3,8 @@ rewrites ON CLUSTER statements on the package's tokens only (dbt.adapters.chdb.s
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 
 from vcmt_lab.clickhouse_cluster import fan_out_statement
@@ -85,11 +87,13 @@ def test_the_cluster_fans_out_ddl_routes_inserts_and_gathers_reads(cluster):
                             "where id > 4)").result_rows == [(5,)]
         # A node that fails the statement fails it for the client, naming the node and those that had run it.
         second, first = (f"127.0.0.1:{node.tcp_port}" for node in reversed(cluster.nodes))
-        cluster.nodes[1].client().command("create table if not exists fan_out.only_on_2 (x Int8) engine = Memory")
+        with contextlib.closing(cluster.nodes[1].client()) as second_node:
+            second_node.command("create table if not exists fan_out.only_on_2 (x Int8) engine = Memory")
         with pytest.raises(Exception, match="already exists") as refused:
             client.command(f"create table fan_out.only_on_2 on cluster {cluster.name} (x Int8) engine = Memory")
         assert f"failed on node {second}; nodes that had already run it: {first}" in str(refused.value)
-        assert cluster.nodes[0].client().query("exists table fan_out.only_on_2").result_rows == [(1,)]
+        with contextlib.closing(cluster.nodes[0].client()) as first_node:
+            assert first_node.query("exists table fan_out.only_on_2").result_rows == [(1,)]
         # Another cluster's name fails, as on a server.
         with pytest.raises(Exception, match="Requested cluster 'elsewhere' not found"):
             client.command("create table fan_out.u on cluster elsewhere (x Int8) engine = Memory")

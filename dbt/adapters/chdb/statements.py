@@ -11,6 +11,7 @@ separator and trailing semicolons and comments are accepted, as on a server.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -86,7 +87,11 @@ class Token:
 
 def tokens(sql: str) -> list[Token]:
     """`sql` as tokens, by ClickHouse's lexical rules; their texts join back to `sql` exactly."""
-    out = []
+    return list(iter_tokens(sql))
+
+
+def iter_tokens(sql: str) -> Iterator[Token]:
+    """`tokens`, one at a time: a reader that stops early lexes no further (raw data after `FORMAT`)."""
     i, n = 0, len(sql)
     while i < n:
         ch = sql[i]
@@ -105,25 +110,24 @@ def tokens(sql: str) -> list[Token]:
             end, kind = word.end(), "word"
         else:
             end, kind = i + 1, "other"
-        out.append(Token(kind, sql[i:end]))
+        yield Token(kind, sql[i:end])
         i = end
-    return out
 
 
 def second_statement_at(sql: str) -> int | None:
     """Index of the `;` after which a second statement starts, or None for one statement."""
     if ";" not in sql:
         return None
-    toks = tokens(sql)
+    toks = iter_tokens(sql)
     first_word: str | None = None
     previous_word = ""
     at = 0
-    for k, token in enumerate(toks):
+    for token in toks:
         start, at = at, at + len(token.text)
         if not token.code:
             continue
         if token.text == ";":
-            return start if any(t.code and t.text != ";" for t in toks[k + 1:]) else None
+            return start if any(t.code and t.text != ";" for t in toks) else None
         if token.kind == "word":
             text = token.text.upper()
             if first_word is None:
