@@ -265,8 +265,9 @@
     {%- do names.extend([vcmt._sql_string(objs[role].identifier), vcmt._sql_string(objs[local].identifier)]) -%}
   {%- endfor -%}
   {#- One query per run: each table's columns, in order. -#}
-  {%- set rows = run_query("select table, toString(groupArray((name, type))) from (select table, name, type from system.columns where database = "
-      ~ vcmt._sql_string(objs.target.schema) ~ " and table in (" ~ names | join(', ') ~ ") order by table, position) group by table").rows -%}
+  {%- set rows = run_query("select table, toString(arrayMap(c -> (c.2, c.3), arraySort(groupArray((position, name, type))))) "
+      ~ "from system.columns where database = " ~ vcmt._sql_string(objs.target.schema) ~ " and table in ("
+      ~ names | join(', ') ~ ") group by table").rows -%}
   {%- set columns = {} -%}
   {%- for row in rows -%}{%- do columns.update({row[0]: row[1]}) -%}{%- endfor -%}
   {%- for role, local in pairs if columns.get(objs[role].identifier) != columns.get(objs[local].identifier) -%}
