@@ -258,14 +258,15 @@ class DbtProject:
         return proc
 
     def dbt_process(self, name: str, *args: str, target: str | None = None,
-                    env: dict[str, str | None] | None = None) -> subprocess.Popen:
+                    env: dict[str, str | None] | None = None, program: list[str] | None = None) -> subprocess.Popen:
         """Start one dbt command in its own process, with its own target and log folders (`target_<name>`,
         `logs_<name>`), so that several run at once; its output (text) is in `stdout`. `env` changes its
-        environment (None removes a variable)."""
+        environment (None removes a variable); `program` runs instead of the `dbt` command (with the same
+        arguments)."""
         self._ensure_deps()
         own = ["--target", target or self.ch_target, *(["--vars", json.dumps(self.vars)] if self.vars else []),
                "--target-path", str(self.root / f"target_{name}"), "--log-path", str(self.root / f"logs_{name}")]
-        cli = [str(Path(sys.executable).with_name("dbt")), *self._cli([*args, *own], common=False)]
+        cli = [*(program or [str(Path(sys.executable).with_name("dbt"))]), *self._cli([*args, *own], common=False)]
         environment = {**os.environ, "DO_NOT_TRACK": "1", **(env or {})}
         return subprocess.Popen(cli, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                 env={k: v for k, v in environment.items() if v is not None})

@@ -6,19 +6,21 @@
 {#- The fold's INSERT: each key's last event (docs/design.md#fold-or-rounds). -#}
 {% macro _fold_insert_sql(cfg, objs, data, events_sql) %}
   insert into {{ vcmt._all_shards(objs, 'stage') }} ({{ vcmt._column_list(cfg.key_columns + data + [cfg.version, cfg.sign]) }})
-  {{ vcmt._fold_select_sql(cfg, data, events_sql) }}
+  {{ vcmt._fold_select_sql(cfg, data, events_sql, vcmt._fenced(objs.target)) }}
   {{ vcmt._stage_insert_settings(cfg) }}
 {% endmacro %}
 
 
 {#- Each key's last event. LIMIT 1 BY over a sort is about twice as fast as
     argMax over a tuple here, and hands the transform its events in key
-    order, so the target's part writer finds them (nearly) sorted. -#}
-{% macro _fold_select_sql(cfg, data, events_sql) %}
+    order, so the target's part writer finds them (nearly) sorted. A write
+    passes the load's `fence` (lock.sql). -#}
+{% macro _fold_select_sql(cfg, data, events_sql, fence) %}
   {%- set keys = vcmt._column_list(cfg.key_columns) -%}
   {%- set v = vcmt._quote(cfg.version) -%}
   select {{ keys }}{% for c in data %}, {{ vcmt._quote(c) }}{% endfor %}, {{ v }}, _vcmt_sign
   from ({{ events_sql }})
+  where {{ fence }}
   order by {{ keys }}, {{ v }} desc, _vcmt_sign asc
   limit 1 by {{ keys }}
 {% endmacro %}
@@ -35,7 +37,7 @@
   {%- call statement('vcmt_batch_replace') -%}{{ vcmt._drop_sql(objs.batch) }}{%- endcall -%}
   {%- set batch_sql -%}
     create table {{ objs.batch }} engine = MergeTree order by tuple() as
-    select *, toUInt64(1) as _vcmt_round, rowNumberInAllBlocks() as _vcmt_pos from ({{ vcmt._fold_select_sql(cfg, data, events_sql) }})
+    select *, toUInt64(1) as _vcmt_round, rowNumberInAllBlocks() as _vcmt_pos from ({{ vcmt._fold_select_sql(cfg, data, events_sql, vcmt._fenced(objs.target)) }})
     {{ vcmt._stage_insert_settings(cfg) }}
   {%- endset -%}
   {%- call statement('vcmt_batch') -%}{{ batch_sql }}{%- endcall -%}

@@ -49,6 +49,9 @@
 {% macro _load(cfg, objs, columns, select_columns, sql, lock_for=none, move_watermark=true) %}
   {%- set started = modules.datetime.datetime.now() -%}
   {%- set sql = vcmt._unsent_as_defaults(cfg, objs, columns, select_columns, sql) -%}
+  {#- Every statement that reads the SELECT carries the load's name (lock.sql):
+      a long read keeps the lock alive as a long write does. -#}
+  {%- set sql = '/* ' ~ vcmt._lock_holder(objs.target) ~ ' */\n' ~ sql -%}
   {#- Every value is checked before the first write, truncates included. -#}
   {%- do vcmt._check_event_values(cfg, columns, select_columns, vcmt._without_truncates(cfg, sql), 'vcmt_upsert ' ~ objs.target.identifier) -%}
   {%- if lock_for -%}

@@ -72,6 +72,7 @@
     from ({{ events_sql }})
     group by {{ keys }}, {{ v }}, _vcmt_sign
   )
+  where {{ vcmt._fenced(objs.target) }}
   {{ vcmt._read_settings() }}
 {% endmacro %}
 
@@ -82,7 +83,7 @@
   insert into {{ vcmt._all_shards(objs, 'stage') }} ({{ vcmt._column_list(cfg.key_columns + data + [cfg.version, cfg.sign]) }})
   select {{ vcmt._column_list(cfg.key_columns) }}{% for c in data %}, {{ vcmt._quote(c) }}{% endfor %}, {{ vcmt._quote(cfg.version) }}, _vcmt_sign
   from {{ objs.batch }}
-  where _vcmt_round = {{ r }}{% if shard %} and {{ shard }}{% endif %}
+  where _vcmt_round = {{ r }}{% if shard %} and {{ shard }}{% endif %} and {{ vcmt._fenced(objs.target) }}
   {{ vcmt._stage_insert_settings(cfg) }}
 {% endmacro %}
 
@@ -152,7 +153,7 @@
           where {{ key_tuple }} {{ in_ }} ({{ batch_keys }})
           group by {{ keys }}
         ) as _vcmt_tomb using ({{ keys }})
-        where _vcmt_e._vcmt_round = 0
+        where _vcmt_e._vcmt_round = 0 and {{ vcmt._fenced(objs.target) }}
           and (_vcmt_old._vcmt_found = 0 or {{ v }} > _vcmt_old._vcmt_lv or (_vcmt_sign < 0 and {{ v }} = _vcmt_old._vcmt_lv))
           and (_vcmt_tomb._vcmt_found = 0 or {{ v }} > _vcmt_tomb._vcmt_tv or (_vcmt_sign < 0 and {{ v }} = _vcmt_tomb._vcmt_tv))
       )

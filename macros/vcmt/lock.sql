@@ -7,24 +7,37 @@
 
     ClickHouse has no lock statement; what it does serialise is DDL on one
     name. The lock is a generation of tables `<model>__lock_<n>`: the highest
-    generation is the lock, and its holder is the comment its CREATE wrote. A load takes the lock by creating generation n+1 (IF NOT
-    EXISTS, so of any number of loads racing for the same n exactly one
-    creates it) when generation n is released, or stale: silent for the
-    lease (_lock_lease_s) and none of its holder's statements running. While
-    it holds the lock, a load's connection runs with `log_comment` set to its
-    holder name, which system.processes shows for each of its statements: a
-    long statement (the SELECT's checks, a big INSERT, a projection rebuilt)
-    keeps the lock however long it takes. A load holds
-    it while the highest generation is its own, so two loads can never both
-    hold it. The holder renews it at every step and fails at once if it was
-    taken over. Generations only grow; older ones are dropped by the holder.
+    generation is the lock, and its holder is the comment its CREATE wrote.
+    A load takes the lock by creating generation n+1 (IF NOT EXISTS, so of
+    any number of loads racing for the same n exactly one creates it) when
+    generation n is released, or stale: silent for the lease (_lock_lease_s)
+    and none of its holder's statements running.
 
-    A failed run releases its locks in the package's on-run-end hook; a
-    killed one holds it until it has been silent for the lease. -#}
+    The lock is a lease with a fencing token: every write of a load carries
+    the fence (`_lock_fence`), which the engine evaluates when the statement
+    starts and which fails it unless the highest generation is still the
+    load's own. A holder that was paused past its lease and taken over can
+    therefore write nothing more, whatever it sends. The fence also puts the
+    holder's name in the text of each write, which system.processes shows:
+    a long statement keeps the lock however long it takes, and no setting a
+    user can set hides it.
+
+    A failed run stops its loads' statements still running and releases
+    their locks in the package's on-run-end hook; a killed one holds it until
+    it has been silent for the lease. -#}
 
 {#- How long a holder may stay silent (no renewal, no statement running)
-    before another load takes the lock over. -#}
-{% macro _lock_lease_s() %}{{ return(30) }}{% endmacro %}
+    before another load takes the lock over: the project var
+    `vcmt_lock_lease_s` (default 30). A shorter lease is safe (a holder taken
+    over is fenced out and fails), but a load that pauses for longer, between
+    two statements, fails more often. -#}
+{% macro _lock_lease_s() %}
+  {%- set value = var('vcmt_lock_lease_s', 30) -%}
+  {%- if value is not number or value is boolean or value < 1 -%}
+    {{ exceptions.raise_compiler_error("vcmt: the project var `vcmt_lock_lease_s` must be a number of seconds (1 or more) a load may stay silent before another load takes its lock over; got `" ~ value ~ "`. Fix it in dbt_project.yml's vars or --vars, e.g. vcmt_lock_lease_s: 30.") }}
+  {%- endif -%}
+  {{ return(value | int) }}
+{% endmacro %}
 
 
 {#- The `lock_timeout` config: how long a load waits for another load of the
@@ -38,9 +51,48 @@
 {% endmacro %}
 
 
-{#- Who holds a lock: this dbt invocation (also the `log_comment` of its
-    statements while it does). -#}
-{% macro _lock_holder() %}{{ return('vcmt load by dbt invocation ' ~ invocation_id) }}{% endmacro %}
+{#- Who holds a model's lock: this dbt invocation's load of that model
+    (`relation` is the model's target, or one of its full refresh's staging
+    objects). Every statement the load sends while it holds the lock carries
+    this name in its text (the fence, `_lock_fence`), so system.processes
+    shows the load's statements whatever settings a profile or a model sets.
+    Plain ASCII: it appears in SQL text as it is. -#}
+{% macro _lock_holder(relation) %}
+  {%- set model = vcmt._model_relation(relation) -%}
+  {{ return('vcmt load by dbt invocation ' ~ invocation_id ~ ' of ' ~ local_md5(model.schema ~ '.' ~ model.identifier)[:12]) }}
+{% endmacro %}
+
+
+{#- The generations of the model `target`'s lock, as SQL rows (gen, comment,
+    seconds since its CREATE), highest first. The generation is cut from the
+    table's name in SQL, in bytes on both sides, so any model name works. -#}
+{% macro _lock_generations_sql(target) %}
+  {%- set prefix = vcmt._sql_string(target.identifier ~ '__lock_') -%}
+  {%- set tail = 'substring(name, length(' ~ prefix ~ ') + 1)' -%}
+  {{ return("select toUInt64(" ~ tail ~ ") as gen, comment, dateDiff('second', metadata_modification_time, now()) as age "
+      ~ "from system.tables where database = " ~ vcmt._sql_string(target.schema) ~ " and startsWith(name, " ~ prefix
+      ~ ") and match(" ~ tail ~ ", '^[0-9]{1,18}$')") }}
+{% endmacro %}
+
+
+{#- The fence (docs/design.md#one-load-at-a-time): a scalar the engine
+    evaluates once, when the statement starts and before it writes any row.
+    It is 0 while this load holds the lock of the model `relation` belongs to
+    (the highest generation's comment is this load's name), and otherwise
+    fails the statement. Every write of a load goes `where <fence> = 0`. -#}
+{% macro _lock_fence(relation) %}
+  {%- set model = vcmt._model_relation(relation) -%}
+  {%- set me = vcmt._lock_holder(model) -%}
+  {%- set message = 'vcmt_upsert ' ~ model.identifier ~ ': this load (' ~ me ~ ') no longer holds the lock of the model: '
+      ~ 'another load took it over after this one had been silent for ' ~ vcmt._lock_lease_s() ~ ' s. This statement '
+      ~ 'was refused before writing anything, and what this load wrote before is exact. Run the model again.' -%}
+  {{ return('(select throwIf(ifNull(argMax(comment, gen), \'\') != ' ~ vcmt._sql_string(me) ~ ', '
+      ~ vcmt._sql_string(message) ~ ') from (' ~ vcmt._lock_generations_sql(model) ~ '))') }}
+{% endmacro %}
+
+
+{#- A condition for a load's writes: true while it holds the lock (else the statement fails). -#}
+{% macro _fenced(relation) %}{{ return(vcmt._lock_fence(relation) ~ ' = 0') }}{% endmacro %}
 
 
 {#- The lock of the model `target`: its highest generation, as {gen,
@@ -48,13 +100,9 @@
     generations}. The holder is the table's comment, written by the CREATE
     itself; the rows record what each event of the lock was. -#}
 {% macro _lock_state(target) %}
-  {%- set prefix = target.identifier ~ '__lock_' -%}
-  {%- set gens = run_query("select toUInt64(substring(name, " ~ (prefix | length + 1) ~ ")) as gen, comment, "
-      ~ "dateDiff('second', metadata_modification_time, now()) from system.tables where database = "
-      ~ vcmt._sql_string(target.schema) ~ " and startsWith(name, " ~ vcmt._sql_string(prefix)
-      ~ ") and match(substring(name, " ~ (prefix | length + 1) ~ "), '^[0-9]{1,18}$') order by gen desc").rows -%}
+  {%- set gens = run_query(vcmt._lock_generations_sql(target) ~ ' order by gen desc').rows -%}
   {%- if gens | length == 0 -%}{{ return(none) }}{%- endif -%}
-  {%- set top = target.incorporate(path={'identifier': prefix ~ gens[0][0]}) -%}
+  {%- set top = target.incorporate(path={'identifier': target.identifier ~ '__lock_' ~ gens[0][0]}) -%}
   {%- set row = run_query("select anyIf(what, kind = 'acquired'), toString(minIf(at, kind = 'acquired')), "
       ~ "toString(max(at)), countIf(kind = 'released') > 0, count(), dateDiff('second', max(at), now64(3)) from "
       ~ top).rows[0] -%}
@@ -65,43 +113,57 @@
 {% endmacro %}
 
 
+{#- The condition on system.processes that finds the statements of `holder`:
+    its name in the statement's text (the fence), or, for loads of vcmt
+    0.3, its `log_comment`. The name is spelled in two pieces here, so this
+    statement (and another load's same check) never finds itself. -#}
+{% macro _holder_statements(holder) %}
+  {%- set name = 'concat(' ~ vcmt._sql_string(holder[:8]) ~ ', ' ~ vcmt._sql_string(holder[8:]) ~ ')' -%}
+  {{ return('query_id != queryID() and (position(query, ' ~ name ~ ') > 0 or Settings[\'log_comment\'] = ' ~ name ~ ')') }}
+{% endmacro %}
+
+
 {#- One of the holder's statements runs now (it is alive even if it has not
     renewed for a while). -#}
 {% macro _holder_busy(holder) %}
-  {%- set rows = run_query("select count() from system.processes where query_id != queryID() and Settings['log_comment'] = "
-                           ~ vcmt._sql_string(holder)).rows -%}
+  {%- set rows = run_query('select count() from system.processes where ' ~ vcmt._holder_statements(holder)).rows -%}
   {{ return(rows[0][0] | int > 0) }}
 {% endmacro %}
 
 
-{#- The `log_comment` of this connection's statements: the holder's name
-    while it holds the lock, the profile's own (or none) otherwise. -#}
-{% macro _set_log_comment(value) %}
-  {%- call statement('vcmt_log_comment') -%}set log_comment = {{ vcmt._sql_string(value) }}{%- endcall -%}
-{% endmacro %}
-
-
-{% macro _lock_row_sql(kind, what) %}
-  select {{ vcmt._sql_string(vcmt._lock_holder()) }} as holder, {{ vcmt._sql_string(kind) }} as kind,
+{% macro _lock_row_sql(kind, what, relation) %}
+  select {{ vcmt._sql_string(vcmt._lock_holder(relation)) }} as holder, {{ vcmt._sql_string(kind) }} as kind,
     {{ vcmt._sql_string(what) }} as what, now64(3) as at
+  where {{ vcmt._fenced(relation) }}
 {% endmacro %}
 
 
 {#- Take the lock of the model `objs` belongs to, waiting up to `timeout_s`
     for another load; `what` says which load this is ('dbt run',
-    'vcmt.load_stage'). Returns the lock's relation. -#}
+    'vcmt.load_stage'). Returns the lock's relation.
+
+    A takeover claims the next generation first, which fences the old
+    holder out (its next statement fails at its start), and then waits until
+    none of the old holder's statements runs: one that started before the
+    claim may still be writing. -#}
 {% macro _acquire_lock(objs, timeout_s, what) %}
-  {%- set target = objs.target -%}
-  {%- set me = vcmt._lock_holder() -%}
+  {%- set target = vcmt._model_relation(objs.target) -%}
+  {%- set me = vcmt._lock_holder(target) -%}
   {%- set lease = vcmt._lock_lease_s() -%}
-  {%- set st = namespace(held=none, waited=0, said=false, last=none) -%}
-  {%- for attempt in range((timeout_s | int) + 2) if st.held is none -%}
+  {%- set st = namespace(held=none, waited=0, said=false, previous=none, idle=0, idle_holder=none) -%}
+  {%- for attempt in range((timeout_s | int) + 3) if st.held is none -%}
     {%- set state = vcmt._lock_state(target) -%}
     {%- if state is not none and state.holder == me and not state.released -%}
       {%- set st.held = state -%}
     {%- else -%}
-      {%- set free = state is none or state.released
-                     or (state.silent_s >= lease and not vcmt._holder_busy(state.holder)) -%}
+      {#- Stale: silent for the lease, and seen with no statement running at
+          two polls a second apart (a live holder is idle only for the
+          moments between two of its statements). -#}
+      {%- set idle = state is not none and not state.released and state.silent_s >= lease
+                     and not vcmt._holder_busy(state.holder) -%}
+      {%- set st.idle = (st.idle + 1 if state.holder == st.idle_holder else 1) if idle else 0 -%}
+      {%- set st.idle_holder = state.holder if idle else none -%}
+      {%- set free = state is none or state.released or st.idle >= 2 -%}
       {%- if free -%}
         {%- set gen = (state.gen if state is not none else 0) + 1 -%}
         {%- set lock = target.incorporate(path={'identifier': target.identifier ~ '__lock_' ~ gen}) -%}
@@ -109,18 +171,20 @@
           create table if not exists {{ lock }} (holder String, kind String, what String, at DateTime64(3))
           engine = MergeTree order by tuple() comment {{ vcmt._sql_string(me) }}
         {%- endcall -%}
-        {%- if state is not none and not state.released -%}
-          {{ log('vcmt_upsert ' ~ target.identifier ~ ': took over the lock of ' ~ state.holder ~ ' (' ~ state.what ~ ', silent for ' ~ state.silent_s ~ ' s)', info=true) }}
-        {%- endif -%}
-        {%- set state = vcmt._lock_state(target) -%}
-        {%- if state.holder == me and state.gen == gen -%}
-          {%- call statement('vcmt_lock_acquired') -%}insert into {{ lock }} {{ vcmt._lock_row_sql('acquired', what) }}{%- endcall -%}
+        {%- set claimed = vcmt._lock_state(target) -%}
+        {%- if claimed.holder == me and claimed.gen == gen -%}
+          {%- if state is not none and not state.released -%}
+            {{ log('vcmt_upsert ' ~ target.identifier ~ ': took over the lock of ' ~ state.holder ~ ' (' ~ state.what ~ ', silent for ' ~ state.silent_s ~ ' s)', info=true) }}
+            {%- set st.previous = state -%}
+          {%- endif -%}
+          {%- call statement('vcmt_lock_acquired') -%}insert into {{ lock }} {{ vcmt._lock_row_sql('acquired', what, target) }}{%- endcall -%}
           {%- set st.held = vcmt._lock_state(target) -%}
+        {%- else -%}
+          {%- set state = claimed -%}
         {%- endif -%}
       {%- endif -%}
       {%- if st.held is none -%}
-        {%- set st.last = state -%}
-        {%- if st.waited >= timeout_s -%}
+        {%- if st.waited >= timeout_s + (1 if st.idle == 1 else 0) -%}
           {{ exceptions.raise_compiler_error("vcmt_upsert " ~ target.identifier ~ ": another load of this model is running (" ~ state.what ~ "; " ~ state.holder ~ "; since " ~ state.acquired ~ ", last active " ~ state.renewed ~ "); waited " ~ st.waited ~ " s (`lock_timeout` = " ~ timeout_s ~ "). Nothing was changed. Run again when it has ended, or give the model a longer `lock_timeout`. A load that was killed holds the lock until it has been silent for " ~ lease ~ " s.") }}
         {%- endif -%}
         {%- if not st.said -%}
@@ -135,7 +199,9 @@
   {%- if st.said -%}
     {{ log('vcmt_upsert ' ~ target.identifier ~ ': the other load has ended; this one goes on after ' ~ st.waited ~ ' s', info=true) }}
   {%- endif -%}
-  {%- do vcmt._set_log_comment(me) -%}
+  {%- if st.previous is not none -%}
+    {%- do vcmt._wait_for_statements_of(target, st.previous, timeout_s) -%}
+  {%- endif -%}
   {#- Older generations are nobody's lock any more. -#}
   {%- for gen in st.held.generations if gen | int < st.held.gen -%}
     {%- call statement('vcmt_lock_cleanup') -%}
@@ -146,43 +212,79 @@
 {% endmacro %}
 
 
-{#- The holder, at each step of its load: still the lock's holder (else it
-    stops before writing anything more), and its lease renewed. -#}
-{% macro _renew_lock(objs) %}
-  {%- set state = vcmt._lock_state(vcmt._model_relation(objs.target)) -%}
-  {%- if state is none or state.holder != vcmt._lock_holder() or state.released -%}
-    {{ exceptions.raise_compiler_error("vcmt_upsert " ~ objs.target.identifier ~ ": this load lost the model's lock to " ~ (state.holder if state else 'nobody') ~ " after it had been silent for " ~ vcmt._lock_lease_s() ~ " s with no statement running; it stops here. Run the model again: the rows it wrote are exact, and the rest is applied then.") }}
+{#- After a takeover: wait (up to `timeout_s`, and at least the lease) until
+    none of the previous holder's statements runs. It can start no new one
+    that writes (its fence fails), but one that started before the claim may
+    still be writing. If one still runs then, this load gives the lock back
+    (the previous holder stays fenced out) and fails, changing nothing. -#}
+{% macro _wait_for_statements_of(target, previous, timeout_s) %}
+  {%- set st = namespace(busy=true) -%}
+  {%- for second in range([timeout_s | int, vcmt._lock_lease_s()] | max + 1) if st.busy -%}
+    {%- set st.busy = vcmt._holder_busy(previous.holder) -%}
+    {%- if st.busy -%}
+      {%- if second == 0 -%}
+        {{ log('vcmt_upsert ' ~ target.identifier ~ ': waiting for the statements of ' ~ previous.holder ~ ' that still run to end', info=true) }}
+      {%- endif -%}
+      {%- do run_query('select sleep(1)') -%}
+    {%- endif -%}
+  {%- endfor -%}
+  {%- if st.busy -%}
+    {%- do vcmt._release_lock(target) -%}
+    {{ exceptions.raise_compiler_error("vcmt_upsert " ~ target.identifier ~ ": took over the lock of " ~ previous.holder ~ ", whose statements still run on the server after " ~ ([timeout_s | int, vcmt._lock_lease_s()] | max) ~ " s; it can write nothing more (its next statement is refused), but this load does not write beside a running one. Nothing was changed. Run again when they have ended (system.processes), or stop them with KILL QUERY.") }}
   {%- endif -%}
-  {%- if state.silent_s >= 5 -%}
+{% endmacro %}
+
+
+{#- The holder, at each step of its load: still the lock's holder (else it
+    stops before writing anything more), and its lease renewed. The renewal
+    is fenced like every write, so a holder that was taken over fails here
+    at the latest. -#}
+{% macro _renew_lock(objs) %}
+  {%- set model = vcmt._model_relation(objs.target) -%}
+  {%- set state = vcmt._lock_state(model) -%}
+  {%- if state is none or state.holder != vcmt._lock_holder(model) or state.released -%}
+    {{ exceptions.raise_compiler_error("vcmt_upsert " ~ model.identifier ~ ": this load lost the model's lock to " ~ (state.holder if state else 'nobody') ~ " after it had been silent for " ~ vcmt._lock_lease_s() ~ " s with no statement running; it stops here. Run the model again: the rows it wrote are exact, and the rest is applied then.") }}
+  {%- endif -%}
+  {%- if state.silent_s >= [vcmt._lock_lease_s() // 5, 1] | max -%}
     {%- call statement('vcmt_lock_renew') -%}
-      insert into {{ state.relation }} {{ vcmt._lock_row_sql('renewed', state.what) }}
+      insert into {{ state.relation }} {{ vcmt._lock_row_sql('renewed', state.what, model) }}
     {%- endcall -%}
   {%- endif -%}
 {% endmacro %}
 
 
 {#- Release the lock of the model whose target table is `relation`, if this
-    invocation holds it. -#}
-{% macro _release_lock(relation) %}
-  {%- set state = vcmt._lock_state(relation) -%}
-  {%- if state is not none and state.holder == vcmt._lock_holder() and not state.released -%}
+    load holds it. A load that failed may have statements still running on
+    the server (a connection cut while its INSERT ran: the server goes on):
+    they are stopped first (KILL QUERY ... SYNC), so nothing of this load
+    writes once another load holds the lock. -#}
+{% macro _release_lock(relation, failed=false) %}
+  {%- set model = vcmt._model_relation(relation) -%}
+  {%- set state = vcmt._lock_state(model) -%}
+  {%- set me = vcmt._lock_holder(model) -%}
+  {%- if state is not none and state.holder == me and not state.released -%}
+    {%- if failed and adapter.type() != 'chdb' -%}
+      {%- call statement('vcmt_kill_own') -%}
+        kill query where {{ vcmt._holder_statements(me) }} sync
+      {%- endcall -%}
+    {%- endif -%}
     {%- call statement('vcmt_unlock') -%}
-      insert into {{ state.relation }} {{ vcmt._lock_row_sql('released', state.what) }}
+      insert into {{ state.relation }} {{ vcmt._lock_row_sql('released', state.what, model) }}
     {%- endcall -%}
-    {%- do vcmt._set_log_comment((target.get('custom_settings') or {}).get('log_comment', '')) -%}
   {%- endif -%}
 {% endmacro %}
 
 
 {#- The package's on-run-end hook: release the locks of the vcmt_upsert
-    models of this invocation (a failed load ends without its own release). -#}
+    models of this invocation that failed (a failed load ends without its
+    own release), once none of their statements runs. -#}
 {% macro _release_locks_of_run(results) %}
   {%- if execute and results -%}
     {%- for res in results if res.node.resource_type == 'model' and res.node.config.materialized == 'vcmt_upsert'
                               and res.status in ('error', 'fail') -%}
       {%- set rel = api.Relation.create(database=res.node.database, schema=res.node.schema,
                                         identifier=res.node.alias, type='table') -%}
-      {%- do vcmt._release_lock(vcmt.objects(rel, res.node.config.get('sharding_key')).target) -%}
+      {%- do vcmt._release_lock(vcmt.objects(rel, res.node.config.get('sharding_key')).target, failed=true) -%}
     {%- endfor -%}
   {%- endif -%}
   {{ return('') }}

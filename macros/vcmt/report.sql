@@ -140,6 +140,6 @@
     {%- endif -%}
   {%- endfor -%}
   {%- call statement('vcmt_log_load') -%}
-    insert into {{ objs.loads }} ({{ names | join(', ') }}) select {{ values | join(', ') }}
+    insert into {{ objs.loads }} ({{ names | join(', ') }}) select {{ values | join(', ') }} where {{ vcmt._fenced(objs.target) }}
   {%- endcall -%}
 {% endmacro %}

@@ -64,6 +64,7 @@
     {%- call statement('vcmt_truncate_record') -%}
       insert into {{ objs.truncates }} (version, applied_at, invocation_id, rows_deleted)
       select maxIf(_vcmt_v, _vcmt_t), now64(3), {{ vcmt._sql_string(invocation_id) }}, null from ({{ rows }})
+      where {{ vcmt._fenced(objs.target) }}
       {{ vcmt._read_settings() }}
     {%- endcall -%}
   {%- endif -%}
@@ -80,6 +81,7 @@
     {%- call statement('vcmt_truncate_done') -%}
       insert into {{ objs.truncates }} (version, applied_at, invocation_id, rows_deleted)
       select max(version), now64(3), {{ vcmt._sql_string(invocation_id) }}, {{ deleted }} from {{ truncates }}
+      where {{ vcmt._fenced(objs.target) }}
     {%- endcall -%}
     {%- do result.update({'truncated_to': pending[2], 'truncated_rows': deleted}) -%}
     {%- if seen[2] | int > 0 -%}
@@ -111,6 +113,6 @@
   insert into {{ vcmt._all_shards(objs, 'stage') }} ({{ vcmt._column_list(cols + [cfg.version, cfg.sign]) }})
   select {{ vcmt._column_list(cols) }}, assumeNotNull({{ floor }}), toInt8(-1)
   from {{ vcmt._all_shards(objs, 'target') }} final
-  where {{ vcmt._quote(cfg.sign) }} = 1 and {{ vcmt._quote(cfg.version) }} <= {{ floor }}
+  where {{ vcmt._quote(cfg.sign) }} = 1 and {{ vcmt._quote(cfg.version) }} <= {{ floor }} and {{ vcmt._fenced(objs.target) }}
   {{ vcmt._stage_insert_settings(cfg) }}
 {% endmacro %}
