@@ -12,7 +12,7 @@ export DO_NOT_TRACK := 1
 export DBT_SEND_ANONYMOUS_USAGE_STATS := false
 export DBT_VERSION_CHECK := false
 
-.PHONY: demo test fuzz bench bench-server bench-staging lint venv java clean capture-fixtures
+.PHONY: demo test fuzz faults bench bench-server bench-staging lint venv java clean capture-fixtures
 
 $(STAMP): pyproject.toml lab/pyproject.toml constraints.txt
 	@echo "==> setting up $(VENV) (first run downloads about 1.7 GB of wheels)"
@@ -37,6 +37,11 @@ test: venv java
 
 fuzz: venv
 	@$(BIN)/python -m vcmt_lab.fuzz $(ARGS)
+
+# The load lock's fault-injection sweep: every statement of a load x pause/kill/cut x another load, on a
+# served node over HTTP and native; prints `N schedules, M exact` (ARGS: --help).
+faults: venv
+	@$(BIN)/python -m vcmt_lab.faults $(ARGS)
 
 # The ClickHouse benchmark (ARGS), its server leg (SERVER_ARGS; make bench-server alone), then the Spark
 # staging one (STAGING_ARGS; make bench-staging alone).

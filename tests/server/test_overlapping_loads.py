@@ -141,3 +141,45 @@ def test_lock_timeout_must_be_a_number_of_seconds(project):
     project.model("m", MODEL.replace("lock_timeout=240", "lock_timeout='5m'"))
     run = project.dbt("run", expect_pass=False)
     assert "`lock_timeout` must be a number of seconds (0 or more)" in run.log and "got `5m`" in run.log
+
+
+@pytest.mark.engines("http")
+def test_a_log_comment_in_insert_settings_does_not_hide_a_running_load(project):
+    """The holder's name is in the text of each of its writes (the fence), so no setting hides a long INSERT
+    from a load that waits: it waits instead of taking over (a `log_comment` once did)."""
+    project.command("create table src (id UInt64, n Int64, _version UInt64) engine = MergeTree order by id")
+    project.command("insert into src select number, 1, 1 from numbers(300)")
+    project.vars = {"vcmt_lock_lease_s": 2}
+    # The fold: one stage INSERT that reads the slow SELECT, with the model's insert_settings.
+    slow = ("{{ config(materialized='vcmt_upsert', unique_key='id', lock_timeout=60, "
+            "insert_settings={'log_comment': 'mine', 'max_threads': 1}) }}\n"
+            "select id, n, _version from src where sleepEachRow(0.008) = 0")
+    project.model("m", slow)
+    project.dbt("run")
+    for _ in range(3):  # blocks of 300 rows (2.4 s each, one thread): a stage INSERT of about 10 s
+        project.command("insert into src select number, 2, 2 from numbers(300)")
+    first = _start(project, "first", "run", "--select", "m")
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not project.scalar(
+            "select count() from system.processes where position(query, 'sleepEachRow') > 0 "
+            "and position(query, 'insert into') > 0 and position(query, 'm__stage') > 0 and query_id != queryID()"):
+        time.sleep(0.05)
+    second = _start(project, "second", "run", "--select", "m")
+    out1, _ = first.communicate(timeout=TIMEOUT)
+    out2, _ = second.communicate(timeout=TIMEOUT)
+    assert first.returncode == 0 and second.returncode == 0, out1[-3000:] + out2[-3000:]
+    assert "took over the lock" not in out2 and "waiting for another load of this model" in out2, out2[-3000:]
+    _assert_exact(project, {k: (2, 2) for k in range(300)})
+
+
+@pytest.mark.engines("chdb")
+def test_a_model_whose_name_is_not_ascii_takes_and_releases_its_lock(project):
+    project.command("create table src (id UInt64, n Int64, _version UInt64) engine = MergeTree order by id")
+    project.command("insert into src values (1, 5, 1)")
+    project.model("commandes_été", MODEL.replace("lock_timeout=240", "lock_timeout=2"))
+    project.dbt("run")
+    project.command("insert into src values (1, 2, 2)")
+    project.dbt("run")
+    assert project.query("select n, _version from `commandes_été` final where sign = 1") == [(7, 2)]
+    locks = project.query("select name from system.tables where database = currentDatabase() and name like '%lock%'")
+    assert locks == [("commandes_été__lock_2",)], locks

@@ -1,0 +1,242 @@
+"""The fault-injection harness of the load lock (docs/design.md#one-load-at-a-time).
+
+A schedule is one fault at one named statement of a `dbt run` of a model on a
+served node, while another load of the same model starts:
+
+1. the model is built from a first batch; a second batch lands in its source;
+2. a `dbt run` starts with the fault (vcmt_lab.faults.inject): `pause` stops
+   it right before that statement, `kill` kills it there, `cut` cuts its
+   connections while that statement runs;
+3. once the fault has happened, the other load (`dbt run`, `vcmt.load_stage`
+   or `dbt run --full-refresh`) starts and runs to its end; a paused run is
+   then resumed and runs to its end;
+4. a last `dbt run` (the scheduler's rerun), which must succeed;
+5. the model must equal the oracle: sum(sign) in {0, 1} per key and per
+   (key, version), GROUP BY equals FINAL, each key's live row the one its
+   latest event says, and every run that reported success recorded its
+   load in `<model>__loads`.
+
+The statements are enumerated from a clean run's own log (their names are
+stable: vcmt_lab.faults.inject.statement_label), so a new statement of the
+loader is in the sweep without a change here. The lease is shortened to
+LEASE_S (the project var `vcmt_lock_lease_s`) so that a takeover takes
+seconds, not half a minute.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from vcmt_lab import invariants
+from vcmt_lab.dbt_project import DbtProject
+from vcmt_lab.oracle import Event, Oracle
+from vcmt_tools.processes import free_port
+
+LEASE_S = 3
+STEP_TIMEOUT_S = 300.0
+KEYS = 600
+FAULTS = ("pause", "kill", "cut")
+OTHERS = ("run", "load", "full-refresh")
+# Each shape takes one of the loader's two paths (docs/design.md#fold-or-rounds).
+SHAPES = {
+    "fold": ("{{ config(materialized='vcmt_upsert', unique_key='id', lock_timeout=120) }}\n"
+             "select id, amount, _version, sign from src"),
+    "rounds": ("{{ config(materialized='vcmt_upsert', unique_key='id', merge={'amount': 'sum'}, lock_timeout=120) }}\n"
+               "select id, amount, _version, sign from src"),
+}
+MERGE = {"fold": {}, "rounds": {"amount": "sum"}}
+
+
+@dataclass(frozen=True)
+class Schedule:
+    shape: str
+    fault: str
+    statement: str  # name#n, as vcmt_lab.faults.inject logs it
+    other: str
+
+    def __str__(self) -> str:
+        return f"{self.shape}: {self.fault} at {self.statement}, then {self.other}"
+
+
+@dataclass
+class Outcome:
+    schedule: Schedule
+    exact: bool
+    reached: bool
+    problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def _batches(shape: str) -> list[list[tuple[int, int, int, int]]]:
+    """(id, n, _version, sign) rows of the two batches: inserts; then updates, deletes, new keys and, for
+    the rounds shape, several events per key."""
+    first = [(k, k % 7, 1, 1) for k in range(KEYS)]
+    second = []
+    for k in range(KEYS + KEYS // 4):
+        if k % 4 == 1 and k < KEYS:
+            second.append((k, 0, 2, -1))
+        else:
+            second.append((k, k % 5 + 1, 2, 1))
+            if shape == "rounds" and k % 2 == 0:
+                second.append((k, 3, 3, 1))
+    return [first, second]
+
+
+def expected_rows(shape: str) -> dict[int, tuple[int, int]]:
+    """id -> (n, _version) of every live key once both batches are applied (vcmt_lab.oracle)."""
+    oracle = Oracle(["amount"], merge=MERGE[shape])
+    for batch in _batches(shape):
+        oracle.apply_batch(Event((k,), v, s, {"amount": n}) for k, n, v, s in batch)
+    return {key[0]: (row["amount"], version) for key, (version, row) in oracle.live_rows().items()}
+
+
+def _insert(project: DbtProject, rows: list[tuple[int, int, int, int]]) -> None:
+    project.command("insert into src values " + ", ".join(f"({k}, {n}, {v}, {s})" for k, n, v, s in rows))
+
+
+def prepare(project: DbtProject, shape: str) -> None:
+    """The model built from the first batch, the second landed in its source; nothing else in the schema."""
+    for (name,) in project.query("select name from system.tables where database = currentDatabase() "
+                                 "order by engine = 'MaterializedView' desc"):
+        project.command(f"drop table if exists `{name}` sync")
+    project.command("create table src (id UInt64, amount Int64, _version UInt64, sign Int8) "
+                    "engine = MergeTree order by id")
+    first, second = _batches(shape)
+    _insert(project, first)
+    project.vars = {**project.vars, "vcmt_lock_lease_s": LEASE_S}
+    project.model("m", SHAPES[shape])
+    project.dbt("run", "--select", "m")
+    _insert(project, second)
+
+
+def _program() -> list[str]:
+    return [sys.executable, "-m", "vcmt_lab.faults.inject"]
+
+
+def _state(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split(") ", 1)[1][0]
+    except OSError:
+        return "gone"
+
+
+def _other_args(other: str) -> list[str]:
+    if other == "load":
+        return ["run-operation", "vcmt.load_stage", "--args",
+                json.dumps({"model": "m", "sql": "select id, amount, _version, sign from src"})]
+    return ["run", "--select", "m", *(["--full-refresh"] if other == "full-refresh" else [])]
+
+
+def _finish(proc: subprocess.Popen, timeout: float = STEP_TIMEOUT_S) -> tuple[int, str]:
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, _ = proc.communicate()
+        return -999, (out or "") + "\n(timed out: killed)"
+    return proc.returncode, out or ""
+
+
+def _invocation(project: DbtProject, name: str) -> str | None:
+    """The invocation id of process `name` (its run_results.json), if it wrote one."""
+    path = project.root / f"target_{name}" / "run_results.json"
+    try:
+        return json.loads(path.read_text())["metadata"]["invocation_id"]
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def enumerate_statements(project: DbtProject, shape: str) -> list[str]:
+    """The named statements (name#n) an incremental `dbt run` of the shape's model sends from its lock
+    on, in order."""
+    prepare(project, shape)
+    with tempfile.TemporaryDirectory() as tmp:
+        log = Path(tmp) / "statements"
+        proc = project.dbt_process("enumerate", "run", "--select", "m", program=_program(),
+                                   env={"VCMT_FAULT_LOG": str(log)})
+        code, out = _finish(proc)
+        if code != 0:
+            raise AssertionError(f"the clean run failed:\n{out[-4000:]}")
+        sent = log.read_text().splitlines()
+    # Before its lock a load only reads: its statements from its first on the lock on are the ones to fault.
+    first = next(i for i, name in enumerate(sent) if "__lock_N" in name)
+    return sent[first:]
+
+
+def run_schedule(project: DbtProject, schedule: Schedule) -> Outcome:
+    """One schedule, from a freshly prepared model to the checks."""
+    prepare(project, schedule.shape)
+    outcome = Outcome(schedule, exact=False, reached=False)
+    env: dict[str, str | None] = {"VCMT_FAULT": f"{schedule.fault}@{schedule.statement}"}
+    target = None
+    if schedule.fault == "cut":
+        node = project.engine.node
+        server = node.http_port if project.engine.kind == "http" else node.tcp_port
+        listen = free_port()
+        env.update({"VCMT_FAULT_PROXY": f"{listen}:{server}", "VCMT_FAULT_HTTP_PORT": str(node.http_port)})
+        target = _proxied_target(project, listen)
+    faulted = project.dbt_process("faulted", "run", "--select", "m", program=_program(), env=env, target=target)
+    deadline = time.monotonic() + STEP_TIMEOUT_S
+    while time.monotonic() < deadline and faulted.poll() is None and _state(faulted.pid) != "T":
+        time.sleep(0.05)
+    results: dict[str, tuple[int, str]] = {}
+    if faulted.poll() is not None:
+        results["faulted"] = _finish(faulted)
+    outcome.reached = f"vcmt fault: {schedule.fault} at" in (results.get("faulted", ("", ""))[1]) or \
+        _state(faulted.pid) == "T"
+    other = project.dbt_process("other", *_other_args(schedule.other))
+    results["other"] = _finish(other)
+    if "faulted" not in results:
+        faulted.send_signal(signal.SIGCONT)
+        results["faulted"] = _finish(faulted)
+    outcome.notes += [f"{name}: exit {code}" for name, (code, _) in results.items()]
+    code, out = _finish(project.dbt_process("rerun", "run", "--select", "m"))
+    if code != 0:
+        outcome.problems.append("the rerun failed:\n" + out[-3000:])
+    outcome.problems += _check(project, schedule.shape, results)
+    outcome.exact = not outcome.problems
+    return outcome
+
+
+def _proxied_target(project: DbtProject, port: int) -> str:
+    """A profile output `faulted` like the ClickHouse target, on `port` (the faulted process's forwarder)."""
+    import yaml
+
+    path = project.root / "profiles.yml"
+    profiles = yaml.safe_load(path.read_text())
+    outputs = profiles["vcmt_test"]["outputs"]
+    outputs["faulted"] = {**outputs[project.ch_target], "port": port}
+    path.write_text(yaml.safe_dump(profiles, sort_keys=False))
+    return "faulted"
+
+
+def _check(project: DbtProject, shape: str, results: dict[str, tuple[int, str]]) -> list[str]:
+    problems = []
+    query = project.query
+    for finding in invariants.check(query, invariants.Target("m", ["id"]), ["amount"]):
+        if not finding.ok:
+            problems.append(f"{finding.name}: {finding.detail}")
+    live = {i: (n, v) for i, n, v in query("select id, amount, _version from m final where sign = 1")}
+    grouped = {i: (n, v) for i, n, v in query(
+        "select id, sum(amount * sign), max(_version) from m group by id having sum(sign) = 1")}
+    expected = expected_rows(shape)
+    if live != expected:
+        wrong = sorted(k for k in set(live) | set(expected) if live.get(k) != expected.get(k))
+        problems.append(f"{len(wrong)} keys differ from the oracle, e.g. "
+                        + ", ".join(f"{k}: {live.get(k)} != {expected.get(k)}" for k in wrong[:5]))
+    if grouped != live:
+        problems.append("GROUP BY with sign arithmetic differs from FINAL")
+    recorded = {r[0] for r in query("select invocation_id from m__loads")}
+    for name, (code, _) in results.items():
+        invocation = _invocation(project, name)
+        if code == 0 and invocation is not None and invocation not in recorded:
+            problems.append(f"{name} reported success but recorded no load")
+    return problems

@@ -1,0 +1,179 @@
+"""The child side of the fault-injection harness: dbt with one fault at one named statement.
+
+    python -m vcmt_lab.faults.inject <dbt arguments>
+
+The process runs dbt's own CLI, with dbt-clickhouse's connection manager
+wrapped so that every statement it sends is named first (`statement_label`).
+The environment says what to do:
+
+- VCMT_FAULT_LOG: a file; each statement's name is appended to it, one a line
+  (the harness enumerates a load's statements from a clean run's file);
+- VCMT_FAULT: `<fault>@<name>#<n>`: at the n-th statement of that name, before
+  it is sent, `pause` stops this process (SIGSTOP; the harness resumes it),
+  `kill` kills it (SIGKILL); `cut` sends it and, once the server shows it
+  running, cuts every connection of this process to the server (a proxy or a
+  load balancer restarting): the statement goes on on the server, the client
+  gets a broken connection;
+- VCMT_FAULT_PROXY: `<listen port>:<server port>` for `cut`: this process
+  reaches the server through a forwarder of its own on 127.0.0.1, which the
+  cut breaks (new connections go through again afterwards).
+
+Nothing here changes what dbt or vcmt send: the fault is the only difference.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+from vcmt_tools.processes import LOOPBACK
+
+CUT_VISIBLE_TIMEOUT_S = 60.0
+
+_COMMENT = re.compile(r"/\*.*?\*/", re.S)
+_OBJECT = re.compile(
+    r"\b(?:into|table(?:\s+if\s+(?:not\s+)?exists)?|tables|from|view(?:\s+if\s+(?:not\s+)?exists)?)"
+    r"\s+((?:`[^`]*`|\"[^\"]*\"|[\w$]+)(?:\.(?:`[^`]*`|\"[^\"]*\"|[\w$]+))?)", re.I)
+_LOCK_KIND = re.compile(r"'(acquired|renewed|released)' as kind")
+
+
+def statement_label(sql: str) -> str:
+    """A statement's stable name: its verb and the first object it names (without the database; a lock
+    generation as N), and for the lock's rows their kind. The same load sends the same names run after
+    run, whatever the invocation."""
+    text = _COMMENT.sub(" ", sql).strip()
+    verb = (text.split(None, 1) or ["?"])[0].lower()
+    found = _OBJECT.search(text)
+    obj = ""
+    if found:
+        obj = found.group(1).split(".")[-1].strip('`"')
+        obj = re.sub(r"__lock_\d+$", "__lock_N", obj)
+    kind = _LOCK_KIND.search(text)
+    return " ".join(part for part in (verb, obj, kind.group(1) if kind else "") if part)
+
+
+class _Forwarder:
+    """A TCP forwarder on 127.0.0.1:`listen` to 127.0.0.1:`server`, whose open connections can be cut."""
+
+    def __init__(self, listen: int, server: int) -> None:
+        self.server = server
+        self.sockets: list[socket.socket] = []
+        self.lock = threading.Lock()
+        self.listener = socket.create_server((LOOPBACK, listen), reuse_port=False)
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            client, _ = self.listener.accept()
+            upstream = socket.create_connection((LOOPBACK, self.server), timeout=30)
+            upstream.settimeout(None)
+            with self.lock:
+                self.sockets += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        for s in (src, dst):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def cut(self) -> None:
+        with self.lock:
+            cut, self.sockets = self.sockets, []
+        for s in cut:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+                s.close()
+            except OSError:
+                pass
+
+
+def _cut_when_running(forwarder: _Forwarder, http_port: int, marker: str) -> None:
+    """Cut the connections once the server shows a statement whose text holds `marker`."""
+    import clickhouse_connect
+
+    client = clickhouse_connect.get_client(host=LOOPBACK, port=http_port)
+    deadline = time.monotonic() + CUT_VISIBLE_TIMEOUT_S
+    try:
+        while time.monotonic() < deadline:
+            if client.command("select count() from system.processes where query_id != queryID() and "
+                              "position(query, {m:String}) > 0", parameters={"m": marker}):
+                forwarder.cut()
+                return
+            time.sleep(0.02)
+    finally:
+        client.close()
+
+
+def install(fault: str | None, log: Path | None, forwarder: _Forwarder | None, http_port: int | None) -> None:
+    """Wrap dbt-clickhouse's connection manager: name each statement, log it, inject the fault."""
+    from dbt.adapters.clickhouse.connections import ClickHouseConnectionManager
+
+    kind, _, where = (fault or "").partition("@")
+    wanted, _, nth = where.rpartition("#")
+    seen: Counter[str] = Counter()
+
+    def before(sql: str) -> None:
+        name = statement_label(sql)
+        seen[name] += 1
+        if log is not None:
+            with log.open("a") as out:
+                out.write(f"{name}#{seen[name]}\n")
+        if not fault or name != wanted or seen[name] != int(nth):
+            return
+        print(f"vcmt fault: {kind} at {name}#{nth}", flush=True)
+        if kind == "pause":
+            os.kill(os.getpid(), signal.SIGSTOP)
+        elif kind == "kill":
+            os.kill(os.getpid(), signal.SIGKILL)
+        elif kind == "cut":
+            if forwarder is None or http_port is None:
+                raise SystemExit("vcmt fault: cut needs VCMT_FAULT_PROXY and VCMT_FAULT_HTTP_PORT")
+            # The statement's own text, past dbt's query comment: what the server shows while it runs.
+            marker = _COMMENT.sub(" ", sql).strip()[:120]
+            threading.Thread(target=_cut_when_running, args=(forwarder, http_port, marker), daemon=True).start()
+        else:
+            raise SystemExit(f"vcmt fault: unknown fault {kind!r} (pause, kill or cut)")
+
+    for method in ("execute", "add_query"):
+        original = getattr(ClickHouseConnectionManager, method)
+
+        def wrapped(self, sql, *args, _original=original, **kwargs):
+            before(sql)
+            return _original(self, sql, *args, **kwargs)
+
+        setattr(ClickHouseConnectionManager, method, wrapped)
+
+
+def main(argv: list[str]) -> int:
+    forwarder = None
+    if os.environ.get("VCMT_FAULT_PROXY"):
+        listen, _, server = os.environ["VCMT_FAULT_PROXY"].partition(":")
+        forwarder = _Forwarder(int(listen), int(server))
+    log = os.environ.get("VCMT_FAULT_LOG")
+    http_port = os.environ.get("VCMT_FAULT_HTTP_PORT")
+    install(os.environ.get("VCMT_FAULT"), Path(log) if log else None, forwarder,
+            int(http_port) if http_port else None)
+    from dbt.cli.main import dbtRunner
+
+    result = dbtRunner().invoke(argv)
+    return 0 if result.success else (2 if result.exception is not None else 1)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,51 @@
+"""The load lock under faults (docs/design.md#one-load-at-a-time): a representative subset of the sweep
+that `make faults` runs (vcmt_lab.faults), on a served node over both drivers.
+
+Each schedule pauses, kills or cuts a real `dbt run` at a named statement while another load of the same
+model starts, then reruns, and checks the model against the oracle (vcmt_lab.faults.harness).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from vcmt_lab.faults.harness import Schedule, enumerate_statements, run_schedule
+from vcmt_lab.faults.inject import statement_label
+
+pytestmark = pytest.mark.engines("http", "native")
+
+# A holder paused right before its first write to the stage, past its lease (the issue's case 1); killed
+# while it builds its batch; its connection cut while its stage INSERT runs (case 3); paused before its
+# lock is recorded, and before its release; under a --full-refresh and a vcmt.load_stage.
+SCHEDULES = [
+    Schedule("fold", "pause", "insert m__stage#1", "run"),
+    Schedule("rounds", "kill", "create m__batch#1", "load"),
+    Schedule("fold", "cut", "insert m__stage#1", "run"),
+    Schedule("rounds", "pause", "insert m__lock_N acquired#1", "full-refresh"),
+    Schedule("rounds", "pause", "insert m__lock_N released#1", "run"),
+]
+
+
+@pytest.mark.parametrize("schedule", SCHEDULES, ids=str)
+def test_a_faulted_load_and_another_load_leave_the_model_exact(module_project, schedule):
+    outcome = run_schedule(module_project, schedule)
+    assert outcome.reached, f"the fault never happened: {outcome.notes}"
+    assert outcome.exact, "\n".join(outcome.problems)
+
+
+def test_the_sweep_enumerates_the_loads_statements_from_its_log(module_project):
+    statements = enumerate_statements(module_project, "rounds")
+    # From the lock on, every write of the load is there, each once, by its stable name.
+    for name in ["create m__lock_N#1", "insert m__lock_N acquired#1", "create m__batch#1", "insert m__batch#1",
+                 "insert m__stage#1", "insert m__loads#1", "insert m__lock_N released#1"]:
+        assert name in statements, statements
+    assert statements[0].startswith("select m__lock_N") or "__lock_N" in statements[0]
+
+
+def test_statement_names_are_stable_and_drop_comments_databases_and_generations():
+    sql = ("/* {\"app\": \"dbt\"} */\ninsert into `db`.`m__lock_17` select 'x' as holder, 'renewed' as kind, "
+           "'dbt run' as what")
+    assert statement_label(sql) == "insert m__lock_N renewed"
+    assert statement_label("create table if not exists `db`.`m__lock_3` (a Int8)") == "create m__lock_N"
+    assert statement_label("exchange tables `db`.`m__vcmt_new` and `db`.`m`") == "exchange m__vcmt_new"
+    assert statement_label("kill query where query_id != queryID() sync") == "kill"
