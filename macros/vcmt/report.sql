@@ -50,6 +50,13 @@
 {% endmacro %}
 
 
+{#- What the run line adds after the model's name: a `delete_mode` other than
+    the default, which changes what a delete does. -#}
+{% macro _modes_note(cfg) %}
+  {{ return(' (delete_mode=' ~ cfg.delete_mode ~ ')' if cfg.delete_mode != 'versioned' else '') }}
+{% endmacro %}
+
+
 {#- What ran, in target/run/ as dbt writes it for its own materializations:
     the statements that read and applied this run's events (the DDL and the
     checks before them are in dbt's log). -#}
