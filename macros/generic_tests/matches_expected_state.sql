@@ -47,6 +47,7 @@
   {%- endfor -%}
   {%- set joins = [] -%}
   {%- for c in keys -%}{%- do joins.append('t.' ~ vcmt._quote(c) ~ ' = e.' ~ vcmt._quote(c)) -%}{%- endfor -%}
+  {%- set diff_sql -%}
 with vcmt_target as (
     select
         {%- for c in keys + compare_columns %}
@@ -80,4 +81,29 @@ where not (
     and {{ vcmt._vcmt_test_same('t.' ~ vcmt._quote(c), 'e.' ~ vcmt._quote(c), tolerance if numeric else none) }}
     {%- endfor %}
 )
+  {%- endset -%}
+  {%- do vcmt._log_first_differences(relation, diff_sql, keys, compare_columns) -%}
+  {{ return(diff_sql) }}
+{% endmacro %}
+
+
+{#- dbt reports only how many rows a test returned: print the first few
+    differences, so a failure says which keys and values differ. -#}
+{% macro _log_first_differences(relation, diff_sql, keys, compare_columns, shown=5) %}
+  {%- set found = run_query('select * from (' ~ diff_sql ~ ') as vcmt_diff limit ' ~ shown) -%}
+  {%- if found.rows | length == 0 -%}{{ return(none) }}{%- endif -%}
+  {%- set lines = [] -%}
+  {%- for row in found.rows -%}
+    {%- set key = [] -%}
+    {%- for c in keys -%}{%- do key.append(c ~ '=' ~ row[loop.index]) -%}{%- endfor -%}
+    {%- set values = [] -%}
+    {%- for c in compare_columns -%}
+      {%- set i = keys | length + 2 * loop.index - 1 -%}
+      {%- do values.append(c ~ ' ' ~ ('NULL' if row[i] is none else row[i]) ~ ' (expected '
+                           ~ ('NULL' if row[i + 1] is none else row[i + 1]) ~ ')') -%}
+    {%- endfor -%}
+    {%- do lines.append('  ' ~ row[0] ~ ' ' ~ key | join(', ') ~ (': ' ~ values | join(', ') if values else '')) -%}
+  {%- endfor -%}
+  {{ log('vcmt.matches_expected_state ' ~ relation ~ ': first differing rows (up to ' ~ shown ~ '):\n'
+         ~ lines | join('\n'), info=true) }}
 {% endmacro %}

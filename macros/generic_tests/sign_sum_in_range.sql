@@ -1,9 +1,10 @@
-{% test sign_sum_in_range(model, unique_key=none, version=none, sign=none, per_version=false) %}{{ return(adapter.dispatch('test_sign_sum_in_range', 'vcmt')(model, unique_key, version, sign, per_version)) }}{% endtest %}
+{% test sign_sum_in_range(model, unique_key=none, version=none, sign=none, per_version=true) %}{{ return(adapter.dispatch('test_sign_sum_in_range', 'vcmt')(model, unique_key, version, sign, per_version)) }}{% endtest %}
 
 {#- A key whose signs do not sum to 0 (deleted) or 1 (present) has a state row
     without its cancel, a cancel without its state, or a duplicate. The per
-    (key, version) check adds what the per-key sum can hide: a duplicated state
-    row offset by a cancel stamped with another version. -#}
+    (key, version) check (on by default) adds what the per-key sum can hide: a
+    duplicated state row offset by a cancel stamped with another version
+    (+1, +1, -1 sums to 1 per key). -#}
 {% macro default__test_sign_sum_in_range(model, unique_key, version, sign, per_version) %}
   {#- At parse time dbt renders the test only to find its dependencies; the
       graph and the tables are not there yet, and an error would stop the

@@ -4,6 +4,9 @@
   {#- In a materialization the model's `config`; in an operation a node's config dict. -#}
   {%- set source = node_config if node_config is not none else config -%}
   {%- set name = 'vcmt_upsert' -%}
+  {%- if node_config is none -%}
+    {%- do vcmt._check_config_keys(config.model.unrendered_config, name) -%}
+  {%- endif -%}
   {%- set ids = vcmt._identity_columns(source, name) -%}
   {%- set keys, version, sign = ids.key_columns, ids.version, ids.sign -%}
   {%- if not keys -%}
@@ -205,4 +208,63 @@
       {{ exceptions.raise_compiler_error(name ~ ": `ttl` may only move or recompress parts (`... TO DISK 'name'`, `... TO VOLUME 'name'`, `... RECOMPRESS CODEC(...)`); got `" ~ element | trim ~ "`, which removes or rolls up rows. A TTL removes rows part by part, so the state row (+1) and its cancel row (-1), which live in different parts, expire at different times and GROUP BY with sign arithmetic no longer equals FINAL. " ~ fix) }}
     {%- endfor -%}
   {%- endfor -%}
+{% endmacro %}
+
+
+{#- The config keys vcmt_upsert reads (README, "Configuration reference"):
+    the one list the unknown-key check uses; a test checks that every key
+    _read_config reads is in it. -#}
+{% macro _vcmt_config_keys() %}
+  {{ return(['unique_key', 'version', 'sign', 'merge', 'delete_mode', 'projections', 'partition_by', 'order_by',
+             'primary_key', 'settings', 'ttl', 'on_schema_change', 'watermark', 'truncate_when',
+             'unavailable_column', 'sharding_key', 'insert_settings', 'lock_timeout', 'virtual_shards']) }}
+{% endmacro %}
+
+
+{#- Config keys of dbt itself (its ModelConfig's fields and the hooks' spellings; a test compares them with
+    the installed dbt-core) and of dbt-clickhouse's models, which a vcmt_upsert model may set. -#}
+{% macro _other_config_keys() %}
+  {{ return(['access', 'alias', 'batch_size', 'begin', 'column_types', 'concurrent_batches', 'contract',
+             'database', 'docs', 'enabled', 'event_time', 'freshness', 'full_refresh', 'grants', 'group',
+             'incremental_strategy', 'lookback', 'materialized', 'meta', 'on_configuration_change',
+             'on_schema_change', 'packages', 'persist_docs', 'post_hook', 'pre_hook', 'post-hook', 'pre-hook',
+             'quoting', 'schema', 'static_analysis', 'tags', 'unique_key', 'sql_header',
+             'engine', 'force_on_cluster', 'order_by', 'partition_by', 'primary_key', 'sharding_key', 'ttl',
+             'settings', 'query_settings', 'indexes', 'projections', 'incremental_predicates', 'inserts_only',
+             'sql_security', 'definer', 'refreshable', 'repopulate_from_mvs_on_full_refresh',
+             'mv_on_schema_change', 'catchup']) }}
+{% endmacro %}
+
+
+{#- A key set on a vcmt_upsert model (in config(), its yml or dbt_project.yml) that neither vcmt nor dbt
+    nor dbt-clickhouse reads is a typo: `delete_mod='unconditional'` would otherwise run with versioned
+    deletes. Refused before any DDL, naming the nearest known key. -#}
+{% macro _check_config_keys(given, who) %}
+  {%- set vcmt_keys = vcmt._vcmt_config_keys() -%}
+  {%- set known = vcmt_keys + vcmt._other_config_keys() -%}
+  {%- for key in given if key not in known -%}
+    {%- set best = namespace(key=none, distance=999) -%}
+    {%- for candidate in known -%}
+      {%- set d = vcmt._edit_distance(key | string | lower, candidate) -%}
+      {%- if d < best.distance -%}{%- set best.key = candidate -%}{%- set best.distance = d -%}{%- endif -%}
+    {%- endfor -%}
+    {%- set hint = "did you mean `" ~ best.key ~ "`? " if best.distance <= [2, (key | string | length) // 3] | max else '' -%}
+    {{ exceptions.raise_compiler_error(who ~ ": unknown config key `" ~ key ~ "`: " ~ hint ~ "vcmt_upsert reads "
+        ~ vcmt_keys | join(', ') ~ ", besides dbt's and dbt-clickhouse's own keys. A key of your own belongs in "
+        ~ "`meta`.") }}
+  {%- endfor -%}
+{% endmacro %}
+
+
+{#- Levenshtein distance between two short strings. -#}
+{% macro _edit_distance(a, b) %}
+  {%- set row = namespace(prev=range(b | length + 1) | list) -%}
+  {%- for i in range(1, a | length + 1) -%}
+    {%- set cur = [i] -%}
+    {%- for j in range(1, b | length + 1) -%}
+      {%- do cur.append([row.prev[j] + 1, cur[j - 1] + 1, row.prev[j - 1] + (0 if a[i - 1] == b[j - 1] else 1)] | min) -%}
+    {%- endfor -%}
+    {%- set row.prev = cur -%}
+  {%- endfor -%}
+  {{ return(row.prev[b | length]) }}
 {% endmacro %}

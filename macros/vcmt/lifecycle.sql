@@ -190,6 +190,9 @@
   {%- set columns = plan.columns -%}
   {%- if plan.changed and cfg.on_schema_change != 'ignore' -%}
     {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': schema change (' ~ cfg.on_schema_change ~ '): ' ~ plan.describe, info=true) }}
+    {%- if plan.added -%}
+      {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': the rows already stored hold the default of new column(s) ' ~ plan.added | join(', ') ~ " (0, '' or NULL for a Nullable type) until an event of their key sets it; to fill every key now, run with --full-refresh (it rebuilds the table from the SELECT)", info=true) }}
+    {%- endif -%}
   {%- endif -%}
 
   {%- set transform = vcmt.transform_sql(cfg, objs, columns) -%}

@@ -50,6 +50,6 @@
   {%- endif -%}
   {%- set stats = vcmt._load(cfg, objs, columns, select_columns, sql, lock_for='vcmt.load_stage', move_watermark=move_watermark) -%}
   {%- do vcmt._release_lock(objs.target) -%}
-  {{ log('vcmt.load_stage ' ~ model ~ ': ' ~ vcmt._summary(stats), info=true) }}
+  {{ log('vcmt.load_stage ' ~ model ~ vcmt._modes_note(cfg) ~ ': ' ~ vcmt._summary(stats), info=true) }}
   {{ return(stats) }}
 {% endmacro %}

@@ -39,7 +39,8 @@
       c(n.events, 'event') ~ ' read (' ~ c(n.upserts, 'upsert') ~ ', ' ~ c(n.deletes, 'delete') ~ '): '
       ~ (n.ignored_below_truncate ~ ' ignored at or below a truncate, ' if n.ignored_below_truncate > 0 else '')
       ~ n.superseded ~ ' superseded in the batch, ' ~ n.fed ~ ' sent to the target in ' ~ c(n.rounds, 'round')
-      ~ (' on ' ~ n.virtual_shards ~ ' virtual shards' if n.virtual_shards > 1 else '') ~ ': '
+      ~ (' on ' ~ n.virtual_shards ~ ' virtual shards' if n.virtual_shards > 1 else '')
+      ~ ' (at most one event per key per round)' ~ ': '
       ~ n.inserted ~ ' inserted, ' ~ n.updated ~ ' updated, ' ~ n.deleted ~ ' deleted, '
       ~ n.skipped ~ ' skipped (stale, duplicate, or a delete of a key with no live row)'
       ~ ('; ' ~ c(n.truncates, 'truncate') ~ ': ' ~ c(n.truncated_rows, 'row') ~ ' at or below version ' ~ n.truncated_to ~ ' deleted' if n.truncated_to is not none else '')
@@ -47,6 +48,13 @@
       ~ '; ' ~ c(n.rows_written, 'row') ~ ' written'
       ~ ('; watermark not moved (this load\'s `' ~ n.watermark_column ~ '` reaches ' ~ n.watermark_not_moved
          ~ '; pass move_watermark=true to move it)' if n.get('watermark_not_moved') is not none else '')) }}
+{% endmacro %}
+
+
+{#- What the run line adds after the model's name: a `delete_mode` other than
+    the default, which changes what a delete does. -#}
+{% macro _modes_note(cfg) %}
+  {{ return(' (delete_mode=' ~ cfg.delete_mode ~ ')' if cfg.delete_mode != 'versioned' else '') }}
 {% endmacro %}
 
 

@@ -12,6 +12,7 @@
                   blank it,
       'changed':  true when anything differs,
       'describe': one line for the log and errors,
+      'added': the names of the columns added,
       'before':   steps run before the transform is updated: projections that
                   would block a column change are dropped, then target columns
                   added/retyped, then stage columns added/retyped (an added
@@ -137,6 +138,7 @@
       'merge': merge,
       'changed': (added or removed or changed) | length > 0,
       'describe': describe,
+      'added': added | map(attribute='name') | list,
       'before': before,
       'after': after,
       'refresh_transform': column_steps | length > 0,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.generic_tests.vcmt_tables import GOOD_ROWS, build_scenarios, run_test, vcmt_table_sql
+from tests.generic_tests.vcmt_tables import GOOD_ROWS, build_scenarios, failing_rows, run_test, vcmt_table_sql
 
 pytestmark = pytest.mark.engines("chdb", "http", "native")
 
@@ -26,18 +26,20 @@ def project(generic_tests_project):
             "sign_sum_hidden": vcmt_table_sql([*GOOD_ROWS, *HIDDEN]),
         },
         tests={
-            "good_per_key": ("sign_sum_good", "sign_sum_in_range", {}),
+            "good_per_key": ("sign_sum_good", "sign_sum_in_range", {"per_version": False}),
             "good_per_version": ("sign_sum_good", "sign_sum_in_range", {"per_version": True}),
-            "replayed_per_key": ("sign_sum_replayed", "sign_sum_in_range", {}),
+            "good_default": ("sign_sum_good", "sign_sum_in_range", {}),
+            "replayed_per_key": ("sign_sum_replayed", "sign_sum_in_range", {"per_version": False}),
             "replayed_per_version": ("sign_sum_replayed", "sign_sum_in_range", {"per_version": True}),
-            "hidden_per_key": ("sign_sum_hidden", "sign_sum_in_range", {}),
+            "hidden_per_key": ("sign_sum_hidden", "sign_sum_in_range", {"per_version": False}),
             "hidden_per_version": ("sign_sum_hidden", "sign_sum_in_range", {"per_version": True}),
+            "hidden_default": ("sign_sum_hidden", "sign_sum_in_range", {}),
         },
     )
     return generic_tests_project
 
 
-@pytest.mark.parametrize("test_name", ["good_per_key", "good_per_version"])
+@pytest.mark.parametrize("test_name", ["good_per_key", "good_per_version", "good_default"])
 def test_cancelled_and_deleted_keys_pass(project, test_name):
     """Updated, inserted and deleted keys sum to 1, 1 and 0 per key and per version."""
     assert run_test(project, test_name, expect_pass=True)[:2] == ("pass", 0)
@@ -58,7 +60,8 @@ def test_replayed_state_row_per_version_fails(project):
 
 
 def test_duplicate_hidden_by_misversioned_cancel_passes_per_key(project):
-    """The hidden duplicate's key still sums to 1, so the per-key check cannot see it."""
+    """The hidden duplicate's key still sums to 1, so the per-key check alone (`per_version: false`) cannot
+    see it."""
     assert run_test(project, "hidden_per_key", expect_pass=True)[:2] == ("pass", 0)
 
 
@@ -67,3 +70,10 @@ def test_duplicate_hidden_by_misversioned_cancel_fails_per_version(project):
     status, failures, run = run_test(project, "hidden_per_version", expect_pass=False)
     assert (status, failures) == ("fail", 2)
     assert "Failure in test hidden_per_version" in run.log
+
+
+def test_duplicate_hidden_by_misversioned_cancel_fails_by_default(project):
+    """Without arguments the test checks every (key, version) too: the doubled live row fails."""
+    status, failures, run = run_test(project, "hidden_default", expect_pass=False)
+    assert (status, failures) == ("fail", 2)
+    assert sorted(failing_rows(project, "hidden_default")) == [("key_version", 5, 1, 2), ("key_version", 5, 2, -1)]

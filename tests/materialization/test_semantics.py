@@ -163,7 +163,8 @@ def test_run_report_counts_inserted_updated_deleted_skipped(project):
     s = Scenario(project, EX3, {"unique_key": "id"})
     s.run_batch([(1, 1, 1, 1, 1), (2, 2, 2, 1, 1), (3, 3, 3, 1, 1)])
     run = s.run_batch([(1, 9, 9, 2, 1), (1, 8, 8, 3, 1), (2, 0, 0, 2, -1), (3, 3, 3, 1, 1), (4, 4, 4, 1, 1)])
-    assert "5 events read (4 upserts, 1 delete): 1 superseded in the batch, 4 sent to the target in 1 round: " \
+    assert "5 events read (4 upserts, 1 delete): 1 superseded in the batch, 4 sent to the target in 1 round (at most one " \
+        "event per key per round): " \
         "1 inserted, 1 updated, 1 deleted, 1 skipped (stale, duplicate, or a delete of a key with no live row); " \
         "4 rows written" in run.log
     last = project.query("select events, upserts, deletes, inserted, updated, deleted, skipped, rows_written "

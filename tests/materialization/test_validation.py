@@ -37,6 +37,14 @@ CASES = {
     "merge_on_key": ("{'unique_key': 'id', 'merge': {'id': 'sum'}}", SRC, "key, version and sign columns are never merged"),
     "merge_unknown_column": ("{'unique_key': 'id', 'merge': {'y': 'sum'}}", SRC, "`merge` names column `y`"),
     "bad_delete_mode": ("{'unique_key': 'id', 'delete_mode': 'soft'}", SRC, "`delete_mode` must be one of"),
+    "misspelt_config_key": (
+        "{'unique_key': 'id', 'delete_mod': 'unconditional'}", SRC,
+        "unknown config key `delete_mod`: did you mean `delete_mode`?",
+    ),
+    "unknown_config_key": (
+        "{'unique_key': 'id', 'owner_team': 'sales'}", SRC,
+        "unknown config key `owner_team`: vcmt_upsert reads unique_key, version, sign,",
+    ),
     "order_by_without_key": ("{'unique_key': 'id', 'order_by': ['x']}", SRC, "`order_by` must contain every `unique_key` column"),
     "projection_count": (
         "{'unique_key': 'id', 'projections': [{'name': 'p', 'query': 'select x, count() group by x'}]}", SRC,
@@ -294,3 +302,37 @@ def test_unique_key_change_fails_before_any_ddl_with_how_to_fix(project):
     assert s.final_rows() == [(1, 1, 1), (2, 2, 1)]
     s.run_batch([(1, 5, 2, 1)], "--full-refresh")
     assert s.final_rows() == [(1, 5, 2)]
+
+
+def test_dbt_and_dbt_clickhouse_config_keys_pass_and_delete_mode_shows(project):
+    """dbt's own keys and dbt-clickhouse's are not mistaken for typos; a non-default delete_mode is on the run
+    line."""
+    project.model("m", "{{ config(materialized='vcmt_upsert', unique_key='id', delete_mode='unconditional', "
+                       "tags=['t'], alias='m', meta={'owner': 'x'}, docs={'show': true}, persist_docs={}, "
+                       "grants={}, contract={'enforced': false}, full_refresh=none, enabled=true, "
+                       "on_schema_change='fail', pre_hook=[], post_hook=[], engine='ignored', "
+                       "query_settings={}, settings={}, order_by=['id'], sql_header=none) }}\n" + SRC)
+    run = project.dbt("run", "--select", "m")
+    assert "vcmt_upsert m (delete_mode=unconditional): 3 events read" in run.log, run.log[-3000:]
+
+
+def test_the_known_config_keys_cover_what_vcmt_dbt_and_dbt_clickhouse_read():
+    """_vcmt_config_keys lists every key _read_config reads; _other_config_keys every field of dbt's
+    ModelConfig (a new dbt-core adds some) and of dbt-clickhouse's model config."""
+    import dataclasses
+    import re
+    from pathlib import Path
+
+    from dbt.adapters.clickhouse.impl import ClickHouseConfig
+    from dbt.artifacts.resources.v1.model import ModelConfig
+
+    text = (Path(__file__).resolve().parents[2] / "macros" / "vcmt" / "config.sql").read_text()
+
+    def listed(macro: str) -> set[str]:
+        body = text.split(f"{{% macro {macro}() %}}", 1)[1].split("{% endmacro %}", 1)[0]
+        return set(re.findall(r"'([a-z_-]+)'", body))
+
+    read = set(re.findall(r"source\.get\('([a-z_]+)'", text)) | {"unique_key", "version", "sign"}
+    assert read - listed("_vcmt_config_keys") == set(), "keys _read_config reads but _vcmt_config_keys lacks"
+    dbt_keys = {f.name for cls in (ModelConfig, ClickHouseConfig) for f in dataclasses.fields(cls)} - {"_extra"}
+    assert dbt_keys - listed("_other_config_keys") == set(), "dbt or dbt-clickhouse keys missing"

@@ -1,0 +1,45 @@
+{#- A vcmt_upsert model's current rows: `(select * from <relation> final where
+    <sign> = 1 [and (<where>)])`. Until a merge the table also holds each
+    updated or deleted key's cancel row and the state it cancels, so a plain
+    SELECT sees them; FINAL collapses each pair and keeps the live state row.
+    The sign column is the model's `sign` config (default `sign`). -#}
+{% macro current_rows(relation, where=none) %}{{ return(adapter.dispatch('current_rows', 'vcmt')(relation, where)) }}{% endmacro %}
+
+{% macro default__current_rows(relation, where) %}
+  {%- set sign = vcmt._identity_columns(vcmt._vcmt_test_model_config(relation), 'vcmt.current_rows').sign -%}
+  {%- set filter = vcmt._quote(sign) ~ ' = 1' ~ (' and (' ~ where ~ ')' if where else '') -%}
+  {{ return('(select * from ' ~ relation ~ ' final where ' ~ filter ~ ')') }}
+{% endmacro %}
+
+
+{#- dbt's generic tests (`unique`, `not_null`, `accepted_values`,
+    `relationships`, dbt-utils' ...) read the tested model through
+    `get_where_subquery`. A project that puts vcmt before dbt in its dispatch
+    search order for the `dbt` namespace:
+
+      dispatch: [{macro_namespace: dbt, search_order: [<project>, vcmt, dbt]}]
+
+    gets this one: on a vcmt_upsert model the tests see its current rows
+    (`vcmt.current_rows`, with the test's `where` config), elsewhere dbt's own.
+    vcmt's own tests keep the stored rows: they check the cancel rows. -#}
+{% macro default__get_where_subquery(relation) -%}
+  {%- if execute and relation is not string and model.get('test_metadata', {}).get('namespace') != 'vcmt'
+        and vcmt._vcmt_test_model_config(relation).get('materialized') == 'vcmt_upsert' -%}
+    {{ return(vcmt.current_rows(relation, config.get('where')) ~ ' dbt_subquery') }}
+  {%- endif -%}
+  {{ return(dbt.default__get_where_subquery(relation)) }}
+{%- endmacro %}
+
+
+{#- dbt's `relationships` test reads its parent (`to`) directly, not through
+    `get_where_subquery`: with the same dispatch line, a vcmt_upsert parent is
+    read as its current rows too, so a deleted parent key is missing. Named
+    `default__` so that it comes before dbt-clickhouse's own, which it calls. -#}
+{% macro default__test_relationships(model, column_name, to, field) %}
+  {#- At parse time dbt renders the test only to find its dependencies. -#}
+  {%- if not execute -%}{{ return('') }}{%- endif -%}
+  {%- if to is not string and vcmt._vcmt_test_model_config(to).get('materialized') == 'vcmt_upsert' -%}
+    {%- set to = vcmt.current_rows(to) -%}
+  {%- endif -%}
+  {{ return(dbt.clickhouse__test_relationships(model, column_name, to, field)) }}
+{% endmacro %}
