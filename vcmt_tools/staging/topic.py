@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
+from fractions import Fraction
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -511,12 +512,14 @@ def checked(staged: DataFrame, model: str, columns: Mapping[str, str], max_malfo
     counts = staged.groupBy("_batch_id", "_kind", "_reason").agg(
         F.count(F.lit(1)).alias("n"), F.min("_raw").alias("sample")).collect()
     print(summary(model, counts), flush=True)
+    # The share as written (0.29 is 29/100): a float product rounds, and 29 of 100 lines was "more than 0.29".
+    share = Fraction(str(max_malformed_share))
     for batch in sorted({r["_batch_id"] for r in counts}):
         rows = [r for r in counts if r["_batch_id"] == batch]
         lines = sum(r["n"] for r in rows)
         bad = sorted((r for r in rows if r["_kind"] == "malformed"), key=lambda r: (-r["n"], r["_reason"]))
         malformed = sum(r["n"] for r in bad)
-        if malformed <= max_malformed_share * lines:
+        if malformed <= share * lines:
             continue
         top = bad[0]
         sample = top["sample"] if len(top["sample"]) <= SAMPLE_CHARS else top["sample"][:SAMPLE_CHARS] + " ..."
