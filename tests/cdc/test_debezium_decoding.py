@@ -701,3 +701,24 @@ def test_an_incremental_write_refuses_columns_that_are_not_the_tables(spark, tmp
     save_model_result(spark, wider, table, "parquet", ["_batch_id"], mode="overwrite_partitions")
     assert sorted((r.id, r.note, r.amount) for r in spark.table(table).collect()) == [
         (1, "a", Decimal("1.25")), (2, "b", Decimal("2.50"))]
+
+
+def test_a_partition_overwrite_checks_the_table_each_time_not_a_per_process_memory(spark, tmp_path: Path) -> None:
+    """This process's incremental write set the table's dynamic overwrite option and remembered it; another
+    client rebuilt the table (`--full-refresh` on the same server: a table without the option), and this
+    process's next incremental write, still believing the option set, replaced every partition."""
+    from dbt.adapters.vcmt_spark.python_submissions import save_model_result
+
+    table = f"rebuilt_{uuid.uuid4().hex[:8]}"
+
+    def batches(*ids: int):
+        return spark.createDataFrame([(i, i) for i in ids], "id bigint, _batch_id bigint")
+
+    save_model_result(spark, batches(0, 1), table, "parquet", ["_batch_id"], str(tmp_path / "t"))
+    save_model_result(spark, batches(2), table, "parquet", ["_batch_id"], mode="overwrite_partitions")
+    assert sorted(r.id for r in spark.table(table).collect()) == [0, 1, 2]
+    # Another client's full refresh: what its save_model_result writes, with its own writer.
+    batches(0, 1).write.mode("overwrite").format("parquet").partitionBy("_batch_id") \
+        .option("path", str(tmp_path / "t")).saveAsTable(table)
+    save_model_result(spark, batches(3), table, "parquet", ["_batch_id"], mode="overwrite_partitions")
+    assert sorted(r.id for r in spark.table(table).collect()) == [0, 1, 3]
