@@ -670,6 +670,31 @@ def test_a_run_with_nothing_new_returns_the_staged_columns_without_decoding(spar
         stage_new_batches(_Dbt(table, True), spark, str(path), "postgresql", ["id"], ALL_FAMILIES)
 
 
+def test_a_topic_without_a_batch_folder_stages_nothing_and_says_so(spark, tmp_path: Path, capsys) -> None:
+    """No `_batch_id=<N>` folder under the topic (no batch landed yet, or the raw batches were pruned): every
+    run failed with Spark's unresolved `_batch_id` column. A first and an incremental run stage nothing and
+    say so; the first batch to land is staged by the next run."""
+    from dbt.adapters.vcmt_spark.python_submissions import save_model_result
+
+    from vcmt_tools.staging import stage_new_batches
+
+    path = tmp_path / "orders"
+    path.mkdir()
+    table = f"no_batch_{uuid.uuid4().hex[:8]}"
+    for incremental in (False, True):
+        capsys.readouterr()
+        empty = stage_new_batches(_Dbt(table, incremental), spark, str(path), "postgres", ["id"], ALL_FAMILIES)
+        assert empty.collect() == []
+        assert capsys.readouterr().out == f"{table}: nothing new to stage\n"
+        save_model_result(spark, empty, table, "parquet", ["_batch_id"], str(tmp_path / "staged"),
+                          mode="overwrite_partitions" if incremental else "create")
+    (path / "_batch_id=0").mkdir()
+    (path / "_batch_id=0" / "orders+0+0.json").write_text(json.dumps(envelope(after={"id": 1}, lsn=1)) + "\n")
+    staged = stage_new_batches(_Dbt(table, True), spark, str(path), "postgres", ["id"], ALL_FAMILIES)
+    save_model_result(spark, staged, table, "parquet", ["_batch_id"], mode="overwrite_partitions")
+    assert [(r.id, r._batch_id) for r in spark.table(table).collect()] == [(1, 0)]
+
+
 def test_an_incremental_write_refuses_columns_that_are_not_the_tables(spark, tmp_path: Path) -> None:
     """Spark's insertInto goes by position: a renamed, added or moved column, or a narrower type, is refused
     before anything is written; a wider integer or decimal is written."""
