@@ -125,11 +125,12 @@ def test_decimal_bytes_of_every_length_read_as_two_s_complement(spark) -> None:
     for pad_to in (3, 8, 9, 16):  # non-minimal: sign bytes in front, up to and across the 8-byte boundary
         for v in (5, -5, 300, -300):
             encodings[base64.b64encode(v.to_bytes(pad_to, "big", signed=True)).decode()] = v
-    encodings[""] = 0  # no bytes at all: Connect never writes it; read as zero
+    encodings[""] = None  # no bytes at all: Connect never writes it; no number (it was read as zero)
     lines = [envelope(after={"id": i, "a": text}) for i, text in enumerate(encodings)]
     rows = decode(spark, lines, {"id": "bigint", "a": "decimal(38,0)"})
     # In the lines' order; a line that does not fit has no typed columns, its id included.
-    expected = [(Decimal(v), None) if abs(v) < 10**38 else (None, "wrong_type") for v in encodings.values()]
+    expected = [(Decimal(v), None) if v is not None and abs(v) < 10**38 else (None, "wrong_type")
+                for v in encodings.values()]
     assert [(r["a"], r["_reason"]) for r in rows] == expected
     assert [r["id"] for r in rows if r["_reason"] is None] == [i for i, (_, why) in enumerate(expected) if not why]
     assert any(len(base64.b64decode(t)) == 8 for t in encodings) and any(len(base64.b64decode(t)) == 9 for t in encodings)

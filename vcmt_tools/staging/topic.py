@@ -271,7 +271,7 @@ def _value_stage(located: _Steps, declared: Mapping[str, dbz.Declared],
         col.alias(f"{name}__{part}")
         for name, d in declared.items()
         for part, col in dbz.Parts.columns(F.col(f"{name}__raw"), F.col(f"{name}__json") if name in variants
-                                           else None, d).items()
+                                           else None, d, F.col("raw")).items()
     ])
     numeric = [name for name, d in declared.items() if d.family in ("float", "decimal")]
 
