@@ -125,11 +125,12 @@ def test_decimal_bytes_of_every_length_read_as_two_s_complement(spark) -> None:
     for pad_to in (3, 8, 9, 16):  # non-minimal: sign bytes in front, up to and across the 8-byte boundary
         for v in (5, -5, 300, -300):
             encodings[base64.b64encode(v.to_bytes(pad_to, "big", signed=True)).decode()] = v
-    encodings[""] = 0  # no bytes at all: Connect never writes it; read as zero
+    encodings[""] = None  # no bytes at all: Connect never writes it; no number (it was read as zero)
     lines = [envelope(after={"id": i, "a": text}) for i, text in enumerate(encodings)]
     rows = decode(spark, lines, {"id": "bigint", "a": "decimal(38,0)"})
     # In the lines' order; a line that does not fit has no typed columns, its id included.
-    expected = [(Decimal(v), None) if abs(v) < 10**38 else (None, "wrong_type") for v in encodings.values()]
+    expected = [(Decimal(v), None) if v is not None and abs(v) < 10**38 else (None, "wrong_type")
+                for v in encodings.values()]
     assert [(r["a"], r["_reason"]) for r in rows] == expected
     assert [r["id"] for r in rows if r["_reason"] is None] == [i for i, (_, why) in enumerate(expected) if not why]
     assert any(len(base64.b64decode(t)) == 8 for t in encodings) and any(len(base64.b64decode(t)) == 9 for t in encodings)
@@ -670,6 +671,31 @@ def test_a_run_with_nothing_new_returns_the_staged_columns_without_decoding(spar
         stage_new_batches(_Dbt(table, True), spark, str(path), "postgresql", ["id"], ALL_FAMILIES)
 
 
+def test_a_topic_without_a_batch_folder_stages_nothing_and_says_so(spark, tmp_path: Path, capsys) -> None:
+    """No `_batch_id=<N>` folder under the topic (no batch landed yet, or the raw batches were pruned): every
+    run failed with Spark's unresolved `_batch_id` column. A first and an incremental run stage nothing and
+    say so; the first batch to land is staged by the next run."""
+    from dbt.adapters.vcmt_spark.python_submissions import save_model_result
+
+    from vcmt_tools.staging import stage_new_batches
+
+    path = tmp_path / "orders"
+    path.mkdir()
+    table = f"no_batch_{uuid.uuid4().hex[:8]}"
+    for incremental in (False, True):
+        capsys.readouterr()
+        empty = stage_new_batches(_Dbt(table, incremental), spark, str(path), "postgres", ["id"], ALL_FAMILIES)
+        assert empty.collect() == []
+        assert capsys.readouterr().out == f"{table}: nothing new to stage\n"
+        save_model_result(spark, empty, table, "parquet", ["_batch_id"], str(tmp_path / "staged"),
+                          mode="overwrite_partitions" if incremental else "create")
+    (path / "_batch_id=0").mkdir()
+    (path / "_batch_id=0" / "orders+0+0.json").write_text(json.dumps(envelope(after={"id": 1}, lsn=1)) + "\n")
+    staged = stage_new_batches(_Dbt(table, True), spark, str(path), "postgres", ["id"], ALL_FAMILIES)
+    save_model_result(spark, staged, table, "parquet", ["_batch_id"], mode="overwrite_partitions")
+    assert [(r.id, r._batch_id) for r in spark.table(table).collect()] == [(1, 0)]
+
+
 def test_an_incremental_write_refuses_columns_that_are_not_the_tables(spark, tmp_path: Path) -> None:
     """Spark's insertInto goes by position: a renamed, added or moved column, or a narrower type, is refused
     before anything is written; a wider integer or decimal is written."""
@@ -701,3 +727,24 @@ def test_an_incremental_write_refuses_columns_that_are_not_the_tables(spark, tmp
     save_model_result(spark, wider, table, "parquet", ["_batch_id"], mode="overwrite_partitions")
     assert sorted((r.id, r.note, r.amount) for r in spark.table(table).collect()) == [
         (1, "a", Decimal("1.25")), (2, "b", Decimal("2.50"))]
+
+
+def test_a_partition_overwrite_checks_the_table_each_time_not_a_per_process_memory(spark, tmp_path: Path) -> None:
+    """This process's incremental write set the table's dynamic overwrite option and remembered it; another
+    client rebuilt the table (`--full-refresh` on the same server: a table without the option), and this
+    process's next incremental write, still believing the option set, replaced every partition."""
+    from dbt.adapters.vcmt_spark.python_submissions import save_model_result
+
+    table = f"rebuilt_{uuid.uuid4().hex[:8]}"
+
+    def batches(*ids: int):
+        return spark.createDataFrame([(i, i) for i in ids], "id bigint, _batch_id bigint")
+
+    save_model_result(spark, batches(0, 1), table, "parquet", ["_batch_id"], str(tmp_path / "t"))
+    save_model_result(spark, batches(2), table, "parquet", ["_batch_id"], mode="overwrite_partitions")
+    assert sorted(r.id for r in spark.table(table).collect()) == [0, 1, 2]
+    # Another client's full refresh: what its save_model_result writes, with its own writer.
+    batches(0, 1).write.mode("overwrite").format("parquet").partitionBy("_batch_id") \
+        .option("path", str(tmp_path / "t")).saveAsTable(table)
+    save_model_result(spark, batches(3), table, "parquet", ["_batch_id"], mode="overwrite_partitions")
+    assert sorted(r.id for r in spark.table(table).collect()) == [0, 1, 3]

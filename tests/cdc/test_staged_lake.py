@@ -8,6 +8,7 @@ Real captured Debezium files are landed as batches, staged on Spark with `stage_
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -103,6 +104,43 @@ def test_a_batch_folder_that_is_not_a_64_bit_integer_is_refused(spark, tmp_path,
     with pytest.raises(Exception, match=r"(?s)_batch_id=<N>, N a whole number that fits 64 bits.*_batch_id="
                        + folder):
         stage_topic(spark, str(raw), "postgres", ["id"], COLUMNS).collect()
+
+
+@pytest.mark.parametrize(("staged", "folder"), [
+    ([1], "1.5"),  # Spark typed every batch id as a double: staged as batch 1, replacing it
+    ([1, 2, 3], "2.5"),  # between the staged 1 and 3: never read
+    ([], "1e3"),  # staged as batch 1000
+    ([1], "2026-11-26"),  # failed with Spark's cast error, naming no folder
+    ([], "-1"),
+    ([], "+2"),
+])
+def test_a_batch_folder_name_is_parsed_by_staging_not_by_spark(spark, tmp_path, staged, folder):
+    """Staging parses each landed folder's name itself: one that is not a whole number fails the run naming
+    the folder, before any line is read, whatever the staged batches."""
+    raw = tmp_path / "raw"
+    lines = _captured_changes()
+    _land(raw, {**{b: lines[i % len(lines)] for i, b in enumerate(staged or [1])}, folder: lines[0]})
+    with pytest.raises(ValueError, match=r"_batch_id=<N>, N a whole number that fits 64 bits.*rename the folder "
+                       rf"\S*/raw/_batch_id={re.escape(folder)}\. Nothing was staged"):
+        stage_topic(spark, str(raw), "postgres", ["id"], COLUMNS, exclude_batches=staged)
+
+
+def test_a_topic_with_no_batch_folder_stages_nothing_and_its_mart_says_so(spark, project, tmp_path):
+    """A topic folder without any `_batch_id=<N>` folder yet (a first run before any batch landed, or its raw
+    batches pruned) failed every run with Spark's unresolved `_batch_id` column. It stages nothing; the mart
+    names the empty staged folder; once a batch lands, both go on."""
+    lake = tmp_path / "lake"
+    (lake / "raw" / "audit").mkdir(parents=True)
+    _stage(spark, lake, None)
+    assert not list((lake / "staged" / "audit").glob("_batch_id=*"))
+    project.vars = {"vcmt_lake_root": str(lake)}
+    project.model("audit_mart", MART)
+    failed = project.dbt("run", expect_pass=False)
+    assert "has staged no line yet" in failed.log and "CANNOT_EXTRACT_TABLE_STRUCTURE" not in failed.log
+    _land(lake / "raw" / "audit", {1: _captured_changes()[0]})
+    _stage(spark, lake, [1])
+    project.dbt("run")
+    assert _loaded_batches(project) == [1]
 
 
 # A staging job as the `vcmt_spark` target runs it (save_model_result: a first create, then an incremental

@@ -175,3 +175,58 @@ def test_text_that_is_not_base64_is_not_decoded_as_bytes(spark) -> None:
     assert [(r["price"], r["_reason"]) for r in rows] == [(Decimal("1234.50"), None), (None, "wrong_type")]
     rows = staged(spark, [line], {"id": "bigint", "name": "binary"})
     assert verdicts(rows) == [("malformed", "wrong_type")]
+
+
+def test_decimal_bytes_in_a_float_column_without_a_schema_are_wrong_type(spark) -> None:
+    """The captured `precise` price (Connect Decimal bytes, 1234.50 at the source's scale 2) declared `double`
+    on a topic without schemas: no scale is known, and it was read at scale 0, as 123450.0. With the schema
+    the line carries the scale, and the value stages."""
+    rows = staged(spark, [captured(PG, "items", "r", 1)], {"id": "bigint", "price": "double"})
+    assert [(r["price"], r["_reason"]) for r in rows] == [(None, "wrong_type")]
+    rows = staged(spark, [captured("postgres/schemas-precise", "items", "r", 1)], {"id": "bigint", "price": "double"})
+    assert [(r["price"], r["_reason"]) for r in rows] == [(1234.5, None)]
+
+
+@pytest.mark.parametrize("value", [
+    '"+10000-01-01T00:00:00Z"',  # past year 9999: was staged
+    '"0000-06-01T00:00:00Z"',  # before year 1
+    '"2024"',  # not an instant: was 2024-01-01
+    '"2024-01-02T03:04:05"',  # no offset: was read in the session's time zone
+    '"2024-01-02"',
+])
+def test_timestamp_text_that_is_not_an_instant_in_range_is_wrong_type(spark, value: str) -> None:
+    """The captured ZonedTimestamp `created_tz` replaced by `value` (hostile); the captured one stages."""
+    line = captured(PG, "items", "r", 1)
+    rows = staged(spark, [line, edited(line, ("after", "created_tz"), value)], {"id": "bigint", "created_tz": "timestamp"})
+    assert verdicts(rows) == [("change", None), ("malformed", "wrong_type")]
+
+
+def test_an_empty_byte_string_is_no_decimal(spark) -> None:
+    """A `precise` decimal sent as "" (no bytes, hostile value in the captured line) was staged as 0.00."""
+    line = captured(PG, "items", "r", 1)
+    rows = staged(spark, [edited(line, ("after", "price"), '""')], {"id": "bigint", "price": "decimal(12,2)"})
+    assert [(r["price"], r["_reason"]) for r in rows] == [(None, "wrong_type")]
+    ratio = edited(line, ("after", "ratio"), '{"scale":20,"value":""}')
+    rows = staged(spark, [ratio], {"id": "bigint", "ratio": "decimal(38,20)"})
+    assert [(r["ratio"], r["_reason"]) for r in rows] == [(None, "wrong_type")]
+
+
+def test_text_that_is_not_utf8_is_wrong_type_not_replacement_characters(spark, tmp_path) -> None:
+    """The captured line with a Latin-1 byte in its `name` (hostile), landed as a file: Spark's reader decoded
+    it with a replacement character, and `name` was staged as "caf\ufffd". It is wrong_type; the same byte in
+    a field staging does not read leaves the line's values as they are, and a replacement character the line
+    itself holds (valid UTF-8) is a character like any other."""
+    from vcmt_tools.staging.topic import stage_topic
+
+    line = captured(PG, "items", "r", 1)
+    broken = edited(line, ("after", "name"), '"__latin1__"').encode().replace(b"__latin1__", b"caf\xe9")
+    elsewhere = edited(line, ("after", "body"), '"__latin1__"').encode().replace(b"__latin1__", b"caf\xe9")
+    sent = edited(line, ("after", "name"), '"caf\ufffd"').encode()
+    folder = tmp_path / "_batch_id=0"
+    folder.mkdir()
+    (folder / "items.json").write_bytes(b"\n".join([line.encode(), broken, elsewhere, sent]) + b"\n")
+    rows = stage_topic(spark, str(tmp_path), "postgres", ["id"], {"id": "bigint", "name": "string"}).collect()
+    name = 'alpha ✓ Zoë "q", comma'
+    assert [(r["_kind"], r["_reason"], r["name"]) for r in rows] == [
+        ("change", None, name), ("malformed", "wrong_type", None), ("change", None, name),
+        ("change", None, "caf\ufffd")]

@@ -76,3 +76,25 @@ def test_every_run_prints_its_lines_by_kind(spark, lake: str, capsys) -> None:
     nothing = stage_topic(spark, lake, "postgres", ["id"], COLUMNS, exclude_batches=[0, 1])
     assert checked(nothing, "staging.stg_items", COLUMNS, 0.5).count() == 0
     assert capsys.readouterr().out.strip() == "staging.stg_items: nothing new to stage"
+
+
+def test_a_share_of_malformed_lines_equal_to_the_threshold_is_staged(spark) -> None:
+    """Exactly 29 of 100 lines malformed at max_malformed_share=0.29 is not more than 0.29: the float product
+    0.29 * 100 is 28.999999999999996, and the batch was refused. 30 of 100 is refused. The lines are the
+    captured id 1 snapshot row, and the same row with a fraction in its `qty` (wrong_type, hostile value)."""
+    from tests.cdc.test_staging_exact_values import ITEMS, PG, captured, edited
+    from vcmt_tools.staging.topic import decode_lines
+
+    good = captured(PG, "items", "r", 1)
+    bad = edited(good, ("after", "qty"), "2.75")
+
+    def batch(malformed: int):
+        lines = [(bad if i < malformed else good, "f.json", 0) for i in range(100)]
+        df = spark.createDataFrame(lines, "raw string, _source_file string, _batch_id bigint")
+        return decode_lines(df, "postgres", ["id"], ITEMS)
+
+    staged = checked(batch(29), "staging.stg_items", ITEMS, 0.29)
+    assert staged.where("_kind = 'malformed'").count() == 29
+    with pytest.raises(ValueError, match=r"batch 0: 30 of 100 lines \(30%\) are malformed, more than "
+                       r"max_malformed_share=0.29"):
+        checked(batch(30), "staging.stg_items", ITEMS, 0.29)

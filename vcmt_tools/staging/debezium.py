@@ -360,10 +360,14 @@ class Parts:
         return Parts(*[F.col(f"{prefix}__{n}") for n in names])
 
     @staticmethod
-    def columns(x: Column, json: Column | None, d: Declared) -> dict[str, Column]:
-        """The parts of a parsed value `x` of declared type `d`, by name; `json` is `to_json(x)` for a VARIANT."""
+    def columns(x: Column, json: Column | None, d: Declared, line: Column) -> dict[str, Column]:
+        """The parts of a parsed value `x` of declared type `d`, by name; `json` is `to_json(x)` for a VARIANT;
+        `line` is the raw line."""
         if json is None:
-            present, text, is_string, is_object = x.isNotNull(), x, F.lit(True), F.lit(False)
+            # The parser reads a line that is not UTF-8 with each invalid byte as U+FFFD: a text value holding
+            # one there is not the value that was sent, and is not decoded (wrong_type; it was staged so).
+            text = F.when(~x.contains("\ufffd") | F.is_valid_utf8(line), x)
+            present, is_string, is_object = x.isNotNull(), F.lit(True), F.lit(False)
         else:
             present = x.isNotNull() & ~F.is_variant_null(x)
             is_string, is_object = json.startswith('"'), json.startswith("{")
@@ -473,8 +477,14 @@ def numeric_parts(p: Parts, field: Column, d: Declared, mode: str | Column, has_
         .when(bytes_text, from_base64(p.text))
     )
     declared_scale = F.lit(d.scale if d.scale is not None else 0)
+    if d.scale is None:
+        # A float column declares no scale: its bytes are decoded at the schema's, or not at all (wrong_type);
+        # read at scale 0, 1234.50 was staged as 123450.0.
+        declared_scale = F.when(~bytes_text, declared_scale)
     scale = (
-        F.when(p.is_object, exact_integer(F.try_variant_get(variable, "$.scale", "string"), "int"))
+        # No bytes at all are no number either (they were read as 0).
+        F.when(F.length(octets) == 0, F.lit(None).cast("int"))
+        .when(p.is_object, exact_integer(F.try_variant_get(variable, "$.scale", "string"), "int"))
         # Text that should be bytes and is not base64 has no scale: the value is not decoded (wrong_type).
         .when(bytes_text & from_base64(p.text).isNull(), F.lit(None).cast("int"))
         .otherwise(F.coalesce(exact_integer(field["parameters"]["scale"], "int"), declared_scale))
@@ -559,10 +569,12 @@ def decode_value(p: Parts, field: Column, d: Declared) -> Column:
     elif d.family == "timestamp":
         unit = _unit(sem, _TS_UNITS, d.unit)
         micros = _micros_from(p.number, unit)
+        # ZonedTimestamp: an instant, ISO-8601 with `Z` or an offset, any fraction width, in Spark's range
+        # (years 1 to 9999); digits beyond microseconds must be zeros (Spark's cast drops them). Spark's cast
+        # also read "2024" and a time without an offset (in the session's time zone), and years past 9999.
+        zoned = F.when(text.rlike(_INSTANT) & ~text.rlike(r"\.[0-9]{6}0*[1-9]"), text.cast("timestamp"))
         value = (
-            # ZonedTimestamp: ISO-8601 with `Z` or an offset, any fraction width; digits beyond microseconds
-            # must be zeros (Spark's cast drops them).
-            F.when(p.is_string, F.when(~text.rlike(r"\.[0-9]{6}0*[1-9]"), text.cast("timestamp")))
+            F.when(p.is_string, F.when(_in_range(F.unix_micros(zoned), _MIN_MICROS, _MAX_MICROS), zoned))
             .when(_in_range(micros, _MIN_MICROS, _MAX_MICROS), F.timestamp_micros(micros))
         )
     elif d.family == "time":
@@ -574,6 +586,8 @@ def decode_value(p: Parts, field: Column, d: Declared) -> Column:
     return F.when(p.present, value).cast(d.spark_type)
 
 
+# An instant as ISO-8601 text (Java's ISO_OFFSET_DATE_TIME, as Debezium's ZonedTimestamp writes it).
+_INSTANT = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]+)?)?(Z|[+-][0-9]{2}:[0-9]{2}(:[0-9]{2})?)$"
 # A decimal number as text: sign, integer digits, fraction digits, exponent (`_fits_scale`).
 _NUMBER = r"^[+-]?([0-9]*)(?:\.([0-9]*))?(?:[eE]([+-]?[0-9]+))?$"
 

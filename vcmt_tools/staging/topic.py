@@ -13,8 +13,11 @@ the same staged table. See docs/staging.md.
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
+from fractions import Fraction
+from urllib.parse import unquote
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -33,15 +36,19 @@ RESERVED = tuple(STAGED_COLUMNS)
 
 def read_lines(session, topic_path: str, exclude_batches: Iterable[int] = (),
                only_batches: Iterable[int] | None = None) -> DataFrame:
-    """The raw lines under `<topic_path>/_batch_id=<N>/`, as text, with `source_file` and `_batch_id`.
+    """The raw lines under `<topic_path>/_batch_id=<N>/`, as text, with `source_file` and `_batch_id`; no line
+    when the topic has no batch folder yet (`landed_batches`, which checks every folder's name first).
 
     The batch filters are on the partition column, so Spark prunes the
     folders of excluded batches before reading any file: staged batches are
     never read again.
     """
-    lines = session.read.format("text").load(topic_path)
+    lines, landed = landed_batches(session, topic_path)
+    if not landed:
+        return session.createDataFrame([], "raw string, _source_file string, _batch_id bigint")
     # The filters go on the partition column as Spark discovered it, before the checked batch id is derived
     # from it: a filter on the derived column is not a partition filter, and every batch would be read again.
+    # Spark typed that column from the folder names, which `landed_batches` has checked are whole numbers.
     staged = staged_predicate(F.col("_batch_id"), exclude_batches)
     if staged is not None:
         lines = lines.where(~staged)
@@ -54,17 +61,51 @@ def read_lines(session, topic_path: str, exclude_batches: Iterable[int] = (),
     )
 
 
+# A landed batch folder's name; N is a whole number of 64 bits, digits only (docs/staging.md, "Batch ids").
+BATCH_FOLDER = "_batch_id=<N>, N a whole number that fits 64 bits (0 to 9223372036854775807)"
+_DIGITS = "[0-9]+"
+_MAX_BATCH = 2**63 - 1
+_FOLDER_OF = re.compile(r"/_batch_id=([^/]*)/[^/]*$")
+
+
+def landed_batches(session, topic_path: str) -> tuple[DataFrame, list[int]]:
+    """The topic's text as Spark reads it, and the batch ids of its `_batch_id=<N>` folders (those holding a
+    file; none when the topic has none yet), each folder name parsed here: one that is not a whole number of
+    64 bits fails the run naming the folder, before anything is read or written (ValueError).
+
+    Spark's own partition type inference made one `_batch_id=1.5` folder turn every batch id into a double,
+    truncated back to the staged batch 1 (which it replaced); `1e3` became batch 1000, and a date-shaped name
+    failed with Spark's cast error. Once every name here is a whole number that fits 64 bits, Spark types
+    the column as an integer, exactly. The listing is the read's own (`inputFiles`): no Spark job, no second
+    listing of the topic.
+    """
+    lines = session.read.format("text").load(topic_path)
+    landed = set()
+    for path in lines.inputFiles():
+        match = _FOLDER_OF.search(path)
+        if match is None:
+            raise ValueError(f"a landed file must be in a batch folder of its topic, named {BATCH_FOLDER}; move "
+                             f"{path} into one. Nothing was staged.")
+        name = unquote(match[1])
+        if re.fullmatch(_DIGITS, name) is None or int(name) > _MAX_BATCH:
+            raise ValueError(f"a landed batch folder must be named {BATCH_FOLDER}; rename the folder "
+                             f"{unquote(path.rsplit('/', 1)[0])}. Nothing was staged.")
+        landed.add(int(name))
+    return lines, sorted(landed)
+
+
 def batch_id(folder: Column, path: Column) -> Column:
     """The batch id of a `_batch_id=<N>` folder as a BIGINT, or the run fails naming the file.
 
     Batch ids are 64-bit end to end: a timestamp-shaped `20270101000000` or a number past 2^32, cast to
     32 bits, wrapped (negative, or a small number already staged) and was skipped or read out of order.
-    A folder that is not a 64-bit integer is refused, never staged as a NULL or wrapped batch
-    (docs/staging.md, "Batch ids").
+    A folder that is not a 64-bit integer is refused, never staged as a NULL, truncated or wrapped batch
+    (docs/staging.md, "Batch ids"): `landed_batches` refuses it before the read; this refuses one that landed
+    since (a folder typed as a double by Spark reads `1.0`, not digits).
     """
-    return F.coalesce(folder.try_cast("bigint"), F.raise_error(F.concat(
-        F.lit("a landed batch folder must be named _batch_id=<N>, N a whole number that fits 64 bits "
-              "(at most 9223372036854775807); rename the folder holding "), path)))
+    digits = folder.cast("string")
+    return F.coalesce(F.when(digits.rlike(f"^{_DIGITS}$"), digits.try_cast("bigint")), F.raise_error(F.concat(
+        F.lit(f"a landed batch folder must be named {BATCH_FOLDER}; rename the folder holding "), path)))
 
 
 def staged_predicate(batch: Column, batches: Iterable[int]) -> Column | None:
@@ -230,7 +271,7 @@ def _value_stage(located: _Steps, declared: Mapping[str, dbz.Declared],
         col.alias(f"{name}__{part}")
         for name, d in declared.items()
         for part, col in dbz.Parts.columns(F.col(f"{name}__raw"), F.col(f"{name}__json") if name in variants
-                                           else None, d).items()
+                                           else None, d, F.col("raw")).items()
     ])
     numeric = [name for name, d in declared.items() if d.family in ("float", "decimal")]
 
@@ -511,12 +552,14 @@ def checked(staged: DataFrame, model: str, columns: Mapping[str, str], max_malfo
     counts = staged.groupBy("_batch_id", "_kind", "_reason").agg(
         F.count(F.lit(1)).alias("n"), F.min("_raw").alias("sample")).collect()
     print(summary(model, counts), flush=True)
+    # The share as written (0.29 is 29/100): a float product rounds, and 29 of 100 lines was "more than 0.29".
+    share = Fraction(str(max_malformed_share))
     for batch in sorted({r["_batch_id"] for r in counts}):
         rows = [r for r in counts if r["_batch_id"] == batch]
         lines = sum(r["n"] for r in rows)
         bad = sorted((r for r in rows if r["_kind"] == "malformed"), key=lambda r: (-r["n"], r["_reason"]))
         malformed = sum(r["n"] for r in bad)
-        if malformed <= max_malformed_share * lines:
+        if malformed <= share * lines:
             continue
         top = bad[0]
         sample = top["sample"] if len(top["sample"]) <= SAMPLE_CHARS else top["sample"][:SAMPLE_CHARS] + " ..."

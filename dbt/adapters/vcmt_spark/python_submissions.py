@@ -116,22 +116,19 @@ class SessionPythonJobHelper(PythonJobHelper):
 # storage properties) before the session's spark.sql.sources.partitionOverwriteMode, while insertInto
 # ignores the writer's options. A session setting switched around the write is not safe when dbt runs
 # models in threads: another model's restore could leave it static (every partition replaced) mid-write.
-# docs/design.md#spark-targets
+# The table is checked before every such write, never remembered: another client on the same server (a
+# `--full-refresh`) rebuilds the table without the option, and a write that still believed it set replaced
+# every partition. docs/design.md#spark-targets
 DYNAMIC_OVERWRITE_OPTION = ("partitionOverwriteMode", "dynamic")
-# Tables of this process whose option is known to be set (checked once per table and process).
-_dynamic_tables: set[str] = set()
 
 
 def _ensure_dynamic_overwrite(session: Any, table: str) -> None:
-    """Give `table` the dynamic partition overwrite option, once per process (tables created before it)."""
-    if table in _dynamic_tables:
-        return
+    """Give `table` the dynamic partition overwrite option unless it has it (one metastore call)."""
     key, value = DYNAMIC_OVERWRITE_OPTION
     rows = session.sql(f"describe table extended {table}").collect()
     storage = next((str(r[1]) for r in rows if r[0] == "Storage Properties"), "")
     if f"{key}={value}" not in storage.strip("[]").split(", "):
         session.sql(f"alter table {table} set serdeproperties ('{key}' = '{value}')")
-    _dynamic_tables.add(table)
 
 
 _INTEGRAL = ("tinyint", "smallint", "int", "bigint")
@@ -217,4 +214,3 @@ def save_model_result(
     if location:
         writer = writer.option("path", location)
     writer.saveAsTable(table)
-    _dynamic_tables.discard(table)  # a new table: its first partition overwrite sets the option again
