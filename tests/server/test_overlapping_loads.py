@@ -11,6 +11,7 @@ import json
 import random
 import signal
 import subprocess
+import sys
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -18,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from vcmt_lab.dbt_project import DbtProject
+from vcmt_lab.faults.harness import process_state
 
 TIMEOUT = 300
 KEYS = 3000
@@ -158,13 +160,20 @@ def test_a_log_comment_in_insert_settings_does_not_hide_a_running_load(project):
     project.dbt("run")
     for _ in range(3):  # blocks of 300 rows (2.4 s each, one thread): a stage INSERT of about 10 s
         project.command("insert into src select number, 2, 2 from numbers(300)")
-    first = _start(project, "first", "run", "--select", "m")
+    # The second load stops right before it first reads the lock (vcmt_lab.faults.inject), and goes on
+    # once the first load's INSERT runs: it meets that INSERT whatever its own start-up took.
+    second = project.dbt_process("second", "run", "--select", "m", program=[sys.executable, "-m", "vcmt_lab.faults.inject"],
+                                 env={"VCMT_FAULT": "pause@select m__lock_N#1"})
     deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and process_state(second.pid) != "T":
+        time.sleep(0.05)
+    assert process_state(second.pid) == "T", second.communicate()[0][-3000:]
+    first = _start(project, "first", "run", "--select", "m")
     while time.monotonic() < deadline and not project.scalar(
             "select count() from system.processes where position(query, 'sleepEachRow') > 0 "
             "and position(query, 'insert into') > 0 and position(query, 'm__stage') > 0 and query_id != queryID()"):
         time.sleep(0.05)
-    second = _start(project, "second", "run", "--select", "m")
+    second.send_signal(signal.SIGCONT)
     out1, _ = first.communicate(timeout=TIMEOUT)
     out2, _ = second.communicate(timeout=TIMEOUT)
     assert first.returncode == 0 and second.returncode == 0, out1[-3000:] + out2[-3000:]

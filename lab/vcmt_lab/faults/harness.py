@@ -120,7 +120,8 @@ def _program() -> list[str]:
     return [sys.executable, "-m", "vcmt_lab.faults.inject"]
 
 
-def _state(pid: int) -> str:
+def process_state(pid: int) -> str:
+    """A process's state letter from /proc (T: stopped), or `gone`."""
     try:
         with open(f"/proc/{pid}/stat") as stat:
             return stat.read().split(") ", 1)[1][0]
@@ -185,13 +186,13 @@ def run_schedule(project: DbtProject, schedule: Schedule) -> Outcome:
         target = _proxied_target(project, listen)
     faulted = project.dbt_process("faulted", "run", "--select", "m", program=_program(), env=env, target=target)
     deadline = time.monotonic() + STEP_TIMEOUT_S
-    while time.monotonic() < deadline and faulted.poll() is None and _state(faulted.pid) != "T":
+    while time.monotonic() < deadline and faulted.poll() is None and process_state(faulted.pid) != "T":
         time.sleep(0.05)
     results: dict[str, tuple[int, str]] = {}
     if faulted.poll() is not None:
         results["faulted"] = _finish(faulted)
     outcome.reached = f"vcmt fault: {schedule.fault} at" in (results.get("faulted", ("", ""))[1]) or \
-        _state(faulted.pid) == "T"
+        process_state(faulted.pid) == "T"
     other = project.dbt_process("other", *_other_args(schedule.other))
     results["other"] = _finish(other)
     if "faulted" not in results:
