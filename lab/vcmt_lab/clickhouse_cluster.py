@@ -229,11 +229,12 @@ def _error(code: int, message: str) -> tuple[int, list[tuple[str, str]], bytes]:
 class _ProxyServer(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, nodes: Sequence[ServedNode], cluster: str):
+    def __init__(self, nodes: Sequence[ServedNode], cluster: str, ddl_lock: threading.Lock | None = None):
         super().__init__((HOST, 0), _Handler)
         self.nodes = list(nodes)
         self.cluster = cluster
-        self.ddl_lock = threading.Lock()
+        # One queue for the cluster: every fan-out in front of it runs ON CLUSTER statements one at a time.
+        self.ddl_lock = ddl_lock or threading.Lock()
 
     @staticmethod
     def forward(node: ServedNode, method: str, path: str, headers: dict[str, str],
@@ -256,6 +257,7 @@ class DdlFanOut:
 
     nodes: Sequence[ServedNode]
     cluster: str
+    ddl_lock: threading.Lock | None = field(default=None, repr=False)
     server: _ProxyServer | None = field(default=None, repr=False)
     thread: threading.Thread | None = field(default=None, repr=False)
 
@@ -265,7 +267,7 @@ class DdlFanOut:
         return self.server.server_address[1]
 
     def start(self) -> DdlFanOut:
-        self.server = _ProxyServer(self.nodes, self.cluster)
+        self.server = _ProxyServer(self.nodes, self.cluster, self.ddl_lock)
         self.thread = threading.Thread(target=self.server.serve_forever, name="vcmt-ddl-fan-out", daemon=True)
         self.thread.start()
         return self
@@ -300,6 +302,13 @@ class Cluster:
             raise ValueError(f"the test cluster is reached over HTTP (its DDL fan-out); got driver {driver!r}")
         return {"type": "clickhouse", "driver": "http", "host": HOST, "port": self.http_port, "user": "default",
                 "password": "", "schema": schema, "threads": 1, "cluster": self.name, **extra}
+
+    def entry(self, node: int) -> DdlFanOut:
+        """Another way in, as behind a load balancer: a fan-out that forwards everything but ON CLUSTER statements
+        to node `node` (from 0), sharing the DDL queue of the first. The caller stops it."""
+        others = [n for i, n in enumerate(self.nodes) if i != node]
+        assert self.fan_out.server is not None
+        return DdlFanOut([self.nodes[node], *others], self.name, self.fan_out.server.ddl_lock).start()
 
     def client(self, database: str | None = None, **kwargs: Any):
         """A clickhouse-connect client through the fan-out (queries run on the first node)."""

@@ -28,8 +28,7 @@
   {%- endif -%}
   {%- set node = nodes[0] -%}
   {%- set cfg = vcmt._read_config(node.config) -%}
-  {%- set target = api.Relation.create(database=node.database, schema=node.schema, identifier=node.alias, type='table',
-                                       can_on_cluster=adapter.get_clickhouse_cluster_name() is not none) -%}
+  {%- set target = vcmt._node_target(node) -%}
   {%- set objs = vcmt.objects(target, cfg.sharding_key) -%}
   {%- if not vcmt._relation_exists(objs.stage) -%}
     {{ exceptions.raise_compiler_error("vcmt.load_stage: " ~ objs.stage ~ " does not exist; build the model first with `dbt run --select " ~ model ~ "`.") }}

@@ -70,8 +70,41 @@
   {%- set prefix = vcmt._sql_string(target.identifier ~ '__lock_') -%}
   {%- set tail = 'substring(name, length(' ~ prefix ~ ') + 1)' -%}
   {{ return("select toUInt64(" ~ tail ~ ") as gen, comment, dateDiff('second', metadata_modification_time, now()) as age "
-      ~ "from system.tables where database = " ~ vcmt._sql_string(target.schema) ~ " and startsWith(name, " ~ prefix
-      ~ ") and match(" ~ tail ~ ", '^[0-9]{1,18}$')") }}
+      ~ "from " ~ vcmt._lock_source(target, 'system', 'tables') ~ " database = " ~ vcmt._sql_string(target.schema)
+      ~ " and startsWith(name, " ~ prefix ~ ") and match(" ~ tail ~ ", '^[0-9]{1,18}$')" ~ vcmt._lock_read_settings(target)) }}
+{% endmacro %}
+
+
+{#- Where a model's lock lives: on its node, or, for a model on a cluster
+    (dbt-clickhouse's `cluster`, the model's tables created ON CLUSTER), on
+    the cluster's first shard, which every node reaches: loads through any
+    node then serialise on the same tables (docs/design.md#one-load-at-a-time).
+    Returns the cluster's name, or none. -#}
+{% macro _lock_cluster(target) %}
+  {%- set cluster = adapter.get_clickhouse_cluster_name() -%}
+  {#- dbt-clickhouse gives the name quoted for ON CLUSTER; cluster() takes it as a string. -#}
+  {{ return(vcmt._unquote(cluster) if cluster is not none and target.should_on_cluster else none) }}
+{% endmacro %}
+
+
+{#- A cluster's node that is down runs no statement of anybody's, and a
+    lock whose first shard is down reads as nobody's (every write's fence
+    then fails). -#}
+{% macro _lock_read_settings(target) %}
+  {{ return(' settings skip_unavailable_shards = 1' if vcmt._lock_cluster(target) else '') }}
+{% endmacro %}
+
+
+{#- `from <this>` for a table the lock reads (a lock generation, or
+    system.tables), up to a `where` ready for a condition: the table itself,
+    or its copy on the cluster's first shard. -#}
+{% macro _lock_source(target, schema, table) %}
+  {%- set cluster = vcmt._lock_cluster(target) -%}
+  {%- if cluster is none -%}
+    {{ return(('system.' ~ table if schema == 'system' else target.incorporate(path={'identifier': table}) | string) ~ ' where') }}
+  {%- endif -%}
+  {{ return('cluster(' ~ vcmt._sql_string(cluster) ~ ', ' ~ vcmt._sql_string(schema) ~ ', ' ~ vcmt._sql_string(table)
+            ~ ') where _shard_num = 1 and') }}
 {% endmacro %}
 
 
@@ -100,12 +133,12 @@
     generations}. The holder is the table's comment, written by the CREATE
     itself; the rows record what each event of the lock was. -#}
 {% macro _lock_state(target) %}
-  {%- set gens = run_query(vcmt._lock_generations_sql(target) ~ ' order by gen desc').rows -%}
+  {%- set gens = run_query('select * from (' ~ vcmt._lock_generations_sql(target) ~ ') order by gen desc').rows -%}
   {%- if gens | length == 0 -%}{{ return(none) }}{%- endif -%}
   {%- set top = target.incorporate(path={'identifier': target.identifier ~ '__lock_' ~ gens[0][0]}) -%}
   {%- set row = run_query("select anyIf(what, kind = 'acquired'), toString(minIf(at, kind = 'acquired')), "
       ~ "toString(max(at)), countIf(kind = 'released') > 0, count(), dateDiff('second', max(at), now64(3)) from "
-      ~ top).rows[0] -%}
+      ~ vcmt._lock_source(target, target.schema, top.identifier) ~ " 1" ~ vcmt._lock_read_settings(target)).rows[0] -%}
   {{ return({'gen': gens[0][0] | int, 'relation': top, 'holder': gens[0][1], 'what': row[0] or 'a load',
              'acquired': row[1] if row[4] | int > 0 else 'just now', 'renewed': row[2], 'released': row[3],
              'silent_s': row[5] | int if row[4] | int > 0 else gens[0][2] | int,
@@ -125,9 +158,23 @@
 
 {#- One of the holder's statements runs now (it is alive even if it has not
     renewed for a while). -#}
-{% macro _holder_busy(holder) %}
-  {%- set rows = run_query('select count() from system.processes where ' ~ vcmt._holder_statements(holder)).rows -%}
+{% macro _holder_busy(holder, target) %}
+  {%- set cluster = vcmt._lock_cluster(target) -%}
+  {%- set processes = 'clusterAllReplicas(' ~ vcmt._sql_string(cluster) ~ ', system.processes)' if cluster else 'system.processes' -%}
+  {%- set rows = run_query('select count() from ' ~ processes ~ ' where ' ~ vcmt._holder_statements(holder)
+                           ~ vcmt._lock_read_settings(target)).rows -%}
   {{ return(rows[0][0] | int > 0) }}
+{% endmacro %}
+
+
+{#- Where a lock's rows are written: the generation's table, on the
+    cluster's first shard for a model on a cluster (a constant sharding key
+    sends every row there). -#}
+{% macro _lock_rows_into(lock) %}
+  {%- set cluster = vcmt._lock_cluster(lock) -%}
+  {%- if cluster is none -%}{{ return(lock | string) }}{%- endif -%}
+  {{ return('function cluster(' ~ vcmt._sql_string(cluster) ~ ', ' ~ vcmt._sql_string(lock.schema) ~ ', '
+            ~ vcmt._sql_string(lock.identifier) ~ ', 0)') }}
 {% endmacro %}
 
 
@@ -160,7 +207,7 @@
           two polls a second apart (a live holder is idle only for the
           moments between two of its statements). -#}
       {%- set idle = state is not none and not state.released and state.silent_s >= lease
-                     and not vcmt._holder_busy(state.holder) -%}
+                     and not vcmt._holder_busy(state.holder, target) -%}
       {%- set st.idle = (st.idle + 1 if state.holder == st.idle_holder else 1) if idle else 0 -%}
       {%- set st.idle_holder = state.holder if idle else none -%}
       {%- set free = state is none or state.released or st.idle >= 2 -%}
@@ -168,7 +215,7 @@
         {%- set gen = (state.gen if state is not none else 0) + 1 -%}
         {%- set lock = target.incorporate(path={'identifier': target.identifier ~ '__lock_' ~ gen}) -%}
         {%- call statement('vcmt_lock') -%}
-          create table if not exists {{ lock }} (holder String, kind String, what String, at DateTime64(3))
+          create table if not exists {{ lock }} {{ on_cluster_clause(lock) }} (holder String, kind String, what String, at DateTime64(3))
           engine = MergeTree order by tuple() comment {{ vcmt._sql_string(me) }}
         {%- endcall -%}
         {%- set claimed = vcmt._lock_state(target) -%}
@@ -177,7 +224,7 @@
             {{ log('vcmt_upsert ' ~ target.identifier ~ ': took over the lock of ' ~ state.holder ~ ' (' ~ state.what ~ ', silent for ' ~ state.silent_s ~ ' s)', info=true) }}
             {%- set st.previous = state -%}
           {%- endif -%}
-          {%- call statement('vcmt_lock_acquired') -%}insert into {{ lock }} {{ vcmt._lock_row_sql('acquired', what, target) }}{%- endcall -%}
+          {%- call statement('vcmt_lock_acquired') -%}insert into {{ vcmt._lock_rows_into(lock) }} {{ vcmt._lock_row_sql('acquired', what, target) }}{%- endcall -%}
           {%- set st.held = vcmt._lock_state(target) -%}
         {%- else -%}
           {%- set state = claimed -%}
@@ -205,7 +252,8 @@
   {#- Older generations are nobody's lock any more. -#}
   {%- for gen in st.held.generations if gen | int < st.held.gen -%}
     {%- call statement('vcmt_lock_cleanup') -%}
-      drop table if exists {{ target.incorporate(path={'identifier': target.identifier ~ '__lock_' ~ gen}) }}
+      {%- set old = target.incorporate(path={'identifier': target.identifier ~ '__lock_' ~ gen}) %}
+      drop table if exists {{ old }} {{ on_cluster_clause(old) }}
     {%- endcall -%}
   {%- endfor -%}
   {{ return(st.held.relation) }}
@@ -220,7 +268,7 @@
 {% macro _wait_for_statements_of(target, previous, timeout_s) %}
   {%- set st = namespace(busy=true) -%}
   {%- for second in range([timeout_s | int, vcmt._lock_lease_s()] | max + 1) if st.busy -%}
-    {%- set st.busy = vcmt._holder_busy(previous.holder) -%}
+    {%- set st.busy = vcmt._holder_busy(previous.holder, target) -%}
     {%- if st.busy -%}
       {%- if second == 0 -%}
         {{ log('vcmt_upsert ' ~ target.identifier ~ ': waiting for the statements of ' ~ previous.holder ~ ' that still run to end', info=true) }}
@@ -247,7 +295,7 @@
   {%- endif -%}
   {%- if state.silent_s >= [vcmt._lock_lease_s() // 5, 1] | max -%}
     {%- call statement('vcmt_lock_renew') -%}
-      insert into {{ state.relation }} {{ vcmt._lock_row_sql('renewed', state.what, model) }}
+      insert into {{ vcmt._lock_rows_into(state.relation) }} {{ vcmt._lock_row_sql('renewed', state.what, model) }}
     {%- endcall -%}
   {%- endif -%}
 {% endmacro %}
@@ -263,13 +311,25 @@
   {%- set state = vcmt._lock_state(model) -%}
   {%- set me = vcmt._lock_holder(model) -%}
   {%- if state is not none and state.holder == me and not state.released -%}
-    {%- if failed and adapter.type() != 'chdb' -%}
+    {%- if failed and vcmt._lock_cluster(model) -%}
+      {#- Across a cluster: wait (bounded) until none runs on any node; else the
+          lock lapses once they have ended and the lease has passed. -#}
+      {%- set st = namespace(busy=true) -%}
+      {%- for second in range(vcmt._lock_lease_s() + 1) if st.busy -%}
+        {%- set st.busy = vcmt._holder_busy(me, model) -%}
+        {%- if st.busy -%}{%- do run_query('select sleep(1)') -%}{%- endif -%}
+      {%- endfor -%}
+      {%- if st.busy -%}
+        {{ log('vcmt_upsert ' ~ model.identifier ~ ': statements of this failed load still run on the cluster; its lock is left to lapse once they have ended', info=true) }}
+        {{ return(none) }}
+      {%- endif -%}
+    {%- elif failed and adapter.type() != 'chdb' -%}
       {%- call statement('vcmt_kill_own') -%}
         kill query where {{ vcmt._holder_statements(me) }} sync
       {%- endcall -%}
     {%- endif -%}
     {%- call statement('vcmt_unlock') -%}
-      insert into {{ state.relation }} {{ vcmt._lock_row_sql('released', state.what, model) }}
+      insert into {{ vcmt._lock_rows_into(state.relation) }} {{ vcmt._lock_row_sql('released', state.what, model) }}
     {%- endcall -%}
   {%- endif -%}
 {% endmacro %}
@@ -282,9 +342,8 @@
   {%- if execute and results -%}
     {%- for res in results if res.node.resource_type == 'model' and res.node.config.materialized == 'vcmt_upsert'
                               and res.status in ('error', 'fail') -%}
-      {%- set rel = api.Relation.create(database=res.node.database, schema=res.node.schema,
-                                        identifier=res.node.alias, type='table') -%}
-      {%- do vcmt._release_lock(vcmt.objects(rel, res.node.config.get('sharding_key')).target, failed=true) -%}
+      {%- do vcmt._release_lock(vcmt.objects(vcmt._node_target(res.node), res.node.config.get('sharding_key')).target,
+                                failed=true) -%}
     {%- endfor -%}
   {%- endif -%}
   {{ return('') }}

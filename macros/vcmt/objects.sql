@@ -83,6 +83,18 @@
 {% endmacro %}
 
 
+{#- The target relation of a vcmt_upsert model's graph node, as the
+    materialization's `this` is: on the profile's cluster unless the model
+    sets `disable_on_cluster` (dbt-clickhouse's rule). For loads and hooks
+    that run outside the model (vcmt.load_stage, the on-run-end hook). -#}
+{% macro _node_target(node) %}
+  {%- set on_cluster = adapter.get_clickhouse_cluster_name() is not none
+                       and (node.config.get('disable_on_cluster') | string | lower) != 'true' -%}
+  {{ return(api.Relation.create(database=node.database, schema=node.schema, identifier=node.alias, type='table',
+                                can_on_cluster=on_cluster)) }}
+{% endmacro %}
+
+
 {#- For tools outside dbt (the bench, the demo): logs `vcmt_objects {role: name}`
     for a model, so they find its objects without spelling their names.
       dbt run-operation vcmt._log_object_names --args '{model: fct_orders}' -#}

@@ -199,8 +199,12 @@ def test_spark_log_goes_to_a_file_not_the_console(spark_project, tmp_path):
 def test_without_java_a_run_says_what_to_install(spark_project, tmp_path):
     """JAVA_HOME pointing nowhere: PySpark failed with a traceback ending in JAVA_GATEWAY_EXITED; the run now
     fails at once, naming Java 17 and how to get it, and starts no Spark."""
+    # A Spark session of an earlier test in this process set SPARK_CONF_DIR to vcmt's log configuration
+    # (dbt/adapters/vcmt_spark/spark_log.py): a child inheriting it would look like a user's own Spark set-up,
+    # to which the check defers. The child gets this test's environment only.
     proc = spark_project.dbt_process("nojava", "run", "--select", "numbers", target="vcmt_spark",
-                                     env={"JAVA_HOME": str(tmp_path / "no-java")})
+                                     env={"JAVA_HOME": str(tmp_path / "no-java"), "SPARK_CONF_DIR": None,
+                                          "SPARK_HOME": None, "VCMT_SPARK_LOG": None})
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode != 0
     assert f"Spark needs Java 17 or later, and JAVA_HOME={tmp_path / 'no-java'} has no bin/java" in out, out[-3000:]

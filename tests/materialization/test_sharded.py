@@ -16,6 +16,8 @@ docs/design.md#sharded-clusters).
 from __future__ import annotations
 
 import re
+import signal
+import sys
 import time
 
 import pytest
@@ -24,6 +26,7 @@ import yaml
 from tests.conftest import make_project
 from vcmt_lab import invariants
 from vcmt_lab.dbt_project import Engine
+from vcmt_lab.faults.harness import process_state, target_on_port
 from vcmt_lab.fuzz.runner import HOSTILE_PROFILE_SETTINGS, run_campaign, sharding_key
 from vcmt_lab.fuzz.streams import MODEL_SPECS
 
@@ -460,3 +463,56 @@ def test_shard_lost_during_a_load_then_rerun_is_exact(on_cluster, cluster):
             problems.append(f"shard {shard + 1} holds keys of the other shard")
         client.close()
     assert not problems, problems
+
+
+def test_loads_through_two_nodes_are_serialised(on_cluster, cluster):
+    """The lock lives on the cluster's first shard, which every node reaches: a `dbt run` through the second
+    node waits while a load through the first holds it (stopped right before its stage INSERT), then goes on;
+    both succeed and the model is exact (docs/design.md#one-load-at-a-time)."""
+    p = on_cluster
+    # The source: the same rows on every node (each load reads it where it runs).
+    p.command(f"create or replace table two_src on cluster {cluster.name} (id Int64, a Int64, _version UInt64) "
+              "engine = MergeTree order by tuple()")
+    clients = _shard_clients(cluster, p)
+    for client in clients:
+        client.command("insert into two_src select number, number, 1 from numbers(1000)")
+    p.model("two_nodes", SHARDED.format(extra="") + "select id, a, _version from two_src")
+    p.dbt("run", "--select", "two_nodes")
+    for client in clients:
+        client.command("insert into two_src select number, number * 3, 2 from numbers(1500)")
+        client.close()
+    entry = cluster.entry(1)
+    saved = dict(p.vars)
+    p.vars = {**p.vars, "vcmt_lock_lease_s": 600}  # the stopped load is never taken over here
+    first = second = None
+    try:
+        via_second = target_on_port(p, "via_second_node", entry.port)
+        first = p.dbt_process("first", "run", "--select", "two_nodes", program=[sys.executable, "-m", "vcmt_lab.faults.inject"],
+                              env={"VCMT_FAULT": "pause@insert two_nodes__stage#1"})
+        deadline = time.monotonic() + KILL_TIMEOUT_S
+        while time.monotonic() < deadline and first.poll() is None and process_state(first.pid) != "T":
+            time.sleep(0.05)
+        assert process_state(first.pid) == "T", first.communicate()[0][-3000:]
+        second = p.dbt_process("second", "run", "--select", "two_nodes", target=via_second)
+        node2 = cluster.nodes[1].client(p.schema)
+        while time.monotonic() < deadline and second.poll() is None and not node2.command(
+                "select count() from system.processes where query_id != queryID() "
+                "and position(query, concat('select sle', 'ep(1)')) > 0"):
+            time.sleep(0.05)
+        node2.close()
+        first.send_signal(signal.SIGCONT)
+        out1, _ = first.communicate(timeout=KILL_TIMEOUT_S)
+        out2, _ = second.communicate(timeout=KILL_TIMEOUT_S)
+    finally:
+        for proc in (first, second):
+            if proc is not None and proc.poll() is None:
+                proc.send_signal(signal.SIGCONT)
+                proc.kill()
+        entry.stop()
+        p.vars = saved
+    assert first.returncode == 0 and second.returncode == 0, out1[-3000:] + out2[-3000:]
+    assert "waiting for another load of this model" in out2, out2[-3000:]
+    assert p.query("select count(), sum(a), min(_version) from two_nodes final where sign = 1") == \
+        [(1500, 3 * 1499 * 1500 // 2, 2)]
+    assert p.query("select count() from (select id, _version from two_nodes group by id, _version "
+                   "having sum(sign) not in (0, 1))") == [(0,)]

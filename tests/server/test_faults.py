@@ -33,6 +33,16 @@ def test_a_faulted_load_and_another_load_leave_the_model_exact(module_project, s
     assert outcome.exact, "\n".join(outcome.problems)
 
 
+def test_a_holder_paused_past_its_lease_and_taken_over_writes_nothing_more(module_project):
+    """The issue's case 1: the paused holder goes on after another load took its lock over and ran. Its
+    next write is refused by the server (the fence), so its run fails, saying why; the model is exact."""
+    outcome = run_schedule(module_project, Schedule("fold", "pause", "insert m__stage#1", "run"))
+    code, out = outcome.outputs["faulted"]
+    assert code != 0 and "no longer holds the lock of the model" in out, out[-3000:]
+    assert outcome.outputs["other"][0] == 0 and "took over the lock of" in outcome.outputs["other"][1]
+    assert outcome.exact, "\n".join(outcome.problems)
+
+
 def test_the_sweep_enumerates_the_loads_statements_from_its_log(module_project):
     statements = enumerate_statements(module_project, "rounds")
     # From the lock on, every write of the load is there, each once, by its stable name.

@@ -51,8 +51,11 @@ def _assert_exact(project: DbtProject, expected: dict[int, tuple[int, int]]) -> 
 
 @pytest.mark.engines("http")
 def test_staggered_runs_and_loads_of_one_model_never_corrupt_it(project):
+    """Each batch: a `dbt run` stopped right before its first stage INSERT (holding the lock), then three
+    more loads started at staggered times; once all three wait for it, it goes on. Every load succeeds."""
     project.command("create table src (id UInt64, n Int64, _version UInt64) engine = MergeTree order by id")
     project.model("m", MODEL)
+    project.vars = {"vcmt_lock_lease_s": 600}  # the stopped holder is never taken over here
     project.dbt("run")  # the model's objects (and the package installed)
     rng = random.Random(29)
     expected: dict[int, list[int]] = defaultdict(lambda: [0, 0])
@@ -63,21 +66,34 @@ def test_staggered_runs_and_loads_of_one_model_never_corrupt_it(project):
         for k, n, v in rows:
             expected[k][0] += n
             expected[k][1] = max(expected[k][1], v)
-        procs = []
-        for i, kind in enumerate(["run", "run", "load", "run"]):
-            time.sleep(rng.uniform(0, 0.8) if i else 0)
+        holder = project.dbt_process(f"b{batch}p0", "run", "--select", "m",
+                                     program=[sys.executable, "-m", "vcmt_lab.faults.inject"],
+                                     env={"VCMT_FAULT": "pause@insert m__stage#1"})
+        deadline = time.monotonic() + TIMEOUT
+        while time.monotonic() < deadline and holder.poll() is None and process_state(holder.pid) != "T":
+            time.sleep(0.05)
+        assert process_state(holder.pid) == "T", holder.communicate()[0][-3000:]
+        procs = [holder]
+        for i, kind in enumerate(["run", "load", "run"], start=1):
+            time.sleep(rng.uniform(0, 0.8))
             if kind == "run":
                 procs.append(_start(project, f"b{batch}p{i}", "run", "--select", "m"))
             else:
                 procs.append(_start(project, f"b{batch}p{i}", "run-operation", "vcmt.load_stage", "--args",
                                     json.dumps({"model": "m", "sql": "select id, n, _version from src"})))
+        # Each waiting load polls with `select sleep(1)`: all three wait once three sleeps run at a time.
+        while time.monotonic() < deadline and project.scalar(
+                "select count() from system.processes where current_database = currentDatabase() "
+                "and query_id != queryID() and position(query, concat('select sle', 'ep(1)')) > 0") < 3:
+            time.sleep(0.05)
+        holder.send_signal(signal.SIGCONT)
         for proc in procs:
             out, _ = proc.communicate(timeout=TIMEOUT)
             assert proc.returncode == 0, out[-4000:] + _last_statement(proc)
             waits += "waiting for another load of this model" in out
         _assert_exact(project, {k: tuple(v) for k, v in expected.items()})
-    # The loads did overlap: some waited for another.
-    assert waits >= 2, waits
+    # The loads did overlap: the three of each batch waited.
+    assert waits >= 6, waits
     # Generations only grow; the holder drops the older ones.
     locks = project.query("select name from system.tables where database = currentDatabase() and name like 'm\\_\\_lock\\_%'")
     assert len(locks) == 1, locks

@@ -60,9 +60,15 @@ class Schedule:
     fault: str
     statement: str  # name#n, as vcmt_lab.faults.inject logs it
     other: str
+    keys: int = KEYS
+    # pause only: the other load is stopped right before its first stage INSERT, after it took the lock over;
+    # then the paused load goes on and, once it runs a stage INSERT (or has ended), so does the other one: the
+    # two loads' writes meet, as when a holder wakes up in the middle of the next load's INSERT.
+    overlap: bool = False
 
     def __str__(self) -> str:
-        return f"{self.shape}: {self.fault} at {self.statement}, then {self.other}"
+        overlap = " (overlapping its INSERT)" if self.overlap else ""
+        return f"{self.shape}: {self.fault} at {self.statement}, then {self.other}{overlap}"
 
 
 @dataclass
@@ -72,15 +78,16 @@ class Outcome:
     reached: bool
     problems: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    outputs: dict[str, tuple[int, str]] = field(default_factory=dict)  # process -> (exit code, output)
 
 
-def _batches(shape: str) -> list[list[tuple[int, int, int, int]]]:
+def _batches(shape: str, keys: int = KEYS) -> list[list[tuple[int, int, int, int]]]:
     """(id, n, _version, sign) rows of the two batches: inserts; then updates, deletes, new keys and, for
     the rounds shape, several events per key."""
-    first = [(k, k % 7, 1, 1) for k in range(KEYS)]
+    first = [(k, k % 7, 1, 1) for k in range(keys)]
     second = []
-    for k in range(KEYS + KEYS // 4):
-        if k % 4 == 1 and k < KEYS:
+    for k in range(keys + keys // 4):
+        if k % 4 == 1 and k < keys:
             second.append((k, 0, 2, -1))
         else:
             second.append((k, k % 5 + 1, 2, 1))
@@ -89,10 +96,10 @@ def _batches(shape: str) -> list[list[tuple[int, int, int, int]]]:
     return [first, second]
 
 
-def expected_rows(shape: str) -> dict[int, tuple[int, int]]:
+def expected_rows(shape: str, keys: int = KEYS) -> dict[int, tuple[int, int]]:
     """id -> (n, _version) of every live key once both batches are applied (vcmt_lab.oracle)."""
     oracle = Oracle(["amount"], merge=MERGE[shape])
-    for batch in _batches(shape):
+    for batch in _batches(shape, keys):
         oracle.apply_batch(Event((k,), v, s, {"amount": n}) for k, n, v, s in batch)
     return {key[0]: (row["amount"], version) for key, (version, row) in oracle.live_rows().items()}
 
@@ -101,14 +108,14 @@ def _insert(project: DbtProject, rows: list[tuple[int, int, int, int]]) -> None:
     project.command("insert into src values " + ", ".join(f"({k}, {n}, {v}, {s})" for k, n, v, s in rows))
 
 
-def prepare(project: DbtProject, shape: str) -> None:
+def prepare(project: DbtProject, shape: str, keys: int = KEYS) -> None:
     """The model built from the first batch, the second landed in its source; nothing else in the schema."""
     for (name,) in project.query("select name from system.tables where database = currentDatabase() "
                                  "order by engine = 'MaterializedView' desc"):
         project.command(f"drop table if exists `{name}` sync")
     project.command("create table src (id UInt64, amount Int64, _version UInt64, sign Int8) "
                     "engine = MergeTree order by id")
-    first, second = _batches(shape)
+    first, second = _batches(shape, keys)
     _insert(project, first)
     project.vars = {**project.vars, "vcmt_lock_lease_s": LEASE_S}
     project.model("m", SHAPES[shape])
@@ -174,7 +181,7 @@ def enumerate_statements(project: DbtProject, shape: str) -> list[str]:
 
 def run_schedule(project: DbtProject, schedule: Schedule) -> Outcome:
     """One schedule, from a freshly prepared model to the checks."""
-    prepare(project, schedule.shape)
+    prepare(project, schedule.shape, schedule.keys)
     outcome = Outcome(schedule, exact=False, reached=False)
     env: dict[str, str | None] = {"VCMT_FAULT": f"{schedule.fault}@{schedule.statement}"}
     target = None
@@ -183,7 +190,7 @@ def run_schedule(project: DbtProject, schedule: Schedule) -> Outcome:
         server = node.http_port if project.engine.kind == "http" else node.tcp_port
         listen = free_port()
         env.update({"VCMT_FAULT_PROXY": f"{listen}:{server}", "VCMT_FAULT_HTTP_PORT": str(node.http_port)})
-        target = _proxied_target(project, listen)
+        target = target_on_port(project, "faulted", listen)
     faulted = project.dbt_process("faulted", "run", "--select", "m", program=_program(), env=env, target=target)
     deadline = time.monotonic() + STEP_TIMEOUT_S
     while time.monotonic() < deadline and faulted.poll() is None and process_state(faulted.pid) != "T":
@@ -193,33 +200,55 @@ def run_schedule(project: DbtProject, schedule: Schedule) -> Outcome:
         results["faulted"] = _finish(faulted)
     outcome.reached = f"vcmt fault: {schedule.fault} at" in (results.get("faulted", ("", ""))[1]) or \
         process_state(faulted.pid) == "T"
-    other = project.dbt_process("other", *_other_args(schedule.other))
-    results["other"] = _finish(other)
+    if schedule.overlap and "faulted" not in results:
+        _overlap(project, schedule, faulted, results)
+    else:
+        results["other"] = _finish(project.dbt_process("other", *_other_args(schedule.other)))
     if "faulted" not in results:
         faulted.send_signal(signal.SIGCONT)
         results["faulted"] = _finish(faulted)
     outcome.notes += [f"{name}: exit {code}" for name, (code, _) in results.items()]
+    outcome.outputs = results
     code, out = _finish(project.dbt_process("rerun", "run", "--select", "m"))
     if code != 0:
         outcome.problems.append("the rerun failed:\n" + out[-3000:])
-    outcome.problems += _check(project, schedule.shape, results)
+    outcome.problems += _check(project, schedule, results)
     outcome.exact = not outcome.problems
     return outcome
 
 
-def _proxied_target(project: DbtProject, port: int) -> str:
-    """A profile output `faulted` like the ClickHouse target, on `port` (the faulted process's forwarder)."""
+def _overlap(project: DbtProject, schedule: Schedule, faulted: subprocess.Popen,
+             results: dict[str, tuple[int, str]]) -> None:
+    """The other load, stopped before its first stage INSERT; the paused load resumed; the other one resumed
+    once the paused one runs a stage INSERT or has ended (Schedule.overlap)."""
+    other = project.dbt_process("other", *_other_args(schedule.other), program=_program(),
+                                env={"VCMT_FAULT": "pause@insert m__stage#1"})
+    deadline = time.monotonic() + STEP_TIMEOUT_S
+    while time.monotonic() < deadline and other.poll() is None and process_state(other.pid) != "T":
+        time.sleep(0.05)
+    faulted.send_signal(signal.SIGCONT)
+    while time.monotonic() < deadline and faulted.poll() is None and not project.scalar(
+            "select count() from system.processes where query_id != queryID() and position(query, 'insert into') > 0 "
+            "and position(query, 'm__stage') > 0"):
+        time.sleep(0.02)
+    other.send_signal(signal.SIGCONT)
+    results["other"] = _finish(other)
+
+
+def target_on_port(project: DbtProject, name: str, port: int) -> str:
+    """A profile output `name` like the ClickHouse target but on `port` (a faulted process's forwarder, another
+    node's entry); returns `name`."""
     import yaml
 
     path = project.root / "profiles.yml"
     profiles = yaml.safe_load(path.read_text())
     outputs = profiles["vcmt_test"]["outputs"]
-    outputs["faulted"] = {**outputs[project.ch_target], "port": port}
+    outputs[name] = {**outputs[project.ch_target], "port": port}
     path.write_text(yaml.safe_dump(profiles, sort_keys=False))
-    return "faulted"
+    return name
 
 
-def _check(project: DbtProject, shape: str, results: dict[str, tuple[int, str]]) -> list[str]:
+def _check(project: DbtProject, schedule: Schedule, results: dict[str, tuple[int, str]]) -> list[str]:
     problems = []
     query = project.query
     for finding in invariants.check(query, invariants.Target("m", ["id"]), ["amount"]):
@@ -228,7 +257,7 @@ def _check(project: DbtProject, shape: str, results: dict[str, tuple[int, str]])
     live = {i: (n, v) for i, n, v in query("select id, amount, _version from m final where sign = 1")}
     grouped = {i: (n, v) for i, n, v in query(
         "select id, sum(amount * sign), max(_version) from m group by id having sum(sign) = 1")}
-    expected = expected_rows(shape)
+    expected = expected_rows(schedule.shape, schedule.keys)
     if live != expected:
         wrong = sorted(k for k in set(live) | set(expected) if live.get(k) != expected.get(k))
         problems.append(f"{len(wrong)} keys differ from the oracle, e.g. "
