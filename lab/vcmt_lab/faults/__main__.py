@@ -1,10 +1,12 @@
 """make faults: the full sweep of the load lock's fault-injection harness (vcmt_lab.faults.harness).
 
     python -m vcmt_lab.faults [--drivers http native] [--shapes fold rounds] [--faults pause kill cut]
-                              [--others run load full-refresh] [--statements NAME#N ...]
+                              [--others run load full-refresh] [--all-others] [--statements NAME#N ...]
 
-Every statement of an incremental load x fault x other load, on a served node over each driver. Prints a
-line per schedule and `N schedules, M exact`; exits 1 unless every schedule ran its fault and ended exact.
+Every statement of an incremental load x fault, on a served node over each driver, with another load
+started meanwhile: the other loads take turns (each statement and fault gets one; --all-others runs each).
+Prints a line per schedule and `N schedules, M exact`; exits 1 unless every schedule ran its fault and
+ended exact.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shapes", nargs="+", choices=list(SHAPES), default=list(SHAPES))
     parser.add_argument("--faults", nargs="+", choices=list(FAULTS), default=list(FAULTS))
     parser.add_argument("--others", nargs="+", choices=list(OTHERS), default=list(OTHERS))
+    parser.add_argument("--all-others", action="store_true", help="every other load for each statement and fault")
     parser.add_argument("--statements", nargs="*", help="only these statements (NAME#N, as the sweep prints them)")
     parser.add_argument("--work", type=Path, default=REPO_ROOT / ".local" / "faults")
     args = parser.parse_args(argv)
@@ -46,9 +49,10 @@ def main(argv: list[str] | None = None) -> int:
                     statements = [s for s in statements if s in args.statements]
                 print(f"{driver} {shape}: {len(statements)} statements x {len(args.faults)} faults x "
                       f"{len(args.others)} other loads", flush=True)
-                for statement in statements:
-                    for fault in args.faults:
-                        for other in args.others:
+                for i, statement in enumerate(statements):
+                    for j, fault in enumerate(args.faults):
+                        turn = args.others[(i + j) % len(args.others)]
+                        for other in args.others if args.all_others else [turn]:
                             outcome = run_schedule(project, Schedule(shape, fault, statement, other))
                             ran += 1
                             ok = outcome.exact and outcome.reached
