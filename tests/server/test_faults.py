@@ -12,8 +12,6 @@ import pytest
 from vcmt_lab.faults.harness import Schedule, enumerate_statements, run_schedule
 from vcmt_lab.faults.inject import statement_label
 
-pytestmark = pytest.mark.engines("http", "native")
-
 # A holder paused right before its first write to the stage, past its lease (the issue's case 1); killed
 # while it builds its batch; its connection cut while its stage INSERT runs (case 3); paused before its
 # lock is recorded, and before its release; under a --full-refresh and a vcmt.load_stage.
@@ -26,6 +24,14 @@ SCHEDULES = [
 ]
 
 
+# Over native, a cut connection is seen by the server (it cancels the statement), unlike over HTTP.
+NATIVE_SCHEDULES = [
+    Schedule("rounds", "pause", "insert m__stage#1", "load"),
+    Schedule("fold", "cut", "insert m__stage#1", "run"),
+]
+
+
+@pytest.mark.engines("http")
 @pytest.mark.parametrize("schedule", SCHEDULES, ids=str)
 def test_a_faulted_load_and_another_load_leave_the_model_exact(module_project, schedule):
     outcome = run_schedule(module_project, schedule)
@@ -33,6 +39,13 @@ def test_a_faulted_load_and_another_load_leave_the_model_exact(module_project, s
     assert outcome.exact, "\n".join(outcome.problems)
 
 
+@pytest.mark.engines("native")
+@pytest.mark.parametrize("schedule", NATIVE_SCHEDULES, ids=str)
+def test_over_native_a_faulted_load_and_another_load_leave_the_model_exact(module_project, schedule):
+    test_a_faulted_load_and_another_load_leave_the_model_exact(module_project, schedule)
+
+
+@pytest.mark.engines("http", "native")
 def test_a_holder_paused_past_its_lease_and_taken_over_writes_nothing_more(module_project):
     """The issue's case 1: the paused holder goes on after another load took its lock over and ran. Its
     next write is refused by the server (the fence), so its run fails, saying why; the model is exact."""
@@ -43,6 +56,7 @@ def test_a_holder_paused_past_its_lease_and_taken_over_writes_nothing_more(modul
     assert outcome.exact, "\n".join(outcome.problems)
 
 
+@pytest.mark.engines("http")
 def test_the_sweep_enumerates_the_loads_statements_from_its_log(module_project):
     statements = enumerate_statements(module_project, "rounds")
     # From the lock on, every write of the load is there, each once, by its stable name.

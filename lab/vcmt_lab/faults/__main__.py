@@ -47,8 +47,8 @@ def main(argv: list[str] | None = None) -> int:
                 statements = enumerate_statements(project, shape)
                 if args.statements:
                     statements = [s for s in statements if s in args.statements]
-                print(f"{driver} {shape}: {len(statements)} statements x {len(args.faults)} faults x "
-                      f"{len(args.others)} other loads", flush=True)
+                print(f"{driver} {shape}: {len(statements)} statements x {len(args.faults)} faults, with "
+                      f"{'each of' if args.all_others else 'in turn'} {', '.join(args.others)}", flush=True)
                 for i, statement in enumerate(statements):
                     for j, fault in enumerate(args.faults):
                         turn = args.others[(i + j) % len(args.others)]
