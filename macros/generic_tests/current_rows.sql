@@ -23,7 +23,8 @@
     (`vcmt.current_rows`, with the test's `where` config), elsewhere dbt's own.
     vcmt's own tests keep the stored rows: they check the cancel rows. -#}
 {% macro default__get_where_subquery(relation) -%}
-  {%- if execute and relation is not string and model.get('test_metadata', {}).get('namespace') != 'vcmt'
+  {%- if execute and relation is not string
+        and ((model if model is mapping else {}).get('test_metadata') or {}).get('namespace') != 'vcmt'
         and vcmt._vcmt_test_model_config(relation).get('materialized') == 'vcmt_upsert' -%}
     {{ return(vcmt.current_rows(relation, config.get('where')) ~ ' dbt_subquery') }}
   {%- endif -%}

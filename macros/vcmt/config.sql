@@ -5,7 +5,7 @@
   {%- set source = node_config if node_config is not none else config -%}
   {%- set name = 'vcmt_upsert' -%}
   {%- if node_config is none -%}
-    {%- do vcmt._check_config_keys(config.model.unrendered_config, name) -%}
+    {%- do vcmt._check_config_keys(config.model.config, name) -%}
   {%- endif -%}
   {%- set ids = vcmt._identity_columns(source, name) -%}
   {%- set keys, version, sign = ids.key_columns, ids.version, ids.sign -%}
@@ -221,30 +221,29 @@
 {% endmacro %}
 
 
-{#- Config keys of dbt itself (its ModelConfig's fields and the hooks' spellings; a test compares them with
-    the installed dbt-core) and of dbt-clickhouse's models, which a vcmt_upsert model may set. -#}
-{% macro _other_config_keys() %}
-  {{ return(['access', 'alias', 'batch_size', 'begin', 'column_types', 'concurrent_batches', 'contract',
-             'database', 'docs', 'enabled', 'event_time', 'freshness', 'full_refresh', 'grants', 'group',
-             'incremental_strategy', 'lookback', 'materialized', 'meta', 'on_configuration_change',
-             'on_schema_change', 'packages', 'persist_docs', 'post_hook', 'pre_hook', 'post-hook', 'pre-hook',
-             'quoting', 'schema', 'static_analysis', 'tags', 'unique_key', 'sql_header',
-             'engine', 'force_on_cluster', 'order_by', 'partition_by', 'primary_key', 'sharding_key', 'ttl',
+{#- Config keys of dbt-clickhouse's models (its model config's fields and what its materializations
+    read), which a vcmt_upsert model may set; a test compares them with the installed dbt-clickhouse. -#}
+{% macro _clickhouse_config_keys() %}
+  {{ return(['engine', 'force_on_cluster', 'order_by', 'partition_by', 'primary_key', 'sharding_key', 'ttl',
              'settings', 'query_settings', 'indexes', 'projections', 'incremental_predicates', 'inserts_only',
              'sql_security', 'definer', 'refreshable', 'repopulate_from_mvs_on_full_refresh',
-             'mv_on_schema_change', 'catchup']) }}
+             'mv_on_schema_change', 'catchup', 'sql_header']) }}
 {% endmacro %}
 
 
 {#- A key set on a vcmt_upsert model (in config(), its yml or dbt_project.yml) that neither vcmt nor dbt
     nor dbt-clickhouse reads is a typo: `delete_mod='unconditional'` would otherwise run with versioned
-    deletes. Refused before any DDL, naming the nearest known key. -#}
-{% macro _check_config_keys(given, who) %}
+    deletes. Refused before any DDL, naming the nearest known key. `node_config` is the model's config
+    object: dbt keeps the keys it does not know itself in its `extra`, so dbt's own keys (whatever the
+    dbt version) are never refused; they are the other keys it iterates over. -#}
+{% macro _check_config_keys(node_config, who) %}
+  {%- set extra = node_config.extra -%}
   {%- set vcmt_keys = vcmt._vcmt_config_keys() -%}
-  {%- set known = vcmt_keys + vcmt._other_config_keys() -%}
-  {%- for key in given if key not in known -%}
+  {%- set known = vcmt_keys + vcmt._clickhouse_config_keys() -%}
+  {%- set candidates = known + (node_config | reject('in', extra) | list) -%}
+  {%- for key in extra if key not in known -%}
     {%- set best = namespace(key=none, distance=999) -%}
-    {%- for candidate in known -%}
+    {%- for candidate in candidates -%}
       {%- set d = vcmt._edit_distance(key | string | lower, candidate) -%}
       {%- if d < best.distance -%}{%- set best.key = candidate -%}{%- set best.distance = d -%}{%- endif -%}
     {%- endfor -%}

@@ -8,6 +8,7 @@ from tests.generic_tests.vcmt_tables import (
     GOOD_ROWS,
     build_scenarios,
     failing_rows,
+    failure_logged,
     run_test,
     vcmt_table_sql,
 )
@@ -68,7 +69,7 @@ def test_cancel_with_wrong_amount_fails(project):
     """FINAL drops the mismatched pair; the weighted sum keeps 0.99 of it in group `open`."""
     status, failures, run = run_test(project, "groupby_wrong_amount_by_status", expect_pass=False)
     assert (status, failures) == ("fail", 1)
-    assert "Failure in test groupby_wrong_amount_by_status" in run.log
+    assert failure_logged(run, "groupby_wrong_amount_by_status")
     (row,) = failing_rows(project, "groupby_wrong_amount_by_status")
     assert row[:3] == ("open", 2, 2)
     assert row[3] == pytest.approx(row[4] + 0.99)
@@ -78,7 +79,7 @@ def test_cancel_with_wrong_status_fails(project):
     """The pair lands in two groups: `pending` exists only without FINAL, `shipped` differs."""
     status, failures, run = run_test(project, "groupby_wrong_status_by_status", expect_pass=False)
     assert (status, failures) == ("fail", 2)
-    assert "Failure in test groupby_wrong_status_by_status" in run.log
+    assert failure_logged(run, "groupby_wrong_status_by_status")
     rows = sorted(failing_rows(project, "groupby_wrong_status_by_status"))
     assert [(r[0], r[1], r[2]) for r in rows] == [("pending", 1, None), ("shipped", 1, 2)]
 

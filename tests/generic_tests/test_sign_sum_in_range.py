@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from tests.generic_tests.vcmt_tables import GOOD_ROWS, build_scenarios, failing_rows, run_test, vcmt_table_sql
+from tests.generic_tests.vcmt_tables import (
+    GOOD_ROWS,
+    build_scenarios,
+    failing_rows,
+    failure_logged,
+    run_test,
+    vcmt_table_sql,
+)
 
 pytestmark = pytest.mark.engines("chdb", "http", "native")
 
@@ -49,14 +56,14 @@ def test_replayed_state_row_fails(project):
     """A state row inserted twice makes its key sum to 2."""
     status, failures, run = run_test(project, "replayed_per_key", expect_pass=False)
     assert (status, failures) == ("fail", 1)
-    assert "Failure in test replayed_per_key" in run.log
+    assert failure_logged(run, "replayed_per_key")
 
 
 def test_replayed_state_row_per_version_fails(project):
     """per_version reports the key and its (key, version) row."""
     status, failures, run = run_test(project, "replayed_per_version", expect_pass=False)
     assert (status, failures) == ("fail", 2)
-    assert "Failure in test replayed_per_version" in run.log
+    assert failure_logged(run, "replayed_per_version")
 
 
 def test_duplicate_hidden_by_misversioned_cancel_passes_per_key(project):
@@ -69,7 +76,7 @@ def test_duplicate_hidden_by_misversioned_cancel_fails_per_version(project):
     """Per (key, version), the hidden duplicate shows as version 1 = 2 and version 2 = -1."""
     status, failures, run = run_test(project, "hidden_per_version", expect_pass=False)
     assert (status, failures) == ("fail", 2)
-    assert "Failure in test hidden_per_version" in run.log
+    assert failure_logged(run, "hidden_per_version")
 
 
 def test_duplicate_hidden_by_misversioned_cancel_fails_by_default(project):

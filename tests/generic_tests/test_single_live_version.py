@@ -8,6 +8,7 @@ from tests.generic_tests.vcmt_tables import (
     GOOD_ROWS,
     build_scenarios,
     failing_rows,
+    failure_logged,
     run_test,
     vcmt_table_sql,
 )
@@ -53,7 +54,7 @@ def test_uncancelled_state_fails(project):
     """A new version written without cancelling the old one leaves two live versions."""
     status, failures, run = run_test(project, "live_uncancelled_single", expect_pass=False)
     assert (status, failures) == ("fail", 1)
-    assert "Failure in test live_uncancelled_single" in run.log
+    assert failure_logged(run, "live_uncancelled_single")
     assert failing_rows(project, "live_uncancelled_single") == [(6, 2, [1, 2], [])]
 
 
@@ -63,7 +64,7 @@ def test_two_live_versions_behind_balanced_sum_fail(project):
     assert run_test(project, "live_balanced_sign_sum", expect_pass=True)[:2] == ("pass", 0)
     status, failures, run = run_test(project, "live_balanced_single", expect_pass=False)
     assert (status, failures) == ("fail", 1)
-    assert "Failure in test live_balanced_single" in run.log
+    assert failure_logged(run, "live_balanced_single")
     assert failing_rows(project, "live_balanced_single") == [(7, 2, [1, 2], [3])]
 
 

@@ -66,7 +66,8 @@ def test_columns_from_model_config_fail_on_broken_rows(project):
 
 def test_where_filtered_model_still_reads_config_fails(project):
     """A `where` config turns the model into a subquery; the config is still found through it."""
-    assert run_test(project, "args_from_config_with_where", expect_pass=False)[:2] == ("fail", 1)
+    # Key 1 sums to 2, and so does (key 1, version 2): the default checks both.
+    assert run_test(project, "args_from_config_with_where", expect_pass=False)[:2] == ("fail", 2)
 
 
 def test_explicit_arguments_fail_on_broken_rows(project):

@@ -79,6 +79,12 @@ def run_test(project: DbtProject, test_name: str, *, expect_pass: bool) -> tuple
     return str(result.status), result.failures, run
 
 
+def failure_logged(run: DbtRun, test_name: str) -> bool:
+    """The run's log names the failed test: "Failure in test <name>" up to dbt-core 1.11, "[ERROR]: in test
+    <name> (<file>)" from 1.12."""
+    return f"Failure in test {test_name}" in run.log or f"in test {test_name} (" in run.log
+
+
 def failing_rows(project: DbtProject, test_name: str) -> list[tuple]:
     """The rows a compiled generic test returns, run on the same engine."""
     compiled = next((project.root / "target" / "compiled").rglob(f"{test_name}.sql"))
