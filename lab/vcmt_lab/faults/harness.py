@@ -265,7 +265,11 @@ def _check(project: DbtProject, schedule: Schedule, results: dict[str, tuple[int
     if grouped != live:
         problems.append("GROUP BY with sign arithmetic differs from FINAL")
     recorded = {r[0] for r in query("select invocation_id from m__loads")}
+    # A --full-refresh that ran after a load rebuilt `m__loads` without that load's record.
+    ended_first = next(iter(results))
     for name, (code, _) in results.items():
+        if schedule.other == "full-refresh" and name == ended_first != "other":
+            continue
         invocation = _invocation(project, name)
         if code == 0 and invocation is not None and invocation not in recorded:
             problems.append(f"{name} reported success but recorded no load")

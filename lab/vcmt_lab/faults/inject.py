@@ -10,10 +10,11 @@ The environment says what to do:
   (the harness enumerates a load's statements from a clean run's file);
 - VCMT_FAULT: `<fault>@<name>#<n>`: at the n-th statement of that name, before
   it is sent, `pause` stops this process (SIGSTOP; the harness resumes it),
-  `kill` kills it (SIGKILL); `cut` sends it and, once the server shows it
-  running, cuts every connection of this process to the server (a proxy or a
-  load balancer restarting): the statement goes on on the server, the client
-  gets a broken connection;
+  `kill` kills it (SIGKILL); `cut` sends it and cuts every connection of
+  this process to the server (a proxy or a load balancer restarting) as soon
+  as the server shows it running or sends its first byte back, whichever
+  comes first: the statement goes on (or has ended) on the server, the client
+  gets a broken connection and never its answer;
 - VCMT_FAULT_PROXY: `<listen port>:<server port>` for `cut`: this process
   reaches the server through a forwarder of its own on 127.0.0.1, which the
   cut breaks (new connections go through again afterwards).
@@ -66,6 +67,7 @@ class _Forwarder:
         self.server = server
         self.sockets: list[socket.socket] = []
         self.lock = threading.Lock()
+        self.armed = threading.Event()  # cut at the server's next byte
         self.listener = socket.create_server((LOOPBACK, listen), reuse_port=False)
         threading.Thread(target=self._accept, daemon=True).start()
 
@@ -77,12 +79,14 @@ class _Forwarder:
             with self.lock:
                 self.sockets += [client, upstream]
             for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+                threading.Thread(target=self._pipe, args=(a, b, b is client), daemon=True).start()
 
-    @staticmethod
-    def _pipe(src: socket.socket, dst: socket.socket) -> None:
+    def _pipe(self, src: socket.socket, dst: socket.socket, answers: bool) -> None:
         try:
             while data := src.recv(65536):
+                if answers and self.armed.is_set():
+                    self.cut()
+                    return
                 dst.sendall(data)
         except OSError:
             pass
@@ -93,6 +97,7 @@ class _Forwarder:
                 pass
 
     def cut(self) -> None:
+        self.armed.clear()
         with self.lock:
             cut, self.sockets = self.sockets, []
         for s in cut:
@@ -110,7 +115,7 @@ def _cut_when_running(forwarder: _Forwarder, http_port: int, marker: str) -> Non
     client = clickhouse_connect.get_client(host=LOOPBACK, port=http_port)
     deadline = time.monotonic() + CUT_VISIBLE_TIMEOUT_S
     try:
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and forwarder.armed.is_set():
             if client.command("select count() from system.processes where query_id != queryID() and "
                               "position(query, {m:String}) > 0", parameters={"m": marker}):
                 forwarder.cut()
@@ -144,6 +149,7 @@ def install(fault: str | None, log: Path | None, forwarder: _Forwarder | None, h
         elif kind == "cut":
             if forwarder is None or http_port is None:
                 raise SystemExit("vcmt fault: cut needs VCMT_FAULT_PROXY and VCMT_FAULT_HTTP_PORT")
+            forwarder.armed.set()
             # The statement's own text, past dbt's query comment: what the server shows while it runs.
             marker = _COMMENT.sub(" ", sql).strip()[:120]
             threading.Thread(target=_cut_when_running, args=(forwarder, http_port, marker), daemon=True).start()
