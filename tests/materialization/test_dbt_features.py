@@ -187,3 +187,29 @@ def test_clone_copies_the_table_and_the_next_run_asks_for_a_full_refresh(project
     assert project.query(f"select name from system.tables where database = '{dev}' order by name") == tables
     project.dbt("run", "--select", "m", "--full-refresh", target="dev")
     assert _rows(project, f"{dev}.m") == [(1, 10), (2, 20), (3, 30)]
+
+
+def test_source_freshness_over_the_staged_lake(project: DbtProject, tmp_path) -> None:
+    """`dbt source freshness` on a source over the staged lake: its `loaded_at_query` reads the dataset with
+    vcmt.lake_source (the source names no table: a lake dataset is files)."""
+    lake = tmp_path / "lake"
+    folder = lake / "staged" / "stg_orders" / "_batch_id=1"
+    folder.mkdir(parents=True)
+    project.command(f"insert into function file('{folder / 'part-0.parquet'}', 'Parquet') "
+                    "select toUInt64(1) as id, now64(3) - interval 2 hour as _source_ts")
+    project.vars = {"vcmt_lake_root": str(lake)}
+    project.write("models/_lake.yml", """
+        version: 2
+        sources:
+          - name: lake
+            tables:
+              - name: stg_orders
+                config:
+                  loaded_at_query: "select max(_source_ts) from {{ vcmt.lake_source('stg_orders') }}"
+                  freshness:
+                    warn_after: {count: 1, period: hour}
+                    error_after: {count: 1, period: day}
+    """)
+    run = project.dbt("source", "freshness")
+    (result,) = [r for r in run.result.result.results if r.node.name == "stg_orders"]
+    assert str(result.status) == "warn" and 7000 < result.age < 7300, (result.status, result.age, run.log[-3000:])
