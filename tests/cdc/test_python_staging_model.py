@@ -183,4 +183,11 @@ def test_the_run_summary_is_in_dbts_record(tmp_path_factory, chdb_path: Path, la
     (result,) = [r for r in results if r["unique_id"] == "model.vcmt_test_project.stg_orders_py"]
     assert result["message"] == said
     assert result["adapter_response"] == {"_message": said, "code": "VCMT_STAGING"}
+
+    # A batch the malformed threshold refuses: the run fails, and its summary is in dbt.log all the same.
+    _land(root / "lake", 2, ["{broken", "{broken", envelope(op="t", after=None, lsn=30)])
+    proj.dbt("run", "--select", "stg_orders_py", "--log-level-file", "info", target="vcmt_spark", expect_pass=False)
+    dbt_log = (proj.root / "logs" / "dbt.log").read_text()
+    assert f"{proj.schema}.stg_orders_py: staged 1 batch (2), 3 lines: 1 truncate, 2 malformed (2 bad_json)" in dbt_log
+    assert "more than max_malformed_share=0.5" in dbt_log
     proj.close()

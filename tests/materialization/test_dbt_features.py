@@ -154,13 +154,23 @@ def test_retry_after_a_failed_run(project: DbtProject) -> None:
 
 def test_sample_reads_a_sample_of_the_input(project: DbtProject) -> None:
     """`dbt run --sample`: dbt (dbt-clickhouse renders the filter) reads the events of the sample's time
-    window only, as for any model; a later run without --sample applies the rest."""
+    window only, as for any model; a later run without --sample applies the rest. (The events' `ts` is a
+    minute ago: dbt's sample window ends now, exclusive, to the second.)"""
     _vcmt_project(project)
     project.command("insert into ev values (3, 30, 1, 1, now() - interval 10 day)")
     project.dbt("run", "--select", "m", "--sample", "1 day")
     assert _rows(project) == [(1, 10), (2, 20)]
     project.dbt("run", "--select", "m")
     assert _rows(project) == [(1, 10), (2, 20), (3, 30)]
+
+    # A model reading the vcmt model's current rows takes the sample window of the vcmt model's event_time.
+    project.model("m", """
+        {{ config(materialized='vcmt_upsert', unique_key='id', event_time='ts') }}
+        select id, x, _version, sign, ts from {{ source('raw', 'ev') }}
+    """)
+    project.dbt("run", "--select", "m", "--full-refresh")
+    project.dbt("run", "--select", "c", "--sample", "1 day")
+    assert _rows(project, "c") == [(1, 10), (2, 20)]
 
 
 def test_clone_copies_the_table_and_the_next_run_asks_for_a_full_refresh(project: DbtProject) -> None:
