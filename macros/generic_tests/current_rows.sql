@@ -8,7 +8,16 @@
 {% macro default__current_rows(relation, where) %}
   {%- set sign = vcmt._identity_columns(vcmt._vcmt_test_model_config(relation), 'vcmt.current_rows').sign -%}
   {%- set filter = vcmt._quote(sign) ~ ' = 1' ~ (' and (' ~ where ~ ')' if where else '') -%}
-  {{ return('(select * from ' ~ relation ~ ' final where ' ~ filter ~ ')') }}
+  {%- if relation is string -%}
+    {{ return('(select * from ' ~ relation ~ ' final where ' ~ filter ~ ')') }}
+  {%- endif -%}
+  {#- Under --empty and --sample dbt renders a ref as a subquery, which FINAL cannot take: FINAL on the
+      table, then the ref's sample window and limit on its current rows. -#}
+  {%- set rows = relation.render_event_time_filtered('(select * from ' ~ relation.render() ~ ' final where ' ~ filter ~ ')') -%}
+  {%- if relation.limit is not none -%}
+    {%- set rows = '(select * from ' ~ rows ~ (' where false' if relation.limit == 0 else '') ~ ' limit ' ~ relation.limit ~ ')' -%}
+  {%- endif -%}
+  {{ return(rows) }}
 {% endmacro %}
 
 

@@ -33,6 +33,9 @@
       cannot say "partition folders or none"); one without any committed file cannot be read at all
       (ClickHouse infers the columns from a file), which is what a mart meets before its staging model ran:
       a run says so (a compile, a docs generate, goes on). -#}
+  {%- if execute and flags.WHICH in ('run', 'build', 'show', 'retry') -%}
+    {%- do vcmt._check_lake_on_server(dataset) -%}
+  {%- endif -%}
   {%- if execute -%}
     {%- set counts = run_query('select (select count() from ' ~ vcmt._lake_table_function(dataset, format, 'One', '*')
                                ~ '), (select count() from ' ~ vcmt._lake_table_function(dataset, format, 'One', files) ~ ')').rows[0] -%}
@@ -72,4 +75,27 @@
 {#- The lake's root folder or URL, without a trailing slash (var `vcmt_lake_root`). -#}
 {% macro _lake_root() %}
   {{ return((var('vcmt_lake_root', '.local/lake') | string).rstrip('/')) }}
+{% endmacro %}
+
+
+{#- A local lake (a path, not s3://) on a ClickHouse server (any target but the embedded `type: chdb`):
+    file() reads the server's own file system, and a server reads only under its user_files_path (a relative
+    path is relative to it). An absolute lake root outside it is refused before anything is read, naming
+    what the server can read (docs/staging.md, "A lake on a ClickHouse server"). One query: the server's
+    user_files_path. -#}
+{% macro _check_lake_on_server(dataset) %}
+  {%- set root = vcmt._lake_root() -%}
+  {%- if target.type == 'chdb' or root.startswith('s3://') or not root.startswith('/') -%}{{ return(none) }}{%- endif -%}
+  {%- set found = run_query("select value from system.server_settings where name = 'user_files_path'").columns[0].values() -%}
+  {%- set user_files = ((found[0] if found else '') | string).rstrip('/') -%}
+  {%- if user_files and not (root ~ '/').startswith(user_files ~ '/') -%}
+    {%- do exceptions.raise_compiler_error(
+          "vcmt.lake_source('" ~ dataset ~ "'): the lake root " ~ root ~ " (var vcmt_lake_root) is a local path, "
+          ~ "which a ClickHouse server (target type " ~ target.type ~ ") reads with file() on its own file system "
+          ~ "and only under its user_files_path, " ~ user_files ~ "/; " ~ root ~ " is not under it, so the server "
+          ~ "cannot read the lake there. Give the server a lake it can read: S3 or an S3-compatible store "
+          ~ "(vcmt_lake_root: s3://bucket/prefix, var vcmt_s3_endpoint for MinIO and others), or the lake's folder "
+          ~ "under " ~ user_files ~ "/ on the server (a mount or a copy of <lake>/staged), with vcmt_lake_root "
+          ~ "set to that path. See docs/staging.md, 'A lake on a ClickHouse server'. Nothing was read or changed.") -%}
+  {%- endif -%}
 {% endmacro %}

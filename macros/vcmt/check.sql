@@ -171,3 +171,29 @@
     {%- call statement('vcmt_check_' ~ role) -%}explain {{ select_sql }}{%- endcall -%}
   {%- endfor -%}
 {% endmacro %}
+
+
+{#- dbt's model contract (`contract: {enforced: true}`), before any DDL: the
+    SELECT's column names and types must be the contract's (dbt's own check,
+    `get_assert_columns_equivalent`). Constraints are refused: a
+    VersionedCollapsingMergeTree target holds cancel rows and old versions
+    beside the live ones, so no not_null, unique, primary_key or check
+    constraint can hold for its rows. -#}
+{% macro _check_contract(sql) %}
+  {%- set contract = config.get('contract') -%}
+  {%- if not (contract and contract.enforced) -%}{{ return(none) }}{%- endif -%}
+  {%- set constrained = [] -%}
+  {%- for c in model.get('constraints', []) -%}{%- do constrained.append('model: ' ~ c['type']) -%}{%- endfor -%}
+  {%- for name, column in model['columns'].items() -%}
+    {%- for c in column.get('constraints', []) -%}{%- do constrained.append(name ~ ': ' ~ c['type']) -%}{%- endfor -%}
+  {%- endfor -%}
+  {%- if constrained -%}
+    {%- do exceptions.raise_compiler_error(
+          "vcmt_upsert " ~ this.identifier ~ ": the model's contract declares constraints (" ~ constrained | join(', ')
+          ~ "), which a vcmt_upsert model cannot enforce: its table keeps cancel rows and old versions beside the "
+          ~ "current rows. Remove the constraints and keep `contract: {enforced: true}` (the SELECT's column names "
+          ~ "and types are checked), or test the current rows with data tests (vcmt.single_live_version, "
+          ~ "not_null on a model reading it). Nothing was changed.") -%}
+  {%- endif -%}
+  {{ get_assert_columns_equivalent(sql) }}
+{% endmacro %}

@@ -170,7 +170,9 @@
   {%- set engine = found.get(objs.target.identifier, {}).get('engine', 'unknown') -%}
   {%- set has_stage = objs.stage.identifier in found -%}
   {%- if 'VersionedCollapsingMergeTree' not in engine or not has_stage -%}
-    {{ exceptions.raise_compiler_error("vcmt_upsert: " ~ objs.target ~ " exists but was not built by vcmt_upsert (engine " ~ engine ~ ", stage " ~ objs.stage.identifier ~ (" present" if has_stage else " missing") ~ "). Run once with --full-refresh to rebuild it.") }}
+    {{ exceptions.raise_compiler_error("vcmt_upsert: " ~ objs.target ~ " exists but was not built by vcmt_upsert (engine " ~ engine ~ ", stage " ~ objs.stage.identifier ~ (" present" if has_stage else " missing") ~ ")"
+        ~ ("; a `dbt clone` copies a vcmt model's table only, not its stage, transform and helpers" if 'VersionedCollapsingMergeTree' in engine else "")
+        ~ ". Nothing was changed. Run once with --full-refresh to rebuild it from the model's SELECT.") }}
   {%- endif -%}
 {% endmacro %}
 

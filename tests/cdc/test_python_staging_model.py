@@ -9,6 +9,7 @@ table in the same run.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
@@ -101,7 +102,7 @@ def run_two_batches(lake: Path, run: Callable[[], object]) -> None:
 
 
 def test_python_staging_model_incremental_by_batch(tmp_path_factory, chdb_path: Path, lab_dir: Path,
-                                                   monkeypatch, capsys) -> None:
+                                                   monkeypatch) -> None:
     from pyspark.sql import SparkSession
 
     root = tmp_path_factory.mktemp("python_staging")
@@ -116,12 +117,11 @@ def test_python_staging_model_incremental_by_batch(tmp_path_factory, chdb_path: 
     def not_on_a_run_with_nothing_new(*args, **kwargs):
         raise AssertionError("a run with nothing new decoded or counted lines")
 
-    capsys.readouterr()
     with monkeypatch.context() as patched:
         patched.setattr(topic, "decode_lines", not_on_a_run_with_nothing_new)
         patched.setattr(topic, "checked", not_on_a_run_with_nothing_new)
-        proj.dbt("run", target="vcmt_spark")
-    assert f"{proj.schema}.stg_orders_py: nothing new to stage" in capsys.readouterr().out
+        quiet = proj.dbt("run", target="vcmt_spark")
+    assert f"{proj.schema}.stg_orders_py: nothing new to stage" in quiet.log
 
     spark = SparkSession.builder.getOrCreate()
     rows = spark.table(f"{proj.schema}.stg_orders_py").collect()
@@ -154,4 +154,40 @@ def test_python_staging_model_incremental_by_batch(tmp_path_factory, chdb_path: 
     assert "memo" in restaged.columns and "note" not in restaged.columns
     assert sorted((r._batch_id, r.id) for r in restaged.where("_kind = 'change'").collect()) == [
         (0, 1), (0, 2), (0, 99), (1, 1), (1, 2)]
+    proj.close()
+
+
+def test_the_run_summary_is_in_dbts_record(tmp_path_factory, chdb_path: Path, lab_dir: Path, monkeypatch) -> None:
+    """The staging's summary line is in dbt.log, the model's status line and run_results.json (message and
+    adapter_response), as vcmt_upsert's counts are: not on stdout only."""
+    root = tmp_path_factory.mktemp("python_staging_summary")
+    proj = python_staging_project(root, chdb_path, lab_dir)
+    monkeypatch.chdir(lab_dir)
+    ms = 1_700_000_000_000
+    _land(root / "lake", 1, [
+        *(envelope(op="c", after={"id": i, "amount": b64(100 * i), "note": "n", "created_at": ms}, lsn=10 + i)
+          for i in range(1, 6)),
+        envelope(op="c", after={"id": 6, "amount": b64(1), "note": "n", "created_at": 10**18}, lsn=16),
+        envelope(op="t", after=None, lsn=17),
+        envelope(op="c", after={"id": 7, "amount": b64(1), "note": "n", "created_at": ms}, lsn=18),
+    ])
+    # The in-process runs keep the console quiet (--log-level none); the file log as a user's dbt writes it.
+    run = proj.dbt("run", "--select", "stg_orders_py", "--log-level-file", "info", target="vcmt_spark")
+    said = "staged 1 batch (1), 8 lines: 6 change, 1 truncate, 1 malformed (1 wrong_type)"
+    assert f"{proj.schema}.stg_orders_py: {said}" in run.log
+    dbt_log = re.sub(r"\x1b\[[0-9;]*m", "", (proj.root / "logs" / "dbt.log").read_text())
+    assert f"{proj.schema}.stg_orders_py: {said}" in dbt_log
+    # The status line: "1 of 1 OK created python incremental model <schema>.stg_orders_py [<message> in 2.1s]".
+    assert re.search(rf"OK created python .*stg_orders_py +\[{re.escape(said)} in ", dbt_log), dbt_log[-3000:]
+    results = json.loads((proj.root / "target" / "run_results.json").read_text())["results"]
+    (result,) = [r for r in results if r["unique_id"] == "model.vcmt_test_project.stg_orders_py"]
+    assert result["message"] == said
+    assert result["adapter_response"] == {"_message": said, "code": "VCMT_STAGING"}
+
+    # A batch the malformed threshold refuses: the run fails, and its summary is in dbt.log all the same.
+    _land(root / "lake", 2, ["{broken", "{broken", envelope(op="t", after=None, lsn=30)])
+    proj.dbt("run", "--select", "stg_orders_py", "--log-level-file", "info", target="vcmt_spark", expect_pass=False)
+    dbt_log = (proj.root / "logs" / "dbt.log").read_text()
+    assert f"{proj.schema}.stg_orders_py: staged 1 batch (2), 3 lines: 1 truncate, 2 malformed (2 bad_json)" in dbt_log
+    assert "more than max_malformed_share=0.5" in dbt_log
     proj.close()

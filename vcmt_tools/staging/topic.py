@@ -15,7 +15,9 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from fractions import Fraction
 from urllib.parse import unquote
 
@@ -32,6 +34,30 @@ STAGED_COLUMNS = {"_unavailable": "array<string>", "_version": "bigint", "sign":
                   "_source_ts": "timestamp", "_kind": "string", "_reason": "string", "_raw": "string",
                   "_source_file": "string", "_batch_id": "bigint"}
 RESERVED = tuple(STAGED_COLUMNS)
+
+# The run summaries of the model this thread runs under dbt's `vcmt_spark` adapter, which puts them in dbt's
+# record (dbt.log, the model's status line, run_results.json); None elsewhere, where they are printed.
+_summaries: ContextVar[list[str] | None] = ContextVar("vcmt_staging_summaries", default=None)
+
+
+@contextmanager
+def collecting_summaries() -> Iterator[list[str]]:
+    """Collect the run summaries reported in this thread (instead of printing them) while the block runs."""
+    found: list[str] = []
+    token = _summaries.set(found)
+    try:
+        yield found
+    finally:
+        _summaries.reset(token)
+
+
+def report(text: str) -> None:
+    """A run summary: to the collector of `collecting_summaries` when one is open, else to stdout."""
+    found = _summaries.get()
+    if found is None:
+        print(text, flush=True)
+    else:
+        found.append(text)
 
 
 def read_lines(session, topic_path: str, exclude_batches: Iterable[int] = (),
@@ -522,7 +548,7 @@ def stage_new_batches(dbt, session, topic_path: str, flavour: str, key: Sequence
     if dbt.is_incremental and not lines.limit(1).collect():
         # Nothing new: no decoding to build, no checkpoint, no counting; the result has no row, and writing
         # it replaces no partition (docs/staging.md, "Keeping Spark warm").
-        print(summary(model, []), flush=True)
+        report(summary(model, []))
         return nothing_staged(lines, declared)
     staged = _staged_lines(session, topic_path, lines, flavour, key, columns, decimal_handling)
     return checked(staged, model, columns, max_malformed_share)
@@ -544,14 +570,14 @@ def _check_share(model: str, max_malformed_share: float) -> None:
 
 def checked(staged: DataFrame, model: str, columns: Mapping[str, str], max_malformed_share: float) -> DataFrame:
     """`staged` computed once, as a local checkpoint that the model's write then reads, after counting its
-    lines per batch, kind and reason: prints one summary line (lines by kind), and refuses (ValueError, before
+    lines per batch, kind and reason: reports one summary line (`report`), and refuses (ValueError, before
     anything is written) a batch in which more than `max_malformed_share` of the lines are malformed, naming
     its top reasons with a sample line (docs/staging.md, "Run summary and the malformed threshold")."""
     _check_share(model, max_malformed_share)
     staged = staged.localCheckpoint(eager=True)
     counts = staged.groupBy("_batch_id", "_kind", "_reason").agg(
         F.count(F.lit(1)).alias("n"), F.min("_raw").alias("sample")).collect()
-    print(summary(model, counts), flush=True)
+    report(summary(model, counts))
     # The share as written (0.29 is 29/100): a float product rounds, and 29 of 100 lines was "more than 0.29".
     share = Fraction(str(max_malformed_share))
     for batch in sorted({r["_batch_id"] for r in counts}):

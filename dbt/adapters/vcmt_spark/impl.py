@@ -3,6 +3,7 @@ from __future__ import annotations
 from typing import Any
 
 from dbt.adapters.base import PythonJobHelper
+from dbt.adapters.contracts.connection import AdapterResponse
 from dbt.adapters.spark.impl import SparkAdapter
 from dbt.adapters.vcmt_spark.connections import VcmtSparkConnectionManager
 from dbt.adapters.vcmt_spark.credentials import VcmtSparkConnectionMethod
@@ -47,4 +48,8 @@ class VcmtSparkAdapter(SparkAdapter):
         return {**super().python_submission_helpers, "session": SessionPythonJobHelper}
 
     def generate_python_submission_response(self, submission_result: Any) -> Any:
-        return self.connections.get_response(None)
+        """The model's result: its staging's run summaries (SessionPythonJobHelper.submit) when it reported
+        any, as the status line's message and run_results.json's adapter_response, else dbt-spark's "OK"."""
+        if not (isinstance(submission_result, list) and submission_result):  # dbt-spark's helpers: no summary
+            return self.connections.get_response(None)
+        return AdapterResponse(_message="; ".join(submission_result), code="VCMT_STAGING")

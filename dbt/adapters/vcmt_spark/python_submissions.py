@@ -16,9 +16,12 @@ import re
 from typing import Any
 
 from dbt.adapters.base import PythonJobHelper
+from dbt.adapters.events.logging import AdapterLogger
 from dbt.adapters.spark.connections import SparkCredentials
 from dbt.adapters.vcmt_spark.credentials import LOCAL_SESSION_DEFAULTS, VcmtSparkConnectionMethod, is_local_master
 from dbt_common.exceptions import DbtRuntimeError
+
+logger = AdapterLogger("vcmt_spark")
 
 # One Spark Connect session per server URL and process: SQL and Python models share its temp views and settings.
 _connect_sessions: dict[str, Any] = {}
@@ -103,12 +106,23 @@ class SessionPythonJobHelper(PythonJobHelper):
         self.credentials = credentials
         self.parsed_model = parsed_model
 
-    def submit(self, compiled_code: str) -> None:
+    def submit(self, compiled_code: str) -> list[str]:
+        """Run the model; return the run summaries its staging reported (vcmt_tools.staging.topic.report),
+        which are logged to dbt's log here, also when the model fails, and become its result message."""
+        from vcmt_tools.staging.topic import collecting_summaries
+
         session = spark_session(self.credentials)
         name = f"<dbt python model {self.parsed_model['schema']}.{self.parsed_model['alias']}>"
         # A fresh namespace per run: models must not see each other's globals.
         namespace: dict[str, Any] = {"__name__": "__dbt_python_model__", "spark": session}
-        exec(compile(compiled_code, name, "exec"), namespace)  # noqa: S102 - this is what running a model means
+        with collecting_summaries() as summaries:
+            try:
+                exec(compile(compiled_code, name, "exec"), namespace)  # noqa: S102 - this is what running a model means
+            finally:
+                for text in summaries:
+                    logger.info(text)
+        prefix = f"{self.parsed_model['schema']}.{self.parsed_model['alias']}: "
+        return [text.removeprefix(prefix) for text in summaries]
 
 
 # insertInto replaces only the partitions it writes when the TABLE's own options say so: Spark's

@@ -8,6 +8,7 @@
   {%- set rebuild = existing is none or should_full_refresh() -%}
 
   {#- Everything about the SELECT is checked before any DDL. -#}
+  {%- do vcmt._check_contract(sql) -%}
   {%- set select_columns = adapter.get_column_schema_from_query(sql) -%}
   {%- set columns = vcmt._target_columns(cfg, select_columns) -%}
   {%- do vcmt._check_syntax(cfg, target) -%}
