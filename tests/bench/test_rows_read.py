@@ -20,7 +20,7 @@ def _ratios(stdout: str) -> dict[tuple[str, str], float]:
     out = {}
     for line in stdout.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) == 12 and cells[0] in ("mod", "mod_bloom", "none"):
+        if len(cells) == 13 and cells[0] in ("mod", "mod_bloom", "none"):
             out[(cells[0], cells[4])] = float(cells[7])
     return out
 
@@ -43,3 +43,6 @@ def test_a_bloom_filter_on_the_key_keeps_a_small_batch_to_its_granules(tmp_path:
     # keys of one partition: the partition pruner already maps the key set through `id % 20`
     assert ratios[("mod", "one partition")] <= 2 and ratios[("mod_bloom", "one partition")] <= 2, proc.stdout
     assert "goal: transform rows read <= 2 x floor" in proc.stdout and ": met (" in proc.stdout
+    # the whole stage INSERT: the transform plus the batch itself and the other views' reads of the block
+    assert all(0 < float(line.split("|")[9]) <= 1.5 for line in proc.stdout.splitlines()
+               if line.startswith("| mod_bloom |")), proc.stdout

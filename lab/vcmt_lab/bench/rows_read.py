@@ -11,7 +11,8 @@ does: one INSERT, one event per key. It prints, per batch:
 
 - floor: the rows of the target's granules that hold a batch key (what a lookup must read);
 - transform: what the transform view read in that INSERT (system.query_views_log), the
-  batch's own block and the tombstones included;
+  batch's own block and the tombstones included; load: what the whole INSERT read (its
+  source, the batch, and every view on the stage);
 - shapes of the lookup run alone as SELECTs over the same keys: `key IN (subquery)` as before
   issue 41, with the partition condition the package now adds (`_partition_filter`), without
   FINAL (`argMax ... having sum(sign) > 0`), and one SELECT per partition with the partition
@@ -67,6 +68,7 @@ class Row:
     keys: str
     floor: int
     transform: int
+    load: int
     shapes: dict[str, int]
 
 
@@ -168,7 +170,9 @@ def measure(engine: Engine, project: DbtProject, models: list[tuple[str, str, in
                     f"(select any(query_id) from system.query_log where type = 'QueryFinish' "
                     f"and query_kind = 'Insert' and log_comment = '{tag}')")
                 transform = sum(int(r[1]) for r in views if str(r[0]).strip("`").endswith(objs["transform"]))
-                row = Row(layout, n, g, len(numbers), kind, floor, transform, read)
+                load = int(engine._logged(f"select read_rows from system.query_log where type = 'QueryFinish' "
+                                          f"and query_kind = 'Insert' and log_comment = '{tag}'")[0][0])
+                row = Row(layout, n, g, len(numbers), kind, floor, transform, load, read)
                 out.append(row)
                 say(_line(row))
     return out
@@ -178,24 +182,21 @@ def _ratio(x: int, floor: int) -> str:
     return f"{x / floor:.2f}" if floor else "-"
 
 
+SHAPES = ("key IN", "key IN + partition IN", "argMax, no FINAL", "per-partition literal")
+
+
 def _line(r: Row) -> str:
-    shapes = " | ".join(f"{_ratio(v, r.floor)}" for v in r.shapes.values())
+    cells = " | ".join("-" if r.shapes.get(s) is None else _ratio(r.shapes[s], r.floor) for s in SHAPES)
     return (f"| {r.layout} | {r.rows:,} | {r.granularity} | {r.batch:,} | {r.keys} | {r.floor:,} | "
-            f"{r.transform:,} | {_ratio(r.transform, r.floor)} | {shapes} |")
+            f"{r.transform:,} | {_ratio(r.transform, r.floor)} | {_ratio(r.load, r.floor)} | {cells} |")
 
 
 def render(rows: list[Row]) -> str:
-    head = ["| layout | N | granularity | B | keys | floor rows | transform read | transform / floor "
+    head = ["| layout | N | granularity | B | keys | floor rows | transform read | transform / floor | load / floor "
             "| key IN | + partition IN | argMax no FINAL | per-partition literal |",
-            "|---|--:|--:|--:|---|--:|--:|--:|--:|--:|--:|--:|"]
-    body = []
-    for r in rows:
-        shapes = [r.shapes.get(s) for s in ("key IN", "key IN + partition IN", "argMax, no FINAL",
-                                            "per-partition literal")]
-        cells = " | ".join("-" if v is None else _ratio(v, r.floor) for v in shapes)
-        body.append(f"| {r.layout} | {r.rows:,} | {r.granularity} | {r.batch:,} | {r.keys} | {r.floor:,} | "
-                    f"{r.transform:,} | {_ratio(r.transform, r.floor)} | {cells} |")
-    return "\n".join(["rows read / floor (shapes: the lookup alone, as a SELECT over the same keys)", *head, *body])
+            "|---|--:|--:|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|"]
+    return "\n".join(["rows read / floor (load: the whole stage INSERT, its source and every view; shapes: the "
+                      "lookup alone, as a SELECT over the same keys)", *head, *map(_line, rows)])
 
 
 # The goal (issue 41): the transform reads at most twice the floor wherever the lookup can tell a key's granules
