@@ -158,6 +158,10 @@ CASES = {
         "{'unique_key': 'id', 'indexes': [{'name': 'bf', 'definition': 'id TYPE bloom_filter( GRANULARITY'}]}", SRC,
         "`indexes` entry `bf` (id TYPE bloom_filter( GRANULARITY)",
     ),
+    "index_on_unknown_column": (
+        "{'unique_key': 'id', 'indexes': [{'name': 'bf', 'definition': 'nope TYPE bloom_filter GRANULARITY 1'}]}", SRC,
+        "Missing columns: 'nope'",
+    ),
     "virtual_shards_not_a_count": (
         "{'unique_key': 'id', 'virtual_shards': 0}", SRC,
         "`virtual_shards` must be a whole number of parallel streams from 1 to 64; got `0`. Fix it in the model's config",
