@@ -12,7 +12,7 @@ export DO_NOT_TRACK := 1
 export DBT_SEND_ANONYMOUS_USAGE_STATS := false
 export DBT_VERSION_CHECK := false
 
-.PHONY: demo test fuzz faults bench bench-server bench-staging lint venv java clean capture-fixtures
+.PHONY: demo test fuzz faults bench bench-server bench-staging bench-rows-read lint venv java clean capture-fixtures
 
 $(STAMP): pyproject.toml lab/pyproject.toml constraints.txt
 	@echo "==> setting up $(VENV) (first run downloads about 1.7 GB of wheels)"
@@ -53,6 +53,11 @@ bench: venv java
 # One model loaded by dbt run on the embedded engine and on a served node (HTTP, native); ARGS (--help).
 bench-server: venv
 	@$(BIN)/python -m vcmt_lab.bench.server $(ARGS)
+
+# Rows a batch's lookups read against the granules holding its keys, per partition layout (issue 41);
+# rows, not time, so any machine will do; ARGS="--rows 10000000 --granularity 8192" (--help).
+bench-rows-read: venv
+	@$(BIN)/python -m vcmt_lab.bench.rows_read $(ARGS)
 
 # Spark staging throughput next to the ClickHouse apply (issue 15); ARGS="--sizes 50000 --landed ''" (--help).
 bench-staging: venv java

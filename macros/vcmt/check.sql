@@ -48,6 +48,10 @@
                       'primary_key': 'order by tuple() primary key (' ~ text ~ ')'}[opt] -%}
     {%- do probes.append(('`' ~ opt ~ "` (" ~ value ~ ")", table ~ clause, 'fix `' ~ opt ~ '`')) -%}
   {%- endfor -%}
+  {%- for index in cfg.indexes -%}
+    {%- do probes.append(("`indexes` entry `" ~ index.name ~ "` (" ~ index.definition ~ ")", 'create table t (x Int8, index i ' ~ vcmt._user_sql(index.definition) ~ ') engine = MergeTree order by tuple()',
+                          "fix its `definition`: `<expression> TYPE <type> GRANULARITY <n>`, e.g. 'id TYPE bloom_filter(0.0001) GRANULARITY 1'")) -%}
+  {%- endfor -%}
   {%- if cfg.ttl -%}
     {%- do probes.append(('`ttl` (' ~ cfg.ttl ~ ')', table ~ 'order by tuple() ttl ' ~ vcmt._user_sql(cfg.ttl), 'fix `ttl`')) -%}
   {%- endif -%}

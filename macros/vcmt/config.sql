@@ -55,6 +55,8 @@
     {%- do vcmt._validate_projection(p, sign) -%}
   {%- endfor -%}
 
+  {%- set indexes = vcmt._validate_indexes(source.get('indexes')) -%}
+
   {%- set settings = source.get('settings', {}) or {} -%}
   {%- if settings is not mapping -%}
     {{ exceptions.raise_compiler_error(name ~ ": `settings` must be a dict of table settings; got `" ~ settings ~ "`.") }}
@@ -112,6 +114,7 @@
       'primary_key': source.get('primary_key'),
       'ttl': source.get('ttl'),
       'projections': projections,
+      'indexes': indexes,
       'settings': settings,
       'watermark': watermark,
       'folds': folds,
@@ -123,6 +126,33 @@
       'virtual_shards': vcmt._validate_virtual_shards(source.get('virtual_shards')),
       'lock_timeout': vcmt._validate_lock_timeout(source.get('lock_timeout')),
   }) }}
+{% endmacro %}
+
+
+{#- `indexes`, as dbt-clickhouse spells it: a list of {'name': ..., 'definition':
+    '<expression> TYPE <type> GRANULARITY <n>'}, created with the target. A
+    skip index changes what a query reads, never what it returns. A bloom
+    filter on the key lets the lookups skip the granules that hold no batch
+    key, which the primary key cannot do when partitions interleave in the
+    key's order (docs/design.md#measured-facts, fact 15). -#}
+{% macro _validate_indexes(indexes) %}
+  {%- set fix = " e.g. indexes=[{'name': 'key_bf', 'definition': 'id TYPE bloom_filter(0.0001) GRANULARITY 1'}]" -%}
+  {%- if indexes is none -%}{{ return([]) }}{%- endif -%}
+  {%- if indexes is string or indexes is mapping or indexes is not iterable -%}
+    {{ exceptions.raise_compiler_error("vcmt_upsert: `indexes` must be a list of skip indexes," ~ fix ~ "; got `" ~ indexes ~ "`.") }}
+  {%- endif -%}
+  {%- set names = [] -%}
+  {%- for index in indexes -%}
+    {%- if index is not mapping or (index.keys() | list | sort) != ['definition', 'name'] or index.name is not string or index.definition is not string
+           or not index.name or not index.definition | trim -%}
+      {{ exceptions.raise_compiler_error("vcmt_upsert: each entry of `indexes` must be a dict with a `name` and a `definition`," ~ fix ~ "; got `" ~ index ~ "`.") }}
+    {%- endif -%}
+    {%- if index.name in names -%}
+      {{ exceptions.raise_compiler_error("vcmt_upsert: `indexes` names `" ~ index.name ~ "` twice.") }}
+    {%- endif -%}
+    {%- do names.append(index.name) -%}
+  {%- endfor -%}
+  {{ return(indexes | list) }}
 {% endmacro %}
 
 
@@ -217,7 +247,7 @@
 {% macro _vcmt_config_keys() %}
   {{ return(['unique_key', 'version', 'sign', 'merge', 'delete_mode', 'projections', 'partition_by', 'order_by',
              'primary_key', 'settings', 'ttl', 'on_schema_change', 'watermark', 'truncate_when',
-             'unavailable_column', 'sharding_key', 'insert_settings', 'lock_timeout', 'virtual_shards']) }}
+             'unavailable_column', 'sharding_key', 'insert_settings', 'lock_timeout', 'virtual_shards', 'indexes']) }}
 {% endmacro %}
 
 

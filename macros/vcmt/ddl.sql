@@ -18,7 +18,7 @@
   {%- for k, v in cfg.settings.items() -%}
     {%- do settings.update({k: vcmt._sql_string(v) if v is string else v}) -%}
   {%- endfor -%}
-  {%- set body = vcmt._columns_ddl(columns) + vcmt._projection_clauses(cfg.projections) -%}
+  {%- set body = vcmt._columns_ddl(columns) + vcmt._index_clauses(cfg.indexes) + vcmt._projection_clauses(cfg.projections) -%}
   create table {{ relation }} {{ on_cluster_clause(relation) }} (
     {{ body | join(',\n    ') }}
   )
@@ -43,6 +43,16 @@
     replicas in step; everywhere else the plain engine. -#}
 {% macro _engine_name(relation) %}
   {{ return('ReplicatedVersionedCollapsingMergeTree' if on_cluster_clause(relation) | trim else 'VersionedCollapsingMergeTree') }}
+{% endmacro %}
+
+
+{#- The `indexes` config's skip indexes, as items of the column list. -#}
+{% macro _index_clauses(indexes) %}
+  {%- set clauses = [] -%}
+  {%- for index in indexes or [] -%}
+    {%- do clauses.append('index ' ~ vcmt._quote(index.name) ~ ' ' ~ vcmt._user_sql(index.definition)) -%}
+  {%- endfor -%}
+  {{ return(clauses) }}
 {% endmacro %}
 
 

@@ -149,6 +149,22 @@ CASES = {
         "{'unique_key': 'id', 'projections': [{'name': 'p', 'query': 'select * order by x'}]}", SRC,
         "must be an aggregating projection",
     ),
+    "indexes_not_a_list": (
+        "{'unique_key': 'id', 'indexes': 'id TYPE bloom_filter GRANULARITY 1'}", SRC,
+        "`indexes` must be a list of skip indexes, e.g. indexes=[{'name': 'key_bf', 'definition': 'id TYPE bloom_filter(0.0001) GRANULARITY 1'}]",
+    ),
+    "index_without_definition": (
+        "{'unique_key': 'id', 'indexes': [{'name': 'bf'}]}", SRC,
+        "each entry of `indexes` must be a dict with a `name` and a `definition`",
+    ),
+    "index_definition_not_sql": (
+        "{'unique_key': 'id', 'indexes': [{'name': 'bf', 'definition': 'id TYPE bloom_filter( GRANULARITY'}]}", SRC,
+        "`indexes` entry `bf` (id TYPE bloom_filter( GRANULARITY)",
+    ),
+    "index_on_unknown_column": (
+        "{'unique_key': 'id', 'indexes': [{'name': 'bf', 'definition': 'nope TYPE bloom_filter GRANULARITY 1'}]}", SRC,
+        "Missing columns: 'nope'",
+    ),
     "virtual_shards_not_a_count": (
         "{'unique_key': 'id', 'virtual_shards': 0}", SRC,
         "`virtual_shards` must be a whole number of parallel streams from 1 to 64; got `0`. Fix it in the model's config",
@@ -292,6 +308,40 @@ def test_layout_change_without_full_refresh_fails_before_any_ddl(project, case):
     s.run_batch([(4, 4, 1, 1)], "--full-refresh")
     assert s.final_rows() == [(4, 4, 1)]
     s.run_batch([(5, 5, 1, 1)])
+
+
+BLOOM = [{"name": "key_bf", "definition": "id TYPE bloom_filter(0.0001) GRANULARITY 1"}]
+
+
+def test_indexes_are_created_with_the_target_and_a_missing_one_is_named_with_how_to_add_it(project):
+    """dbt-clickhouse's `indexes` config was accepted and ignored; now its skip indexes are created with the
+    target. An existing target that lacks one fails before any DDL with the ALTER statements that add it, and
+    runs again once they ran; results are the same with and without the index."""
+    s = Scenario(project, COLS, {"unique_key": "id", "partition_by": "id % 4", "indexes": BLOOM})
+    s.run_batch([(i, i, 1, 1) for i in range(40)])
+    indexes = "select name, type_full, granularity from system.data_skipping_indices " \
+              "where database = currentDatabase() and table = 'm'"
+    assert project.query(indexes) == [("key_bf", "bloom_filter(0.0001)", 1)]
+    s.run_batch([(3, 30, 2, 1), (7, 0, 2, -1), (41, 41, 1, 1)])
+    with_index = s.final_rows()
+
+    s.config.pop("indexes")
+    s.write_model("`id`, `x`, `_version`, `sign`")
+    s.run_batch([(i, i, 1, 1) for i in range(40)], "--full-refresh")
+    assert project.query(indexes) == []
+    s.run_batch([(3, 30, 2, 1), (7, 0, 2, -1), (41, 41, 1, 1)])
+    assert s.final_rows() == with_index
+
+    s.write_model("`id`, `x`, `_version`, `sign`", indexes=BLOOM)
+    run = s.run_batch([(5, 50, 3, 1)], expect_pass=False)
+    assert "`indexes` lists ['key_bf'], which the existing table" in run.log, run.log[-3000:]
+    assert "ADD INDEX `key_bf` id TYPE bloom_filter(0.0001) GRANULARITY 1;" in run.log
+    assert "MATERIALIZE INDEX `key_bf`;" in run.log and "--full-refresh" in run.log
+    assert s.final_rows() == with_index
+    project.command("alter table m add index key_bf id TYPE bloom_filter(0.0001) GRANULARITY 1")
+    s.run_batch([(5, 50, 3, 1)])
+    assert project.query(indexes) == [("key_bf", "bloom_filter(0.0001)", 1)]
+    assert (5, 50, 3) in s.final_rows()
 
 
 def test_unique_key_change_fails_before_any_ddl_with_how_to_fix(project):

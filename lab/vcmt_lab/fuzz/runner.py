@@ -89,7 +89,10 @@ def write_model(project: DbtProject, spec: ModelSpec, virtual_shards: int, where
     if project.engine.cluster:
         config["sharding_key"] = sharding_key(spec)
     config.update({k: v for k, v in (("truncate_when", spec.truncate_when),
-                                     ("unavailable_column", spec.unavailable_column)) if v})
+                                     ("unavailable_column", spec.unavailable_column),
+                                     ("partition_by", spec.partition_by), ("indexes", list(spec.indexes))) if v})
+    if spec.partition_by:
+        config["settings"] = {"index_granularity": 16}
     args = ", ".join(f"{k}={v!r}" for k, v in config.items())
     project.model(spec.name,
                   f"{{{{ config(materialized='vcmt_upsert', {args}) }}}}\nselect * from `{spec.name}_src`{where}")

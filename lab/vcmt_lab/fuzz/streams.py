@@ -29,6 +29,9 @@ class ModelSpec:
     # `_unavailable` column listing the columns an event did not send.
     truncate_when: str | None = None
     unavailable_column: str | None = None
+    # Partitioned targets (issue 41): a partition that is a function of the key, and skip indexes (`indexes`).
+    partition_by: str | None = None
+    indexes: tuple[dict[str, str], ...] = ()
 
     @property
     def all_columns(self) -> dict[str, str]:
@@ -69,6 +72,15 @@ MODEL_SPECS: tuple[ModelSpec, ...] = (
     ModelSpec("fz_unsent", ("id",),
               {"a": "Nullable(Int64)", "body": "Nullable(String)", "_unavailable": "Array(String)"},
               {"a": "sum"}, unavailable_column="_unavailable"),
+    # Partitioned by the key, with a bloom filter on it: the fold, truncates, and lookups that skip granules.
+    ModelSpec("fz_partitioned", ("tenant", "id"), {"a": "Nullable(Int64)", "b": "String", "_op": "String"},
+              truncate_when="_op = 't'", partition_by="id % 5",
+              indexes=({"name": "key_bf", "definition": "id TYPE bloom_filter(0.01) GRANULARITY 1"},)),
+    # Partitioned by the key, in rounds with unsent columns; tiny granules, so a lookup spans many.
+    ModelSpec("fz_partitioned_rounds", ("id",),
+              {"a": "Nullable(Int64)", "body": "Nullable(String)", "_unavailable": "Array(String)"},
+              {"a": "sum"}, unavailable_column="_unavailable", partition_by="intDiv(id, 40) % 7",
+              indexes=({"name": "key_bf", "definition": "id TYPE bloom_filter GRANULARITY 2"},)),
 )
 # What a truncate is, and what an event did not send, in the fuzz's CDC shapes.
 TRUNCATE_OP = "t"
