@@ -100,8 +100,11 @@
     or its copy on the cluster's first shard. -#}
 {% macro _lock_source(target, schema, table) %}
   {%- set cluster = vcmt._lock_cluster(target) -%}
+  {%- if cluster is none and schema == 'system' -%}{{ return('system.' ~ table ~ ' where') }}{%- endif -%}
+  {#- A generation read a moment ago may have been dropped since by the load
+      that took the next one: merge() reads it as empty instead of failing. -#}
   {%- if cluster is none -%}
-    {{ return(('system.' ~ table if schema == 'system' else target.incorporate(path={'identifier': table}) | string) ~ ' where') }}
+    {{ return('merge(' ~ vcmt._sql_string(schema) ~ ', ' ~ vcmt._sql_string('^' ~ modules.re.escape(table) ~ '$') ~ ') where') }}
   {%- endif -%}
   {{ return('cluster(' ~ vcmt._sql_string(cluster) ~ ', ' ~ vcmt._sql_string(schema) ~ ', ' ~ vcmt._sql_string(table)
             ~ ') where _shard_num = 1 and') }}

@@ -176,10 +176,10 @@ def test_a_log_comment_in_insert_settings_does_not_hide_a_running_load(project):
     project.dbt("run")
     for _ in range(3):  # blocks of 300 rows (2.4 s each, one thread): a stage INSERT of about 10 s
         project.command("insert into src select number, 2, 2 from numbers(300)")
-    # The second load stops right before it first reads the lock (vcmt_lab.faults.inject), and goes on
+    # The second load stops right before it first reads the lock's rows (vcmt_lab.faults.inject), and goes on
     # once the first load's INSERT runs: it meets that INSERT whatever its own start-up took.
     second = project.dbt_process("second", "run", "--select", "m", program=[sys.executable, "-m", "vcmt_lab.faults.inject"],
-                                 env={"VCMT_FAULT": "pause@select m__lock_N#1"})
+                                 env={"VCMT_FAULT": "pause@select merge#1"})
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and process_state(second.pid) != "T":
         time.sleep(0.05)
