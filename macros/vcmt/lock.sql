@@ -104,7 +104,9 @@
   {#- A generation read a moment ago may have been dropped since by the load
       that took the next one: merge() reads it as empty instead of failing. -#}
   {%- if cluster is none -%}
-    {{ return('merge(' ~ vcmt._sql_string(schema) ~ ', ' ~ vcmt._sql_string('^' ~ modules.re.escape(table) ~ '$') ~ ') where') }}
+    {%- set generations = '^' ~ modules.re.escape(modules.re.sub('[0-9]+$', '', table)) ~ '[0-9]+$' -%}
+    {{ return('merge(' ~ vcmt._sql_string(schema) ~ ', ' ~ vcmt._sql_string(generations) ~ ') where _table = '
+              ~ vcmt._sql_string(table) ~ ' and') }}
   {%- endif -%}
   {{ return('cluster(' ~ vcmt._sql_string(cluster) ~ ', ' ~ vcmt._sql_string(schema) ~ ', ' ~ vcmt._sql_string(table)
             ~ ') where _shard_num = 1 and') }}
