@@ -14,8 +14,7 @@
   {%- if not execute or config.get('watermark') != '_batch_id' or config.get('materialized') != 'vcmt_upsert' -%}
     {{ return(none) }}
   {%- endif -%}
-  {%- set record = api.Relation.create(database=this.database, schema=this.schema,
-                                       identifier=this.identifier ~ '__lake_batches', type='table') -%}
+  {%- set record = vcmt._lake_record(this, 'lake_batches') -%}
   {%- set ds = vcmt._sql_string(dataset) -%}
   {#- The batch from the path, not the hive column: a lake with no file yet lists nothing (and the model's read
       says so), whatever the server's hive partitioning. A sum of the names' hashes, not a XOR: two topics' folders

@@ -11,8 +11,11 @@
     left behind (0-byte or partial files) is never read (docs/staging.md,
     "Committed batches").
 
-    In a `vcmt_upsert` model with `watermark='_batch_id'`, each run first
-    checks for late and amended batches and fails naming them
+    `new_files=true`, in a `vcmt_upsert` model: each run reads every committed
+    file its loads have not read yet, late batches and files added to a loaded
+    batch included (lake_files.sql, docs/staging.md, "Reading each file once").
+    Otherwise, in a `vcmt_upsert` model with `watermark='_batch_id'`, each run
+    first checks for late and amended batches and fails naming them
     (`_check_lake_batches`, docs/staging.md, "Late and amended batches").
 
     Local lake (default): `file()`, relative to where dbt runs, or absolute.
@@ -23,11 +26,11 @@
 
       select * from {{ vcmt.lake_source('stg_cdc__order_changes') }}
 -#}
-{% macro lake_source(dataset, format='Parquet') %}
-  {{ return(adapter.dispatch('lake_source', 'vcmt')(dataset, format)) }}
+{% macro lake_source(dataset, format='Parquet', new_files=false) %}
+  {{ return(adapter.dispatch('lake_source', 'vcmt')(dataset, format, new_files)) }}
 {% endmacro %}
 
-{% macro default__lake_source(dataset, format='Parquet') %}
+{% macro default__lake_source(dataset, format='Parquet', new_files=false) %}
   {%- set files = '*=*/**/*' -%}
   {#- A dataset written without partition folders holds its committed files directly in its folder (a glob
       cannot say "partition folders or none"); one without any committed file cannot be read at all
@@ -51,6 +54,9 @@
             ~ vcmt._lake_root() ~ ").") -%}
     {%- endif -%}
   {%- endif -%}
+  {%- if new_files -%}
+    {{ return(vcmt._lake_new_files_source(dataset, format, files)) }}
+  {%- endif -%}
   {%- do vcmt._check_lake_batches(dataset, vcmt._lake_table_function(dataset, format, 'One', files)) -%}
   {{ return(vcmt._lake_table_function(dataset, format, format, files)) }}
 {% endmacro %}
@@ -69,6 +75,13 @@
   {%- set key = env_var('VCMT_S3_ACCESS_KEY_ID', '') -%}
   {%- set credentials = vcmt._sql_string(key) ~ ", " ~ vcmt._sql_string(env_var('VCMT_S3_SECRET_ACCESS_KEY', '')) ~ ", " if key else '' -%}
   {{ return("s3(" ~ vcmt._sql_string(url) ~ ", " ~ credentials ~ vcmt._sql_string(read_format) ~ ")") }}
+{% endmacro %}
+
+
+{#- A record a mart keeps of its lake beside its tables: `<model>__<kind>` (`lake_batches`, `lake_files`). -#}
+{% macro _lake_record(model, kind) %}
+  {{ return(api.Relation.create(database=model.database, schema=model.schema, identifier=model.identifier ~ '__' ~ kind,
+                                type='table')) }}
 {% endmacro %}
 
 

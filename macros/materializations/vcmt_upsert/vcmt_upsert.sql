@@ -30,6 +30,8 @@
   {%- endif -%}
   {#- One load of the model at a time, from its first DDL to its last write (lock.sql). -#}
   {%- do vcmt._acquire_lock(objs, cfg.lock_timeout, 'dbt run') -%}
+  {#- The lake files this load reads, claimed under the lock (lake_files.sql). -#}
+  {%- do vcmt._claim_lake_files(cfg, objs, sql, rebuild) -%}
   {#- Both paths check their DDL with the engine before changing anything
       (check.sql); schema changes are planned whole first (schema_changes.sql). -#}
   {%- set load_into = objs -%}

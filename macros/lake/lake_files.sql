@@ -1,0 +1,186 @@
+{#- Each committed file of a staged dataset read once: `vcmt.lake_source(dataset, new_files=true)`
+    in a `vcmt_upsert` model (docs/staging.md, "Reading each file once").
+
+    The record is `<model>__lake_files`: one row per file a load claimed,
+    with the file's fingerprint as the listing gives it (size and
+    modification time, no file opened) and the dbt invocation of the load.
+    A file is *loaded* when the invocation that claimed it has a row in the
+    model's `<model>__loads`: the load's own record, written after its last
+    INSERT, is its commit. So a load that fails, is killed, or is fenced out
+    by a load that took its lock over has claimed nothing, and the next run
+    claims those files again.
+
+    Under the model's lock, before the first read (`_claim_lake_files`,
+    called by the materialization), each run:
+    1. fails, naming them, if a loaded file now has another fingerprint (it
+       was rewritten in place: its new lines would never be read);
+    2. claims every listed file that is not loaded, whatever its batch: late
+       batches, files added to a loaded batch, files that landed during the
+       previous run; on a first run or a full refresh every listed file.
+    The model's SELECT then reads exactly the files this invocation claimed,
+    at the fingerprint it claimed them with (the `_path` filter lets
+    ClickHouse open no other file). -#}
+
+
+{#- The record of `model` (a relation): which files its loads claimed. -#}
+{% macro _lake_files_record(model) %}
+  {{ return(vcmt._lake_record(model, 'lake_files')) }}
+{% endmacro %}
+
+
+{#- A file's fingerprint from the listing's virtual columns, readable in an error message. -#}
+{% macro _lake_fingerprint_sql() %}
+  {{ return("concat(toString(ifNull(_size, 0)), ' bytes, modified ', ifNull(toString(_time), 'at an unknown time'))") }}
+{% endmacro %}
+
+
+{#- The marker `lake_source` leaves in a model's SQL for each dataset read with
+    `new_files=true`: the claim finds it there. JSON with `*` escaped, so the
+    comment cannot end inside it. -#}
+{% macro _lake_files_marker(spec) %}
+  {{ return('/* vcmt_lake_files ' ~ (tojson(spec) | replace('*', '\\u002a')) ~ ' */') }}
+{% endmacro %}
+
+{% macro _lake_files_specs(sql) %}
+  {%- set specs = [] -%}
+  {%- for found in modules.re.findall('/\\* vcmt_lake_files (\\{[^*]*\\}) \\*/', sql) -%}
+    {%- set spec = fromjson(found) -%}
+    {%- if spec not in specs -%}{%- do specs.append(spec) -%}{%- endif -%}
+  {%- endfor -%}
+  {{ return(specs) }}
+{% endmacro %}
+
+
+{#- The files of `spec`'s dataset as listed now: (path, fingerprint). -#}
+{% macro _lake_files_listing_sql(spec) %}
+  {{ return('select _path as path, ' ~ vcmt._lake_fingerprint_sql() ~ ' as fingerprint from '
+            ~ vcmt._lake_table_function(spec.dataset, spec.format, 'One', spec.files)) }}
+{% endmacro %}
+
+
+{#- The files of `dataset` the model has loaded: (path, fingerprint), the
+    latest claim of each path by a load the model recorded. -#}
+{% macro _lake_loaded_files_sql(model, dataset) %}
+  {%- set objs = vcmt.objects(model) -%}
+  {%- set record = vcmt._lake_files_record(model) -%}
+  {{ return('select path, argMax(fingerprint, claimed_at) as fingerprint from ' ~ record ~ ' where dataset = '
+            ~ vcmt._sql_string(dataset) ~ " and path != '' and invocation_id in (select invocation_id from " ~ objs.loads
+            ~ ') group by path') }}
+{% endmacro %}
+
+
+{#- What `vcmt.lake_source(dataset, new_files=true)` returns: a subquery over the dataset's files. In a run,
+    the files this invocation claimed (`_claim_lake_files` claims them before the first read); in `dbt show`
+    and `compile`, the files a run would claim now. -#}
+{% macro _lake_new_files_source(dataset, format, files) %}
+  {%- set table_function = vcmt._lake_table_function(dataset, format, format, files) -%}
+  {%- if not execute -%}{{ return(table_function) }}{%- endif -%}
+  {%- set mart = this.incorporate(type='table') -%}
+  {%- set where = "vcmt.lake_source('" ~ dataset ~ "', new_files=true) in model `" ~ this.identifier ~ "`" -%}
+  {%- if config.get('materialized') != 'vcmt_upsert' -%}
+    {%- do exceptions.raise_compiler_error(where ~ ": new_files=true is for vcmt_upsert models, whose loads record "
+          ~ "the files they read; this model is materialized as " ~ config.get('materialized') ~ ". Read the dataset "
+          ~ "whole with vcmt.lake_source('" ~ dataset ~ "').") -%}
+  {%- endif -%}
+  {%- if config.get('watermark') == '_batch_id' -%}
+    {%- do exceptions.raise_compiler_error(where ~ ": the model also sets watermark='_batch_id'. new_files=true "
+          ~ "reads every file not loaded yet, late batches included, which a `where _batch_id > vcmt.watermark()` "
+          ~ "filter would drop again. Remove the `watermark` config and that filter (docs/staging.md, \"Reading "
+          ~ "each file once\").") -%}
+  {%- endif -%}
+  {%- if config.get('sharding_key') or vcmt._lock_cluster(vcmt._node_target(model)) is not none -%}
+    {%- do exceptions.raise_compiler_error(where ~ ": new_files=true is not supported on a cluster yet (its record "
+          ~ "of loaded files lives on one node). Use watermark='_batch_id' with vcmt.lake_source('" ~ dataset
+          ~ "') there (docs/staging.md, \"Late and amended batches\"), or set disable_on_cluster: true on a model "
+          ~ "that is not sharded.") -%}
+  {%- endif -%}
+  {%- set spec = {'dataset': dataset, 'format': format, 'files': files} -%}
+  {%- set record = vcmt._lake_files_record(mart) -%}
+  {%- set ds = vcmt._sql_string(dataset) -%}
+  {%- if flags.WHICH in ('run', 'build', 'retry') -%}
+    {%- do run_query(vcmt._create_lake_files_sql(record)) -%}
+    {%- set claimed = 'select path, fingerprint from ' ~ record ~ ' where dataset = ' ~ ds ~ ' and invocation_id = '
+                      ~ vcmt._sql_string(invocation_id) -%}
+    {{ return('(' ~ vcmt._lake_files_marker(spec) ~ ' select * from ' ~ table_function ~ ' where _path in (select path from ('
+              ~ claimed ~ ')) and (_path, ' ~ vcmt._lake_fingerprint_sql() ~ ') in (' ~ claimed ~ '))') }}
+  {%- endif -%}
+  {%- if not vcmt._relation_exists(record) or not vcmt._relation_exists(vcmt.objects(mart).loads) -%}
+    {{ return(table_function) }}
+  {%- endif -%}
+  {{ return('(select * from ' ~ table_function ~ ' where _path not in (select path from ('
+            ~ vcmt._lake_loaded_files_sql(mart, dataset) ~ ')))') }}
+{% endmacro %}
+
+
+{% macro _create_lake_files_sql(record) %}
+  {{ return('create table if not exists ' ~ record ~ ' (dataset String, path String, fingerprint String, '
+            ~ 'invocation_id String, claimed_at DateTime64(6)) engine = MergeTree order by (dataset, path, claimed_at)') }}
+{% endmacro %}
+
+
+{#- Claim, for this invocation's load of `objs`' model, the files of every dataset its SQL reads with
+    `new_files=true`: every file on a `rebuild` (first run, full refresh), else every file not loaded yet,
+    after refusing a loaded file that was rewritten. The caller holds the model's lock; the claim is fenced
+    by it like every write. Logs, per dataset, how many files the load reads. -#}
+{% macro _claim_lake_files(cfg, objs, sql, rebuild) %}
+  {%- set model = vcmt._model_relation(objs.target) -%}
+  {%- for spec in vcmt._lake_files_specs(sql) -%}
+    {%- set record = vcmt._lake_files_record(model) -%}
+    {%- set listing = vcmt._lake_files_listing_sql(spec) -%}
+    {%- set where = "vcmt.lake_source('" ~ spec.dataset ~ "', new_files=true) in model `" ~ model.identifier ~ "`" -%}
+    {%- set unloaded = '' -%}
+    {%- set gone_note = '' -%}
+    {%- if not rebuild and vcmt._relation_exists(objs.loads) -%}
+      {%- set loaded = vcmt._lake_loaded_files_sql(model, spec.dataset) -%}
+      {#- A loaded file no longer listed (pruned by retention, or its batch restaged under new names) is not an
+          error: its lines are in the model. It is counted in the run's log line. -#}
+      {%- set compare_sql -%}
+        select loaded.path, loaded.fingerprint, ifNull(listed.fingerprint, '') as now
+        from ({{ loaded }}) as loaded left join ({{ listing }}) as listed on listed.path = loaded.path
+        where now != loaded.fingerprint order by loaded.path {{ vcmt._read_settings() }}
+      {%- endset -%}
+      {%- set compared = run_query(compare_sql).rows -%}
+      {%- set changed = compared | rejectattr(2, 'equalto', '') | list -%}
+      {%- set gone = compared | length - changed | length -%}
+      {%- set gone_note = '; ' ~ vcmt._count(gone, 'loaded file') ~ ' no longer in the lake, kept in the model' if gone > 0 else '' -%}
+      {%- if changed | length > 0 -%}
+        {%- set shown = [] -%}
+        {%- for row in changed[:10] -%}
+          {%- do shown.append(row[0] ~ ' (loaded at ' ~ row[1] ~ ', now ' ~ row[2] ~ ')') -%}
+        {%- endfor -%}
+        {%- do exceptions.raise_compiler_error(where ~ ": " ~ changed | length ~ " file(s) changed after this model "
+              ~ "loaded them: " ~ (shown | join('; ')) ~ (' and ' ~ (changed | length - 10) ~ ' more' if changed | length > 10 else '')
+              ~ ". A staged file is never rewritten in place by Spark (it writes new files), so something rewrote it; "
+              ~ "its new lines would never be read, and the lines it had are in the model. Nothing was loaded. Load every "
+              ~ "file again with `dbt run -s " ~ model.identifier ~ " --full-refresh` (docs/staging.md, \"Reading each file once\").") -%}
+      {%- endif -%}
+      {%- set unloaded = ' where path not in (select path from (' ~ loaded ~ '))' -%}
+      {#- Each claim also records a row with an empty path: the dataset was read with new_files=true by that
+          load. A model loaded before without it (a watermark) reads every file once more now. -#}
+      {%- set before = run_query('select (select count() from ' ~ objs.loads ~ '), (select count() from ' ~ record
+                                 ~ ' where dataset = ' ~ vcmt._sql_string(spec.dataset) ~ " and path = '' and invocation_id in "
+                                 ~ '(select invocation_id from ' ~ objs.loads ~ '))').rows[0] -%}
+      {%- if before[0] | int > 0 and before[1] | int == 0 -%}
+        {%- if cfg.delete_mode == 'unconditional' -%}
+          {%- do exceptions.raise_compiler_error(where ~ ": the model was loaded before without new_files=true, so "
+                ~ "this run would read every file of the dataset once more, and under delete_mode='unconditional' a "
+                ~ "delete read again removes its row again (docs/design.md, \"Replay\"). Nothing was loaded. Switch with "
+                ~ "`dbt run -s " ~ model.identifier ~ " --full-refresh`.") -%}
+        {%- endif -%}
+        {{ log(where ~ ': the model was loaded before without new_files=true: every file of the dataset is read once '
+               ~ 'more, which changes nothing already applied under versioned deletes', info=true) }}
+      {%- endif -%}
+    {%- endif -%}
+    {%- call statement('vcmt_claim_lake_files') -%}
+      insert into {{ record }} (dataset, path, fingerprint, invocation_id, claimed_at)
+      select {{ vcmt._sql_string(spec.dataset) }}, path, fingerprint, {{ vcmt._sql_string(invocation_id) }}, now64(6)
+      from (select path, fingerprint from ({{ listing }}){{ unloaded }} union all select '', '')
+      where {{ vcmt._fenced(objs.target) }}
+      {{ vcmt._read_settings() }}
+    {%- endcall -%}
+    {%- set files = run_query('select count() from ' ~ record ~ ' where dataset = ' ~ vcmt._sql_string(spec.dataset)
+                              ~ " and path != '' and invocation_id = " ~ vcmt._sql_string(invocation_id)).columns[0].values()[0] | int -%}
+    {{ log(where ~ ': ' ~ vcmt._count(files, 'file') ~ ' to read' ~ (' (every file: a first run or a full refresh)' if rebuild
+           else ', not loaded before') ~ (gone_note if gone_note else ''), info=true) }}
+  {%- endfor -%}
+{% endmacro %}
