@@ -6,9 +6,11 @@ import argparse
 import copy
 import json
 import random
+import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from vcmt_lab import invariants
@@ -44,6 +46,8 @@ class StreamResult:
     virtual_shards: int = 1
     full_refreshes: int = 0
     problems: list[str] = field(default_factory=list)
+    # A lake stream's deliveries by kind: late files, duplicates, failed loads, killed staging jobs.
+    lake: dict[str, int] = field(default_factory=dict)
 
 
 # Applies a whole stream's steps in one dbt invocation: each step's rows through
@@ -81,9 +85,10 @@ def _on_cluster(project: DbtProject) -> str:
     return f" on cluster `{project.engine.cluster}`" if project.engine.cluster else ""
 
 
-def write_model(project: DbtProject, spec: ModelSpec, virtual_shards: int, where: str = "") -> None:
-    """The model of `spec`, reading `<name>_src` (rows matching `where`); each stream sets its own `virtual_shards`.
-    On a cluster the model is sharded by its key."""
+def write_model(project: DbtProject, spec: ModelSpec, virtual_shards: int, where: str = "",
+                source: str | None = None) -> None:
+    """The model of `spec`, reading `<name>_src` (rows matching `where`), or the SELECT `source`; each stream sets
+    its own `virtual_shards`. On a cluster the model is sharded by its key."""
     config = {"unique_key": list(spec.keys), "merge": spec.merge, "delete_mode": spec.delete_mode,
               "insert_settings": spec.insert_settings, "virtual_shards": virtual_shards}
     if project.engine.cluster:
@@ -94,8 +99,8 @@ def write_model(project: DbtProject, spec: ModelSpec, virtual_shards: int, where
     if spec.partition_by:
         config["settings"] = {"index_granularity": 16}
     args = ", ".join(f"{k}={v!r}" for k, v in config.items())
-    project.model(spec.name,
-                  f"{{{{ config(materialized='vcmt_upsert', {args}) }}}}\nselect * from `{spec.name}_src`{where}")
+    select = source or f"select * from `{spec.name}_src`{where}"
+    project.model(spec.name, f"{{{{ config(materialized='vcmt_upsert', {args}) }}}}\n{select}")
 
 
 def _reset(project: DbtProject, spec: ModelSpec, target: str) -> None:
@@ -249,6 +254,97 @@ def run_stream(project: DbtProject, stream: Stream, path: str) -> StreamResult:
     return result
 
 
+def _lake_source_sql(spec: ModelSpec, fail: bool = False) -> str:
+    """The model's SELECT over its staged lake dataset `<name>`, each file once (`new_files=true`), cast back to
+    the spec's types (Parquet makes columns Nullable); with `fail`, one that fails once rows are read."""
+    casts = ", ".join(f"cast(`{c}` as {t}) as `{c}`" for c, t in spec.all_columns.items())
+    where = " where throwIf(toString(`_version`) != '', 'fuzz: the load failed') = 0" if fail else ""
+    return f"select {casts} from {{{{ vcmt.lake_source('{spec.name}', new_files=true) }}}}{where}"
+
+
+def run_lake_stream(project: DbtProject, stream: Stream, lake: Path) -> StreamResult:
+    """A stream delivered as Parquet files into `_batch_id=<N>/` folders of the lake and read by `dbt run` with
+    `vcmt.lake_source(..., new_files=true)`: each batch cut into one to three files that land late (after later
+    batches were loaded) or in the same run, some delivered twice (a retried sink task), some runs failing after
+    their claim, a killed staging job's uncommitted files beside them, one full refresh mid-stream. The oracle
+    applies, per run, exactly the files that had landed since the last successful run, as one batch."""
+    spec = stream.spec
+    result = StreamResult(seed=stream.seed, model=spec.name, path="lake", events=stream.events,
+                          virtual_shards=stream.virtual_shards)
+    rng = random.Random(f"lake/{stream.seed}")
+    dataset = lake / "staged" / spec.name
+    shutil.rmtree(dataset, ignore_errors=True)
+    dataset.mkdir(parents=True)
+    project.vars = {**project.vars, "vcmt_lake_root": str(lake)}
+    _reset(project, spec, spec.name)
+    project.command(f"drop table if exists `{spec.name}__lake_files`")
+    names = list(spec.all_columns)
+    # Every file to deliver: (batch, rows), a batch's rows cut into one to three files in order.
+    files: list[tuple[int, list[dict[str, Any]]]] = []
+    for batch, rows in enumerate(stream.batches, start=1):
+        cuts = sorted(rng.sample(range(1, len(rows)), min(len(rows) - 1, rng.randint(0, 2)))) if len(rows) > 1 else []
+        for start, end in zip([0, *cuts], [*cuts, len(rows)], strict=True):
+            files.append((batch, rows[start:end]))
+            if rng.random() < 0.1:
+                files.append((batch, rows[start:end]))  # delivered twice
+                result.lake["duplicate files"] = result.lake.get("duplicate files", 0) + 1
+    # A file of batch b lands before run b - 1, or up to three runs late; batch 1's on time (a mart over a dataset
+    # with no file yet is refused, docs/staging.md).
+    runs = len(stream.batches) + 3
+    landing = [min(runs - 1, batch - 1 + (rng.randint(1, 3) if batch > 1 and rng.random() < 0.3 else 0))
+               for batch, _ in files]
+    result.lake["late files"] = sum(when > batch - 1 for when, (batch, _) in zip(landing, files, strict=True))
+    refresh_at = rng.randrange(1, runs) if runs > 1 else -1
+    oracle = Oracle(spec.columns, {c: python_policy(p) for c, p in spec.merge.items()}, spec.delete_mode)
+    landed: list[int] = []
+    pending: list[int] = []
+    for run in range(runs):
+        for n, when in enumerate(landing):
+            if when == run:
+                batch, rows = files[n]
+                _land_file(project, spec, dataset / f"_batch_id={batch}" / f"part-{n:05d}.parquet", rows, names)
+                landed.append(n)
+                pending.append(n)
+        if rng.random() < 0.15:
+            # A staging job killed mid-write: its files are under Spark's uncommitted folders, never read.
+            junk = dataset / "_temporary" / "0" / f"_temporary_attempt_{run}" / f"_batch_id={run + 1}"
+            junk.mkdir(parents=True, exist_ok=True)
+            (junk / "part-00000.parquet").write_bytes(b"PAR1 killed mid-write")
+            result.lake["killed staging jobs"] = result.lake.get("killed staging jobs", 0) + 1
+        if any(files[n][1] for n in pending) and rng.random() < 0.15:
+            # A load that fails after its claim: it has loaded nothing, and the next run reads its files.
+            write_model(project, spec, stream.virtual_shards, source=_lake_source_sql(spec, fail=True))
+            project.dbt("run", "--select", spec.name, expect_pass=False)
+            result.lake["failed loads"] = result.lake.get("failed loads", 0) + 1
+        write_model(project, spec, stream.virtual_shards, source=_lake_source_sql(spec))
+        if run == refresh_at:
+            project.dbt("run", "--select", spec.name, "--full-refresh")
+            result.full_refreshes += 1
+            oracle = Oracle(spec.columns, {c: python_policy(p) for c, p in spec.merge.items()}, spec.delete_mode)
+            read = landed
+        else:
+            project.dbt("run", "--select", spec.name)
+            read = pending
+        oracle.apply_batch(to_events([row for n in read for row in files[n][1]], spec))
+        pending = []
+    result.problems += check_target(project, spec, oracle)
+    # Each landed file recorded once as loaded: the full refresh's claims replace the earlier loads' record.
+    claimed = project.query(f"select count(), uniqExact(path) from `{spec.name}__lake_files` where path != '' and "
+                            f"invocation_id in (select invocation_id from `{spec.name}__loads`)")[0]
+    if tuple(claimed) != (len(landed), len(landed)):
+        result.problems.append(f"{claimed[0]} loaded claims of {claimed[1]} files, {len(landed)} files landed")
+    return result
+
+
+def _land_file(project: DbtProject, spec: ModelSpec, path: Path, rows: list[dict[str, Any]], names: list[str]) -> None:
+    """`rows` as one Parquet file at `path`, written by the engine from `<name>_src`."""
+    project.command(f"truncate table `{spec.name}_src`")
+    if rows:
+        project.client.insert(f"{spec.name}_src", [[r[c] for c in names] for r in rows], column_names=names)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    project.command(f"insert into function file('{path}', 'Parquet') select * from `{spec.name}_src`")
+
+
 def run_campaign(
     project: DbtProject,
     streams: int,
@@ -257,10 +353,12 @@ def run_campaign(
     dbt_every: int = 10,
     progress: Callable[[int, StreamResult], None] | None = None,
     indices: list[int] | None = None,
+    lake_every: int = 0,
 ) -> list[StreamResult]:
     """Run streams `seed + i` for i in `indices` (default: all of range(streams)).
 
-    Every `dbt_every`-th stream goes through `dbt run` instead of the stage writer.
+    Every `dbt_every`-th stream goes through `dbt run` instead of the stage writer; on the embedded engine
+    without a cluster, every `lake_every`-th (0: none) is delivered as lake files instead (`run_lake_stream`).
     """
     setup_models(project)
     results = []
@@ -269,7 +367,13 @@ def run_campaign(
         spec = MODEL_SPECS[stream_seed % len(MODEL_SPECS)]
         # Drawn from the stream's own seed, so every model shape goes through `dbt run` too.
         path = "dbt" if dbt_every and random.Random(f"path/{stream_seed}").random() < 1 / dbt_every else "writer"
-        result = run_stream(project, generate_stream(stream_seed, spec, events), path)
+        stream = generate_stream(stream_seed, spec, events)
+        lake = (lake_every and project.engine.kind == "chdb" and not project.engine.cluster
+                and random.Random(f"lake path/{stream_seed}").random() < 1 / lake_every)
+        if lake:
+            result = run_lake_stream(project, stream, project.root.parent / "lake")
+        else:
+            result = run_stream(project, stream, path)
         results.append(result)
         if progress:
             progress(i, result)
@@ -305,7 +409,8 @@ def run_share(args: argparse.Namespace, job: int, indices: list[int], started: f
             print(f"    {line}", flush=True)
 
     try:
-        return run_campaign(project, args.streams, args.events, args.seed, args.dbt_every, progress, indices)
+        return run_campaign(project, args.streams, args.events, args.seed, args.dbt_every, progress, indices,
+                            lake_every=getattr(args, "lake_every", 0))
     finally:
         project.close()
         if node:
