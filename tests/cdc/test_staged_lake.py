@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -408,3 +409,26 @@ def test_a_watermarked_mart_switched_to_new_files_reads_every_file_once_more(spa
     again = project.dbt("run")
     assert "0 files to read" in again.log and "read once more" not in again.log, again.log[-2000:]
     assert lake.exists()
+
+
+def test_new_files_accepts_batches_restaged_with_the_same_lines(spark, project, tmp_path):
+    """Issue 42 (moving between Spark targets restages every batch under new file names): with
+    `new_files=true` the next run reads the restaged files, whose lines are the same, and stays exact; the
+    files it had loaded are gone, which is counted, not an error. (The watermark's listing fails it.)"""
+    one, two, _ = _captured_changes()
+    lake = tmp_path / "lake"
+    _land(lake / "raw" / "audit", {1: one, 2: two})
+    _stage(spark, lake, [1, 2])
+    project.vars = {"vcmt_lake_root": str(lake)}
+    project.model("audit_mart", MART_NEW_FILES)
+    project.dbt("run")
+    before = project.query("select id, note, amount, _version from audit_mart final where sign = 1 order by id")
+    old_files = sorted(p.name for p in (lake / "staged" / "audit").rglob("*.parquet"))
+    shutil.rmtree(lake / "staged" / "audit")
+    _stage(spark, lake, [1, 2])  # another Spark target's staging: the same lines, other file names
+    assert sorted(p.name for p in (lake / "staged" / "audit").rglob("*.parquet")) != old_files
+    restaged = project.dbt("run")
+    assert "2 files to read, not loaded before; 2 loaded files no longer in the lake" in restaged.log, \
+        restaged.log[-2000:]
+    assert project.query("select id, note, amount, _version from audit_mart final where sign = 1 order by id") == before
+    assert project.scalar("select count() from audit_mart where sign = 1") == len(before)  # no row applied twice
