@@ -289,7 +289,8 @@ def _report(work: Path, lake: Path, landing: Path, manifest: Any, timer: Timer, 
     # The mart loads' numbers as the README's "What each run reports" defines them: events = ignored below a
     # truncate + superseded + sent; sent = inserted + updated + deleted + skipped.
     lines += ["", "| mart | events | upserts | deletes | ignored below a truncate | superseded | sent | inserted "
-              "| updated | deleted | skipped | truncates | rows truncated | rows | live keys |",
+              "| updated | deleted | skipped | truncates | rows truncated | rows stored (cancel pairs until merged) "
+              "| live keys |",
               "|---|" + "---:|" * 14]
     for mart in MARTS.values():
         s = client.query(

@@ -342,7 +342,8 @@
 
 {#- The package's on-run-end hook: release the locks of the vcmt_upsert
     models of this invocation that failed (a failed load ends without its
-    own release), once none of their statements runs. -#}
+    own release), once none of their statements runs; then warn about data
+    tests that read a vcmt_upsert model's stored rows (dispatch_hint.sql). -#}
 {% macro _release_locks_of_run(results) %}
   {%- if execute and results -%}
     {%- for res in results if res.node.resource_type == 'model' and res.node.config.materialized == 'vcmt_upsert'
@@ -351,5 +352,6 @@
                                 failed=true) -%}
     {%- endfor -%}
   {%- endif -%}
+  {%- do vcmt._warn_tests_reading_stored_rows(results) -%}
   {{ return('') }}
 {% endmacro %}

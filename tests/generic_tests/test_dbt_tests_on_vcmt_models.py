@@ -131,3 +131,27 @@ def test_current_rows_before_and_after_merges(phases, phase):
         "orders_vcmt_single_live": ("pass", 0), "orders_vcmt_groupby": ("pass", 0),
         "customers_id_unique": ("pass", 0),
     }
+
+
+@pytest.mark.engines("chdb")
+def test_without_the_dispatch_line_the_run_warns(project):
+    """Without the dispatch line dbt's tests read the stored rows and may pass or fail wrongly: the run warns,
+    naming each such test and the line to add; vcmt's own tests and tests with the line are not named."""
+    project.write("models/_tests.yml", yaml.safe_dump({"version": 2, "models": [{
+        "name": "orders",
+        "columns": [{"name": "id", "data_tests": [{"unique": {"name": "orders_id_unique"}}]}],
+        "data_tests": [{"vcmt.single_live_version": {"name": "orders_vcmt_single_live"}}],
+    }]}, sort_keys=False))
+    orders = Scenario(project, ORDERS, {"unique_key": "id"}, name="orders")
+    orders.run_batch([(1, 1, "open", "ups", 1, 1)])
+    orders.run_batch([(1, 1, "shipped", "ups", 2, 1)])
+    log = project.dbt("test", "--select", "orders", expect_pass=False).log
+    warning = next(line for line in log.splitlines() if "vcmt: " in line and "read the stored rows" in line)
+    assert "vcmt: 1 data test(s) on vcmt_upsert models read the stored rows" in warning
+    assert "orders_id_unique (orders)" in warning and "orders_vcmt_single_live" not in warning
+    assert f"dispatch: [{{macro_namespace: dbt, search_order: [{PROJECT_NAME}, vcmt, dbt]}}]" in warning
+
+    config = yaml.safe_load((project.root / "dbt_project.yml").read_text())
+    config["dispatch"] = [{"macro_namespace": "dbt", "search_order": [PROJECT_NAME, "vcmt", "dbt"]}]
+    project.write("dbt_project.yml", yaml.safe_dump(config, sort_keys=False))
+    assert "read the stored rows" not in project.dbt("test", "--select", "orders").log
