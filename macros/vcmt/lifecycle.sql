@@ -35,6 +35,7 @@
     `_swap_in_new_objects` swaps it in only once the load has succeeded
     (docs/design.md#lifecycle). A first run creates the objects in place. -#}
 {% macro _build_objects(cfg, objs, columns, found) %}
+  {%- do vcmt._check_fence(objs.target) -%}
   {%- set new = vcmt._staging_objects(objs) -%}
   {%- do vcmt._drop_objects(new, vcmt._existing_objects(new)) -%}
   {%- if vcmt._swaps_on_full_refresh(objs, found) -%}
@@ -123,6 +124,7 @@
   {%- set swapped = [] -%}
   {%- for role, create_sql in vcmt._helper_tables(cfg, new, columns) -%}{%- do swapped.append(role) -%}{%- endfor -%}
   {%- for role in swapped + ['target', 'stage'] -%}
+    {%- do vcmt._check_fence(objs.target) -%}
     {%- call statement('vcmt_swap_' ~ role) -%}
       {%- if objs[role].identifier in found %}
       exchange tables {{ new[role] }} and {{ objs[role] }} {{ on_cluster_clause(objs[role]) }}
@@ -136,6 +138,7 @@
       one with the new tables' columns, which it copies at creation. -#}
   {%- if vcmt._sharded(objs) -%}
     {%- for role, local in [('distributed', 'target'), ('distributed_stage', 'stage')] -%}
+      {%- do vcmt._check_fence(objs.target) -%}
       {%- call statement('vcmt_replace_' ~ role) -%}{{ vcmt._create_distributed_sql(cfg, objs[role], objs[local], replace=true) }}{%- endcall -%}
     {%- endfor -%}
   {%- endif -%}
@@ -147,6 +150,7 @@
     {%- if view[0] == 'transform' -%}{%- do views.insert(0, view) -%}{%- else -%}{%- do views.append(view) -%}{%- endif -%}
   {%- endfor -%}
   {%- for role, to, select_sql in views -%}
+    {%- do vcmt._check_fence(objs.target) -%}
     {%- do wanted.append(role) -%}
     {%- if found.get(objs[role].identifier, {}).get('engine') == 'MaterializedView' -%}
       {%- call statement('vcmt_modify_' ~ role) -%}
@@ -160,6 +164,7 @@
   {%- for role in ['cancels_writer'] if role not in wanted -%}
     {%- call statement('vcmt_drop_' ~ role) -%}{{ vcmt._drop_sql(objs[role]) }}{%- endcall -%}
   {%- endfor -%}
+  {%- do vcmt._check_fence(objs.target) -%}
   {%- call statement('vcmt_drop_batch') -%}{{ vcmt._drop_sql(objs.batch) }}{%- endcall -%}
   {#- The staging names now hold the old tables, and the staging views (dropped first) serve them. -#}
   {%- do vcmt._drop_objects(new, vcmt._existing_objects(new)) -%}
@@ -209,6 +214,7 @@
   {%- endif -%}
   {%- for step in plan.before -%}
     {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': schema step: ' ~ step.name) }}
+    {%- do vcmt._check_fence(objs.target) -%}
     {%- call statement('vcmt_schema_step') -%}{{ vcmt._plan_step_sql(step, objs[step.on]) }}{%- endcall -%}
   {%- endfor -%}
 
@@ -230,6 +236,7 @@
     {%- endcall -%}
   {%- elif modify_transform -%}
     {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': transform changed, updating it in place (MODIFY QUERY)', info=true) }}
+    {%- do vcmt._check_fence(objs.target) -%}
     {%- call statement('vcmt_modify_transform') -%}
       {{ vcmt._modify_view_sql(objs.transform, transform) }}
     {%- endcall -%}
@@ -252,6 +259,7 @@
     {%- else -%}
       {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': schema step: ' ~ step.name) }}
     {%- endif -%}
+    {%- do vcmt._check_fence(objs.target) -%}
     {%- call statement('vcmt_schema_step') -%}{{ vcmt._plan_step_sql(step, objs[step.on]) }}{%- endcall -%}
   {%- endfor -%}
   {{ return({'cfg': cfg, 'columns': columns}) }}

@@ -133,6 +133,15 @@
 {% macro _fenced(relation) %}{{ return(vcmt._lock_fence(relation) ~ ' = 0') }}{% endmacro %}
 
 
+{#- DDL takes no WHERE, so a load checks the fence right before each statement that changes the model's
+    objects (a full refresh's build and swap, a schema change): a load taken over while it was stopped fails
+    there instead of swapping stale tables in. What is left is the instant between the check and the
+    statement (docs/design.md, "One load at a time"). -#}
+{% macro _check_fence(relation) %}
+  {%- do run_query('select ' ~ vcmt._lock_fence(relation)) -%}
+{% endmacro %}
+
+
 {#- The lock of the model `target`: its highest generation, as {gen,
     relation, holder, what, acquired, renewed, released, silent_s,
     generations}. The holder is the table's comment, written by the CREATE

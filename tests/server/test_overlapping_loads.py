@@ -208,3 +208,38 @@ def test_a_model_whose_name_is_not_ascii_takes_and_releases_its_lock(project):
     assert project.query("select n, _version from `commandes_été` final where sign = 1") == [(7, 2)]
     locks = project.query("select name from system.tables where database = currentDatabase() and name like '%lock%'")
     assert locks == [("commandes_été__lock_2",)], locks
+
+
+@pytest.mark.engines("http")
+def test_a_full_refresh_taken_over_before_its_swap_never_swaps(project, tmp_path):
+    """Issue 39: a `--full-refresh` stopped past its lease after loading its new tables, before it swaps them
+    in, is taken over by a run that loads newer events into the model. Resumed, it must not swap its (now
+    stale) tables in: the swap is DDL, which no WHERE can fence, so it checks the lock right before each
+    statement of the swap and fails. The model keeps the newer run's events."""
+    project.command("create table src (id UInt64, n Int64, _version UInt64) engine = MergeTree order by id")
+    project.command("insert into src select number, 1, 1 from numbers(100)")
+    project.model("m", MODEL)
+    project.vars = {"vcmt_lock_lease_s": 2}
+    project.dbt("run")
+    # The statement a full refresh sends first in its swap, named as the harness names it.
+    log = tmp_path / "statements.log"
+    clean = project.dbt_process("clean", "run", "--full-refresh", program=[sys.executable, "-m", "vcmt_lab.faults.inject"],
+                                env={"VCMT_FAULT_LOG": str(log)})
+    assert clean.wait(timeout=TIMEOUT) == 0, clean.communicate()[0][-3000:]
+    labels = log.read_text(encoding="utf-8").splitlines()
+    swap = next(label for label in labels if label.startswith("exchange "))
+
+    holder = project.dbt_process("holder", "run", "--full-refresh", program=[sys.executable, "-m", "vcmt_lab.faults.inject"],
+                                 env={"VCMT_FAULT": f"pause@{swap}"})
+    deadline = time.monotonic() + TIMEOUT
+    while time.monotonic() < deadline and holder.poll() is None and process_state(holder.pid) != "T":
+        time.sleep(0.05)
+    assert process_state(holder.pid) == "T", holder.communicate()[0][-3000:]
+    project.command("insert into src select number, 5, 2 from numbers(50)")
+    newer = project.dbt("run")  # takes the silent holder's lock over
+    assert "took over the lock of" in newer.log, newer.log[-3000:]
+    holder.send_signal(signal.SIGCONT)
+    out, _ = holder.communicate(timeout=TIMEOUT)
+    assert holder.returncode != 0, out[-3000:]
+    assert "no longer holds the lock" in out, out[-3000:]
+    _assert_exact(project, {k: ((1 + 5, 2) if k < 50 else (1, 1)) for k in range(100)})
