@@ -140,8 +140,49 @@ def test_a_run_killed_between_the_partition_write_and_its_record_is_restaged(spa
     assert model.staged() == {(0, "a.json"): 2, (0, "a-late.json"): 1, (1, "b.json"): 2}
     assert model.run() == "nothing new to stage"
 
+    # A record appended to by many runs (here 2) is rewritten by the next run that stages something, with each
+    # batch's latest rows only; what it says is unchanged.
+    record = f"{model.table}__raw_files"
+    spark.catalog.refreshTable(record)
+    assert len(spark.table(record).collect()) == 4  # batch 0's first row, superseded, is still there
+    monkeypatch.setattr(topic, "RECORD_COMPACT_RUNS", 2)
+    _land(model.topic, 2, "c.json", lines[5:6])
+    assert model.run().startswith("staged 1 batch (2), 1 line")
+    spark.catalog.refreshTable(record)
+    assert sorted((r._batch_id, r.file) for r in spark.table(record).collect()) == [
+        (0, "a-late.json"), (0, "a.json"), (1, "b.json"), (2, "c.json")]
+    monkeypatch.undo()
+    assert model.run() == "nothing new to stage"
+
     # The record removed by hand: every staged batch is staged again (none skipped).
-    spark.sql(f"truncate table {model.table}__raw_files")
+    spark.sql(f"truncate table {record}")
     said = model.run()
-    assert said.startswith("staged 2 batches (0, 1; 0 restaged: not recorded; 1 restaged: not recorded)"), said
-    assert model.staged() == {(0, "a.json"): 2, (0, "a-late.json"): 1, (1, "b.json"): 2}
+    assert said.startswith("staged 3 batches (0, 1, 2; 0 restaged: not recorded; 1 restaged: not recorded; "
+                           "2 restaged: not recorded)"), said
+    assert model.staged() == {(0, "a.json"): 2, (0, "a-late.json"): 1, (1, "b.json"): 2, (2, "c.json"): 1}
+
+
+def test_a_changed_batch_that_cannot_be_replaced_fails_naming_its_folder(spark, tmp_path: Path, capsys) -> None:
+    """A changed batch that holds no line now (a write of no row replaces no partition), and a changed batch
+    written by an append (its lines would be staged twice): the run fails naming the batch, nothing written."""
+    from dbt.adapters.vcmt_spark.python_submissions import save_model_result
+    from dbt_common.exceptions import DbtRuntimeError
+
+    lines = _captured()
+    model = _Model(spark, tmp_path, capsys)
+    _land(model.topic, 0, "a.json", lines[0:2])
+    _land(model.topic, 1, "b.json", lines[2:4])
+    model.run()
+
+    _land(model.topic, 0, "a.json", [])
+    with pytest.raises(ValueError, match=r"_batch_id=0 \(1 file changed\).* hold no line now"):
+        model.run()
+    assert model.staged() == {(0, "a.json"): 2, (1, "b.json"): 2}
+
+    _land(model.topic, 0, "a.json", lines[0:2])
+    _land(model.topic, 1, "b-late.json", lines[4:5])
+    df = stage_new_batches(_Dbt(model.table, True), spark, str(model.topic), "postgres", ["id"], COLUMNS,
+                           max_malformed_share=1)
+    with pytest.raises(DbtRuntimeError, match=r"raw batches 0 \(1 file changed\), 1 \(1 file added\) changed"):
+        save_model_result(spark, df, model.table, "parquet", ["_batch_id"], mode="append")
+    assert model.staged() == {(0, "a.json"): 2, (1, "b.json"): 2}

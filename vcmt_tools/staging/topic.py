@@ -566,8 +566,12 @@ def stage_new_batches(dbt, session, topic_path: str, flavour: str, key: Sequence
 RECORD_SUFFIX = "__raw_files"
 RECORD_SCHEMA = "_batch_id bigint, file string, size bigint, modified bigint, run bigint"
 _FILE_OF = re.compile(r"/_batch_id=([^/]*)/([^/]*)$")
-# model table -> (record table, rows to append once the model's table is written, restaged batches).
-_PENDING: dict[str, tuple[str, list[tuple], dict[int, str]]] = {}
+# model table -> (record table, rows to write once the model's table is written, restaged batches, whether the
+# rows replace the record).
+_PENDING: dict[str, tuple[str, list[tuple], dict[int, str], bool]] = {}
+# A record appended to by this many runs is rewritten whole, with each batch's latest rows only, by the next
+# run that stages something (each append is a file: the record's scan would grow with every run).
+RECORD_COMPACT_RUNS = 64
 
 
 def raw_files_table(model: str) -> str:
@@ -575,29 +579,38 @@ def raw_files_table(model: str) -> str:
     return f"{model}{RECORD_SUFFIX}"
 
 
-def _fingerprints(session, topic_path: str, record: str | None) -> tuple[dict, dict, int]:
+def _fingerprints(session, topic_path: str, record: str | None) -> tuple[dict, dict, dict[int, int], int]:
     """The topic's landed files, batch -> file name -> (size, modification time in ms), and, from `record`
-    (None: none read), the files each recorded batch was staged from in its latest run, and the latest run.
+    (None: none read), the files each recorded batch was staged from in its latest run, that run, and how many
+    runs appended to the record.
 
     One Spark job: a listing of the topic (Spark's binaryFile source, which opens no file when its content
-    is not asked for) and a scan of the record, as one union."""
-    listing = session.read.format("binaryFile").option("recursiveFileLookup", "true").load(topic_path).select(
+    is not asked for) and a scan of the record, as one union. An empty file has no row in a scan: it is known
+    from the listing's paths (`inputFiles`, no job), with size 0 and no modification time."""
+    files = session.read.format("binaryFile").option("recursiveFileLookup", "true").load(topic_path)
+    listing = files.select(
         F.lit(None).cast("bigint").alias("_batch_id"), F.col("path").alias("file"),
         F.col("length").alias("size"), F.unix_millis("modificationTime").alias("modified"),
         F.lit(None).cast("bigint").alias("run"))
     if record is not None:
         listing = listing.unionByName(session.table(record).select("_batch_id", "file", "size", "modified", "run"))
-    landed: dict[int, dict[str, tuple[int, int]]] = {}
+    landed: dict[int, dict[str, tuple[int, int | None]]] = {}
+
+    def land(path: str, fingerprint: tuple[int, int | None]) -> None:
+        match = _FILE_OF.search(path)
+        name = unquote(match[1]) if match else ""
+        if re.fullmatch(_DIGITS, name) is None or int(name) > _MAX_BATCH:
+            return  # not a batch folder's file: `landed_batches` refuses it, naming the folder
+        landed.setdefault(int(name), {})[unquote(match[2])] = fingerprint
+
+    for path in files.inputFiles():
+        land(path, (0, None))
     rows: list = []
     for r in listing.collect():
         if r["run"] is not None:
             rows.append(r)
-            continue
-        match = _FILE_OF.search(r["file"])
-        name = unquote(match[1]) if match else ""
-        if re.fullmatch(_DIGITS, name) is None or int(name) > _MAX_BATCH:
-            continue  # not a batch folder's file: `landed_batches` refuses it, naming the folder
-        landed.setdefault(int(name), {})[unquote(match[2])] = (r["size"], r["modified"])
+        else:
+            land(r["file"], (r["size"], r["modified"]))
     latest: dict[int, int] = {}
     for r in rows:
         latest[r["_batch_id"]] = max(latest.get(r["_batch_id"], -1), r["run"])
@@ -605,17 +618,18 @@ def _fingerprints(session, topic_path: str, record: str | None) -> tuple[dict, d
     for r in rows:
         if r["run"] == latest[r["_batch_id"]]:
             recorded.setdefault(r["_batch_id"], {})[r["file"]] = (r["size"], r["modified"])
-    return landed, recorded, max(latest.values(), default=0)
+    return landed, recorded, latest, len({r["run"] for r in rows})
 
 
 def _create_record(session, record: str) -> None:
     session.sql(f"create table if not exists {record} ({RECORD_SCHEMA}) using parquet")
 
 
-def _append_record(session, record: str, rows: list[tuple]) -> None:
-    """Append `rows` to the record (one write; the record's files appear whole or, on an object store, one by
-    one: a batch whose rows are missing in part differs from its files, and is staged again)."""
-    session.createDataFrame(rows, RECORD_SCHEMA).write.insertInto(record)
+def _append_record(session, record: str, rows: list[tuple], overwrite: bool = False) -> None:
+    """Append `rows` to the record, or replace it with them (one write; the record's files appear whole or, on
+    an object store, one by one, and a replaced record is empty for a moment: a batch whose rows are missing,
+    in part or whole, differs from its files, and is staged again)."""
+    session.createDataFrame(rows, RECORD_SCHEMA).write.insertInto(record, overwrite=overwrite)
 
 
 def _difference(landed: Mapping[str, tuple], recorded: Mapping[str, tuple] | None) -> str | None:
@@ -631,7 +645,7 @@ def _difference(landed: Mapping[str, tuple], recorded: Mapping[str, tuple] | Non
 
 
 def _compare_with_record(session, model: str, topic_path: str, done: Sequence[int],
-                         incremental: bool) -> tuple[dict[int, str], tuple[str, list[tuple], dict[int, str]]]:
+                         incremental: bool) -> tuple[dict[int, str], tuple[str, list[tuple], dict[int, str], bool]]:
     """The staged batches to stage again, each with why (`_difference`), and what to record once this run's
     result is written (`record_staged`).
 
@@ -641,22 +655,28 @@ def _compare_with_record(session, model: str, topic_path: str, done: Sequence[in
     if not incremental:
         _create_record(session, record)
         session.sql(f"truncate table {record}")
-        landed, recorded, last = _fingerprints(session, topic_path, None)
+        landed, recorded, latest, appends = _fingerprints(session, topic_path, None)
     elif session.catalog.tableExists(record):
-        landed, recorded, last = _fingerprints(session, topic_path, record)
+        landed, recorded, latest, appends = _fingerprints(session, topic_path, record)
     else:
-        landed, _, last = _fingerprints(session, topic_path, None)
+        landed, _, latest, appends = _fingerprints(session, topic_path, None)
         _create_record(session, record)
         adopted = [(b, f, s, m, 0) for b in done for f, (s, m) in sorted(landed.get(b, {}).items())]
         if adopted:
             _append_record(session, record, adopted)
         recorded = {b: landed[b] for b in done if b in landed}
+        latest = dict.fromkeys(recorded, 0)
     # A staged batch whose folder is gone (raw batches pruned after staging) keeps its staged lines.
     restaged = {b: why for b in done if b in landed and (why := _difference(landed[b], recorded.get(b)))}
     skipped = set(done) - set(restaged)
-    rows = [(b, f, s, m, last + 1) for b in sorted(landed) if b not in skipped
+    run = max(latest.values(), default=0) + 1
+    rows = [(b, f, s, m, run) for b in sorted(landed) if b not in skipped
             for f, (s, m) in sorted(landed[b].items())]
-    return restaged, (record, rows, restaged)
+    compact = appends >= RECORD_COMPACT_RUNS
+    if compact:
+        rows += [(b, f, s, m, latest[b]) for b in sorted(set(recorded) - {r[0] for r in rows})
+                 for f, (s, m) in sorted(recorded[b].items())]
+    return restaged, (record, rows, restaged, compact)
 
 
 def record_staged(session, table: str) -> None:
@@ -666,7 +686,7 @@ def record_staged(session, table: str) -> None:
     (a notebook): without it, every run stages those batches again."""
     pending = _PENDING.pop(table, None)
     if pending is not None and pending[1]:
-        _append_record(session, pending[0], pending[1])
+        _append_record(session, pending[0], pending[1], overwrite=pending[3])
 
 
 def restaged_batches(table: str) -> dict[int, str]:
