@@ -1,9 +1,9 @@
 """A Python staging model built on `stage_topic`, run by dbt on the `vcmt_spark` session target.
 
-Two landing batches, two `dbt run`s: the second stages only the new batch
-(the first batch's raw file is changed in between and must not be read
-again), and a SQL model reads the change events from the Python model's
-table in the same run.
+Two landing batches, two `dbt run`s: the second stages the new batch and,
+because the first batch's raw file changed in between, the first batch again
+(its partition replaced whole, so each line is staged once); a SQL model
+reads the change events from the Python model's table in the same run.
 """
 
 from __future__ import annotations
@@ -55,7 +55,8 @@ def _land(lake: Path, batch: int, lines: list) -> Path:
 
 # What the model stages from the two batches written by `run_two_batches`: (_batch_id, _kind, _reason, id).
 STAGED_BY_BATCH = [
-    (0, "change", None, 1), (0, "change", None, 2), (0, "malformed", "bad_json", None), (0, "tombstone", None, None),
+    (0, "change", None, 1), (0, "change", None, 2), (0, "change", None, 99), (0, "malformed", "bad_json", None),
+    (0, "tombstone", None, None),
     (1, "change", None, 1), (1, "change", None, 2), (1, "truncate", None, None),
 ]
 
@@ -82,7 +83,7 @@ def python_staging_project(root: Path, chdb_path: Path, lab_dir: Path, **options
 
 
 def run_two_batches(lake: Path, run: Callable[[], object]) -> None:
-    """Land batch 0, `run()`, change batch 0's file (it must not be read again), land batch 1, `run()`."""
+    """Land batch 0, `run()`, add a line to batch 0's file (the batch is staged again), land batch 1, `run()`."""
     ms = 1_700_000_000_000
     first = _land(lake, 0, [
         envelope(op="r", after={"id": 1, "amount": b64(1000), "note": "a", "created_at": ms}, lsn=10),
@@ -91,7 +92,7 @@ def run_two_batches(lake: Path, run: Callable[[], object]) -> None:
         "{broken",
     ])
     run()
-    # Batch 0 is staged; if it were read again, this extra line would show up.
+    # Batch 0 is staged; its file changes (a line added), so the next run stages it again, whole.
     first.write_text(first.read_text() + json.dumps(envelope(after={"id": 99}, lsn=99)) + "\n")
     _land(lake, 1, [
         envelope(op="u", after={"id": 1, "amount": b64(1500), "note": dbz.UNAVAILABLE, "created_at": ms}, lsn=20),
@@ -134,6 +135,7 @@ def test_python_staging_model_incremental_by_batch(tmp_path_factory, chdb_path: 
         (1, Decimal("15.00"), None, 41, 1),  # the TOAST placeholder (note) is NULL, never a value
         (2, Decimal("-0.01"), None, 23, 1),
         (2, None, None, 43, -1),
+        (99, None, None, 199, 1),  # added to batch 0's file after it was staged: batch 0 was staged again
     ]
     unavailable = [r._unavailable for r in rows if r._kind == "change" and r._batch_id == 1 and r.id == 1]
     assert unavailable == [["note"]]

@@ -544,14 +544,168 @@ def stage_new_batches(dbt, session, topic_path: str, flavour: str, key: Sequence
         dbz.is_precise(decimal_handling)
     # An incremental run's table exists (dbt found it): no `tableExists` round trip before the partitions.
     done = _partition_batches(session, model) if dbt.is_incremental else []
-    lines = read_lines(session, topic_path, exclude_batches=done)
+    # The raw files are fingerprinted before the read lists them: a file landing or changing in between is
+    # read but not recorded, so the next run stages its batch again (never the other way round).
+    restaged, pending = _compare_with_record(session, model, topic_path, done, dbt.is_incremental)
+    lines = read_lines(session, topic_path, exclude_batches=sorted(set(done) - set(restaged)))
     if dbt.is_incremental and not lines.limit(1).collect():
         # Nothing new: no decoding to build, no checkpoint, no counting; the result has no row, and writing
         # it replaces no partition (docs/staging.md, "Keeping Spark warm").
+        _refuse_unreplaceable(model, topic_path, restaged, [])
+        _PENDING.pop(model, None)
         report(summary(model, []))
         return nothing_staged(lines, declared)
+    _PENDING[model] = pending
     staged = _staged_lines(session, topic_path, lines, flavour, key, columns, decimal_handling)
-    return checked(staged, model, columns, max_malformed_share)
+    return checked(staged, model, columns, max_malformed_share, restaged=restaged, topic_path=topic_path)
+
+
+# The record of the raw files each staged batch was built from: a side table `<model>__raw_files` in the
+# Spark catalog, appended to after each write of the model's table (docs/staging.md, "Late and amended
+# batches"). Per batch, the rows of its latest `run` are the files its staged partition holds the lines of.
+RECORD_SUFFIX = "__raw_files"
+RECORD_SCHEMA = "_batch_id bigint, file string, size bigint, modified bigint, run bigint"
+_FILE_OF = re.compile(r"/_batch_id=([^/]*)/([^/]*)$")
+# model table -> (record table, rows to write once the model's table is written, restaged batches, whether the
+# rows replace the record).
+_PENDING: dict[str, tuple[str, list[tuple], dict[int, str], bool]] = {}
+# A record appended to by this many runs is rewritten whole, with each batch's latest rows only, by the next
+# run that stages something (each append is a file: the record's scan would grow with every run).
+RECORD_COMPACT_RUNS = 64
+
+
+def raw_files_table(model: str) -> str:
+    """The record of `model`'s staged raw files."""
+    return f"{model}{RECORD_SUFFIX}"
+
+
+def _fingerprints(session, topic_path: str, record: str | None) -> tuple[dict, dict, dict[int, int], int]:
+    """The topic's landed files, batch -> file name -> (size, modification time in ms), and, from `record`
+    (None: none read), the files each recorded batch was staged from in its latest run, that run, and how many
+    runs appended to the record.
+
+    One Spark job: a listing of the topic (Spark's binaryFile source, which opens no file when its content
+    is not asked for) and a scan of the record, as one union. An empty file has no row in a scan: it is known
+    from the listing's paths (`inputFiles`, no job), with size 0 and no modification time."""
+    files = session.read.format("binaryFile").option("recursiveFileLookup", "true").load(topic_path)
+    listing = files.select(
+        F.lit(None).cast("bigint").alias("_batch_id"), F.col("path").alias("file"),
+        F.col("length").alias("size"), F.unix_millis("modificationTime").alias("modified"),
+        F.lit(None).cast("bigint").alias("run"))
+    if record is not None:
+        listing = listing.unionByName(session.table(record).select("_batch_id", "file", "size", "modified", "run"))
+    landed: dict[int, dict[str, tuple[int, int | None]]] = {}
+
+    def land(path: str, fingerprint: tuple[int, int | None]) -> None:
+        match = _FILE_OF.search(path)
+        name = unquote(match[1]) if match else ""
+        if re.fullmatch(_DIGITS, name) is None or int(name) > _MAX_BATCH:
+            return  # not a batch folder's file: `landed_batches` refuses it, naming the folder
+        landed.setdefault(int(name), {})[unquote(match[2])] = fingerprint
+
+    for path in files.inputFiles():
+        land(path, (0, None))
+    rows: list = []
+    for r in listing.collect():
+        if r["run"] is not None:
+            rows.append(r)
+        else:
+            land(r["file"], (r["size"], r["modified"]))
+    latest: dict[int, int] = {}
+    for r in rows:
+        latest[r["_batch_id"]] = max(latest.get(r["_batch_id"], -1), r["run"])
+    recorded: dict[int, dict[str, tuple[int, int]]] = {}
+    for r in rows:
+        if r["run"] == latest[r["_batch_id"]]:
+            recorded.setdefault(r["_batch_id"], {})[r["file"]] = (r["size"], r["modified"])
+    return landed, recorded, latest, len({r["run"] for r in rows})
+
+
+def _create_record(session, record: str) -> None:
+    session.sql(f"create table if not exists {record} ({RECORD_SCHEMA}) using parquet")
+
+
+def _append_record(session, record: str, rows: list[tuple], overwrite: bool = False) -> None:
+    """Append `rows` to the record, or replace it with them (one write; the record's files appear whole or, on
+    an object store, one by one, and a replaced record is empty for a moment: a batch whose rows are missing,
+    in part or whole, differs from its files, and is staged again)."""
+    session.createDataFrame(rows, RECORD_SCHEMA).write.insertInto(record, overwrite=overwrite)
+
+
+def _difference(landed: Mapping[str, tuple], recorded: Mapping[str, tuple] | None) -> str | None:
+    """Why a staged batch must be staged again (None: its files are the recorded ones)."""
+    if recorded is None:
+        return "not recorded"
+    added = len(landed.keys() - recorded.keys())
+    removed = len(recorded.keys() - landed.keys())
+    changed = sum(1 for f in landed.keys() & recorded.keys() if landed[f] != recorded[f])
+    parts = [_plural(n, f"file {what}", f"files {what}")
+             for n, what in ((added, "added"), (changed, "changed"), (removed, "removed")) if n]
+    return ", ".join(parts) or None
+
+
+def _compare_with_record(session, model: str, topic_path: str, done: Sequence[int],
+                         incremental: bool) -> tuple[dict[int, str], tuple[str, list[tuple], dict[int, str], bool]]:
+    """The staged batches to stage again, each with why (`_difference`), and what to record once this run's
+    result is written (`record_staged`).
+
+    A first run or full refresh empties the record before anything is written. An incremental run's table
+    staged before the record existed has its batches recorded as they are now (nothing restaged)."""
+    record = raw_files_table(model)
+    if not incremental:
+        _create_record(session, record)
+        session.sql(f"truncate table {record}")
+        landed, recorded, latest, appends = _fingerprints(session, topic_path, None)
+    elif session.catalog.tableExists(record):
+        landed, recorded, latest, appends = _fingerprints(session, topic_path, record)
+    else:
+        landed, _, latest, appends = _fingerprints(session, topic_path, None)
+        _create_record(session, record)
+        adopted = [(b, f, s, m, 0) for b in done for f, (s, m) in sorted(landed.get(b, {}).items())]
+        if adopted:
+            _append_record(session, record, adopted)
+        recorded = {b: landed[b] for b in done if b in landed}
+        latest = dict.fromkeys(recorded, 0)
+    # A staged batch whose folder is gone (raw batches pruned after staging) keeps its staged lines.
+    restaged = {b: why for b in done if b in landed and (why := _difference(landed[b], recorded.get(b)))}
+    skipped = set(done) - set(restaged)
+    run = max(latest.values(), default=0) + 1
+    rows = [(b, f, s, m, run) for b in sorted(landed) if b not in skipped
+            for f, (s, m) in sorted(landed[b].items())]
+    compact = appends >= RECORD_COMPACT_RUNS
+    if compact:
+        rows += [(b, f, s, m, latest[b]) for b in sorted(set(recorded) - {r[0] for r in rows})
+                 for f, (s, m) in sorted(recorded[b].items())]
+    return restaged, (record, rows, restaged, compact)
+
+
+def record_staged(session, table: str) -> None:
+    """Record the raw files of the batches `stage_new_batches` returned for `table`, once `table` is written
+    (the `vcmt_spark` adapter calls it after each write of a model's result). A run killed before this leaves
+    those batches unrecorded, and the next run stages them again. Call it after writing the result yourself
+    (a notebook): without it, every run stages those batches again."""
+    pending = _PENDING.pop(table, None)
+    if pending is not None and pending[1]:
+        _append_record(session, pending[0], pending[1], overwrite=pending[3])
+
+
+def restaged_batches(table: str) -> dict[int, str]:
+    """The staged batches that the result `stage_new_batches` last returned for `table` stages again."""
+    pending = _PENDING.get(table)
+    return dict(pending[2]) if pending is not None else {}
+
+
+def _refuse_unreplaceable(model: str, topic_path: str, restaged: Mapping[int, str], written: Iterable[int]) -> None:
+    """A restaged batch that reads no line now cannot have its partition replaced (a write of no row
+    replaces nothing): fail naming its folder instead of leaving its old lines staged silently."""
+    left = sorted(set(restaged) - set(written))
+    if left:
+        folders = ", ".join(f"{topic_path.rstrip('/')}/_batch_id={b} ({restaged[b]})" for b in left)
+        raise ValueError(
+            f"{model}: the raw batch folders {folders} changed since they were staged and hold no line now: their "
+            "staged partitions cannot be replaced by a write of no row, and would keep the old lines. Restore "
+            "their files, or remove the folders (a batch folder that is gone keeps its staged lines), or drop the "
+            f"partitions (alter table {model} drop partition (_batch_id=N)). Nothing was staged.")
 
 
 # How much of a sample line a refusal shows.
@@ -568,7 +722,8 @@ def _check_share(model: str, max_malformed_share: float) -> None:
                          f"got {max_malformed_share!r}")
 
 
-def checked(staged: DataFrame, model: str, columns: Mapping[str, str], max_malformed_share: float) -> DataFrame:
+def checked(staged: DataFrame, model: str, columns: Mapping[str, str], max_malformed_share: float, *,
+            restaged: Mapping[int, str] | None = None, topic_path: str = "") -> DataFrame:
     """`staged` computed once, as a local checkpoint that the model's write then reads, after counting its
     lines per batch, kind and reason: reports one summary line (`report`), and refuses (ValueError, before
     anything is written) a batch in which more than `max_malformed_share` of the lines are malformed, naming
@@ -577,7 +732,8 @@ def checked(staged: DataFrame, model: str, columns: Mapping[str, str], max_malfo
     staged = staged.localCheckpoint(eager=True)
     counts = staged.groupBy("_batch_id", "_kind", "_reason").agg(
         F.count(F.lit(1)).alias("n"), F.min("_raw").alias("sample")).collect()
-    report(summary(model, counts))
+    report(summary(model, counts, restaged))
+    _refuse_unreplaceable(model, topic_path, restaged or {}, {r["_batch_id"] for r in counts})
     # The share as written (0.29 is 29/100): a float product rounds, and 29 of 100 lines was "more than 0.29".
     share = Fraction(str(max_malformed_share))
     for batch in sorted({r["_batch_id"] for r in counts}):
@@ -603,8 +759,9 @@ def checked(staged: DataFrame, model: str, columns: Mapping[str, str], max_malfo
     return staged
 
 
-def summary(model: str, counts: Sequence) -> str:
-    """One line: the batches staged and their lines by kind (malformed ones by reason)."""
+def summary(model: str, counts: Sequence, restaged: Mapping[int, str] | None = None) -> str:
+    """One line: the batches staged (and those among them staged again, with why) and their lines by kind
+    (malformed ones by reason)."""
     if not counts:
         return f"{model}: nothing new to stage"
     batches = sorted({r["_batch_id"] for r in counts})
@@ -615,6 +772,8 @@ def summary(model: str, counts: Sequence) -> str:
         if r["_reason"] is not None:
             reasons[r["_reason"]] += r["n"]
     shown = ", ".join(map(str, batches[:5])) + (f", ... {batches[-1]}" if len(batches) > 5 else "")
+    if restaged:
+        shown += "".join(f"; {b} restaged: {why}" for b, why in sorted(restaged.items()))
     parts = [f"{kinds[k]:,} {k}" for k in contract.KINDS if kinds[k] and k != "malformed"]
     if kinds["malformed"]:
         parts.append(f"{kinds['malformed']:,} malformed ("
