@@ -155,6 +155,24 @@
               ~ "file again with `dbt run -s " ~ model.identifier ~ " --full-refresh` (docs/staging.md, \"Reading each file once\").") -%}
       {%- endif -%}
       {%- set unloaded = ' where path not in (select path from (' ~ loaded ~ '))' -%}
+      {#- A batch folder with loaded files gone and new files listed was restaged: its earlier lines come
+          again, which a delete under delete_mode='unconditional' does not survive (docs/design.md, "Replay"). -#}
+      {%- if gone > 0 and cfg.delete_mode == 'unconditional' -%}
+        {%- set restaged_sql -%}
+          select distinct extract(path, '^(.*)/') as folder from ({{ listing }}){{ unloaded }}
+          and folder in (select extract(loaded.path, '^(.*)/') from ({{ loaded }}) as loaded
+                         where loaded.path not in (select path from ({{ listing }})))
+          order by folder limit 10 {{ vcmt._read_settings() }}
+        {%- endset -%}
+        {%- set restaged = run_query(restaged_sql).columns[0].values() -%}
+        {%- if restaged | length > 0 -%}
+          {%- do exceptions.raise_compiler_error(where ~ ": batch folder(s) " ~ restaged | join(', ') ~ " were staged "
+                ~ "again (loaded files gone, new ones there): reading them would read their earlier lines again, and "
+                ~ "under delete_mode='unconditional' a delete read again removes its row again (docs/design.md, "
+                ~ "\"Replay\"). Nothing was loaded. Reload every file with `dbt run -s " ~ model.identifier
+                ~ " --full-refresh`.") -%}
+        {%- endif -%}
+      {%- endif -%}
       {#- Each claim also records a row with an empty path: the dataset was read with new_files=true by that
           load. A model loaded before without it (a watermark) reads every file once more now. -#}
       {%- set before = run_query('select (select count() from ' ~ objs.loads ~ '), (select count() from ' ~ record
