@@ -211,21 +211,21 @@ def test_a_mart_reads_only_committed_batches_after_a_killed_staging_job(project,
     assert project.scalar("select count() from audit_mart final where sign = 1") == 100
 
 
-def _mart_loaded(spark, project, tmp_path, batches: dict[int, str]):
-    """A lake under `tmp_path` with `batches` landed and staged, and the mart's first run over it; the lake."""
+def _mart_loaded(spark, project, tmp_path, batches: dict[int, str], sql: str = MART):
+    """A lake under `tmp_path` with `batches` landed and staged, and the mart's (`sql`) first run over it: the
+    lake and the run."""
     lake = tmp_path / "lake"
     _land(lake / "raw" / "audit", batches)
     _stage(spark, lake, list(batches))
     project.vars = {"vcmt_lake_root": str(lake)}
-    project.model("audit_mart", MART)
-    project.dbt("run")
-    return lake
+    project.model("audit_mart", sql)
+    return lake, project.dbt("run")
 
 
 def test_a_late_batch_fails_the_run_naming_it_until_a_full_refresh(spark, project, tmp_path):
     """A batch folder landing after a later one was loaded was staged, then skipped by the watermark."""
     one, two, three = _captured_changes()
-    lake = _mart_loaded(spark, project, tmp_path, {1: one, 3: three})
+    lake, _ = _mart_loaded(spark, project, tmp_path, {1: one, 3: three})
 
     _land(lake / "raw" / "audit", {2: two})
     _stage(spark, lake, [2])
@@ -245,7 +245,7 @@ def test_a_late_batch_fails_the_run_naming_it_until_a_full_refresh(spark, projec
 
 def test_a_file_added_to_a_loaded_batch_fails_the_run_naming_it(spark, project, tmp_path):
     one, two, three = _captured_changes()
-    lake = _mart_loaded(spark, project, tmp_path, {1: one, 2: two})
+    lake, _ = _mart_loaded(spark, project, tmp_path, {1: one, 2: two})
 
     (lake / "raw" / "audit" / "_batch_id=1" / "lines.json").write_text(three + "\n", encoding="utf-8")
     _stage(spark, lake, [1])  # appended: a second file in the staged batch 1
@@ -277,12 +277,7 @@ def test_new_files_reads_a_late_batch_and_a_file_added_to_a_loaded_batch_in_the_
     batch reach the mart in the next ordinary run; each file is read once, and a run with nothing new reads
     no file."""
     one, two, three = _captured_changes()
-    lake = tmp_path / "lake"
-    _land(lake / "raw" / "audit", {1: one, 3: three})
-    _stage(spark, lake, [1, 3])
-    project.vars = {"vcmt_lake_root": str(lake)}
-    project.model("audit_mart", MART_NEW_FILES)
-    first = project.dbt("run")
+    lake, first = _mart_loaded(spark, project, tmp_path, {1: one, 3: three}, MART_NEW_FILES)
     assert "2 files to read (every file: a first run or a full refresh)" in first.log, first.log[-2000:]
     assert _loaded_batches(project) == [1, 3]
 
@@ -309,12 +304,7 @@ def test_new_files_claimed_by_a_failed_load_are_read_by_the_next_run(spark, proj
     """A load that claimed files and failed before recording itself in `<model>__loads` has loaded nothing:
     the next run claims and reads the same files (crash safety of the bookkeeping)."""
     one, two, _ = _captured_changes()
-    lake = tmp_path / "lake"
-    _land(lake / "raw" / "audit", {1: one})
-    _stage(spark, lake, [1])
-    project.vars = {"vcmt_lake_root": str(lake)}
-    project.model("audit_mart", MART_NEW_FILES)
-    project.dbt("run")
+    lake, _ = _mart_loaded(spark, project, tmp_path, {1: one}, MART_NEW_FILES)
 
     _land(lake / "raw" / "audit", {2: two})
     _stage(spark, lake, [2])
@@ -335,12 +325,7 @@ def test_new_files_refuses_a_loaded_file_rewritten_in_place_and_keeps_one_that_i
     """Case 4: a staged file rewritten in place after it was loaded (same name, other rows) fails the run,
     naming it, until a full refresh; a loaded file that is gone (retention) is counted, not an error."""
     one, two, three = _captured_changes()
-    lake = tmp_path / "lake"
-    _land(lake / "raw" / "audit", {1: one, 2: two})
-    _stage(spark, lake, [1, 2])
-    project.vars = {"vcmt_lake_root": str(lake)}
-    project.model("audit_mart", MART_NEW_FILES)
-    project.dbt("run")
+    lake, _ = _mart_loaded(spark, project, tmp_path, {1: one, 2: two}, MART_NEW_FILES)
 
     (loaded,) = (lake / "staged" / "audit" / "_batch_id=1").glob("*.parquet")
     other = tmp_path / "other"
@@ -390,12 +375,8 @@ def test_a_watermarked_mart_switched_to_new_files_reads_every_file_once_more(spa
     where a delete read again would remove its row again."""
     one, two, _ = _captured_changes()
     mode = f"delete_mode='{delete_mode}', "
-    lake = tmp_path / "lake"
-    _land(lake / "raw" / "audit", {1: one, 2: two})
-    _stage(spark, lake, [1, 2])
-    project.vars = {"vcmt_lake_root": str(lake)}
-    project.model("audit_mart", MART.replace("unique_key='id', ", "unique_key='id', " + mode))
-    project.dbt("run")
+    with_mode = MART.replace("unique_key='id', ", "unique_key='id', " + mode)
+    lake, _ = _mart_loaded(spark, project, tmp_path, {1: one, 2: two}, with_mode)
     project.model("audit_mart", MART_NEW_FILES.replace("unique_key='id', ", "unique_key='id', " + mode))
     if delete_mode == "unconditional":
         refused = project.dbt("run", expect_pass=False)
@@ -417,12 +398,8 @@ def test_new_files_accepts_batches_restaged_with_the_same_lines(spark, project, 
     `new_files=true` the next run reads the restaged files, whose lines are the same, and stays exact; the
     files it had loaded are gone, which is counted, not an error. (The watermark's listing fails it.)"""
     one, two, _ = _captured_changes()
-    lake = tmp_path / "lake"
-    _land(lake / "raw" / "audit", {1: one, 2: two})
-    _stage(spark, lake, [1, 2])
-    project.vars = {"vcmt_lake_root": str(lake)}
-    project.model("audit_mart", MART_NEW_FILES.replace("unique_key='id', ", f"unique_key='id', delete_mode='{delete_mode}', "))
-    project.dbt("run")
+    with_mode = MART_NEW_FILES.replace("unique_key='id', ", f"unique_key='id', delete_mode='{delete_mode}', ")
+    lake, _ = _mart_loaded(spark, project, tmp_path, {1: one, 2: two}, with_mode)
     before = project.query("select id, note, amount, _version from audit_mart final where sign = 1 order by id")
     old_files = sorted(p.name for p in (lake / "staged" / "audit").rglob("*.parquet"))
     shutil.rmtree(lake / "staged" / "audit")
