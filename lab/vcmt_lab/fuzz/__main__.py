@@ -27,6 +27,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--events", type=int, default=2000, help="events per stream (before redeliveries)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--dbt-every", type=int, default=10, help="every Nth stream runs through `dbt run` (0: never)")
+    parser.add_argument("--max-batches", type=int, default=None,
+                        help="deliver each stream in at most this many batches (default: up to 21)")
     parser.add_argument("--jobs", type=int, default=2, help="worker processes, each with its own chDB engine")
     parser.add_argument("--work", type=Path, default=REPO_ROOT / ".local" / "fuzz")
     parser.add_argument("--clickhouse", choices=["chdb", "server"], default="chdb",
@@ -55,7 +57,8 @@ def main(argv: list[str] | None = None) -> int:
           f"{time.time() - started:.0f}s)")
     for r in failed:
         print(f"  reproduce: python -m vcmt_lab.fuzz --streams 1 --jobs 1 --seed {r.seed} --events {args.events} "
-              f"--dbt-every {1 if r.path == 'dbt' else 0}")
+              f"--dbt-every {1 if r.path == 'dbt' else 0}"
+              + (f" --max-batches {args.max_batches}" if args.max_batches else ""))
     return 1 if failed else 0
 
 

@@ -257,10 +257,12 @@ def run_campaign(
     dbt_every: int = 10,
     progress: Callable[[int, StreamResult], None] | None = None,
     indices: list[int] | None = None,
+    max_batches: int | None = None,
 ) -> list[StreamResult]:
     """Run streams `seed + i` for i in `indices` (default: all of range(streams)).
 
-    Every `dbt_every`-th stream goes through `dbt run` instead of the stage writer.
+    Every `dbt_every`-th stream goes through `dbt run` instead of the stage writer. `max_batches` delivers each
+    stream's events in that many batches at most (generate_stream).
     """
     setup_models(project)
     results = []
@@ -269,7 +271,7 @@ def run_campaign(
         spec = MODEL_SPECS[stream_seed % len(MODEL_SPECS)]
         # Drawn from the stream's own seed, so every model shape goes through `dbt run` too.
         path = "dbt" if dbt_every and random.Random(f"path/{stream_seed}").random() < 1 / dbt_every else "writer"
-        result = run_stream(project, generate_stream(stream_seed, spec, events), path)
+        result = run_stream(project, generate_stream(stream_seed, spec, events, max_batches), path)
         results.append(result)
         if progress:
             progress(i, result)
@@ -305,7 +307,8 @@ def run_share(args: argparse.Namespace, job: int, indices: list[int], started: f
             print(f"    {line}", flush=True)
 
     try:
-        return run_campaign(project, args.streams, args.events, args.seed, args.dbt_every, progress, indices)
+        return run_campaign(project, args.streams, args.events, args.seed, args.dbt_every, progress, indices,
+                            getattr(args, "max_batches", None))
     finally:
         project.close()
         if node:
