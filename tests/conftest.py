@@ -94,7 +94,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     `--dist loadscope --no-loadscope-reorder`: a worker takes a whole module, the next in this order, when
     it is free). Started last, the short ones let both workers end together; a long module left for the end
     would run alone on one of them."""
-    if getattr(config.option, "dist", "no") == "no":
+    if not hasattr(config, "workerinput"):  # not a pytest-xdist worker (a worker's own `dist` option is "no")
         return
     by_module: dict[str, list[pytest.Item]] = {}
     for item in items:
