@@ -24,8 +24,9 @@ python -m pytest -q -p no:cacheprovider --durations=5 --basetemp="$servers_tmp" 
 servers_pid=$!
 # The rest runs in ${PYTEST_WORKERS:-2} worker processes (pytest-xdist), a test module per worker at a time: most
 # tests wait on one single-threaded dbt or chDB call, so two workers use the two cores. Each worker has its
-# own chDB data directory and Spark session (tmp folders per worker), as one pytest process has.
-python -m pytest -q -p no:cacheprovider --durations=15 -n "${PYTEST_WORKERS:-2}" --dist loadscope \
+# own chDB data directory and Spark session (tmp folders per worker), as one pytest process has. Modules go
+# out longest first (tests/conftest.py, MODULE_SECONDS), not by number of tests: both workers end together.
+python -m pytest -q -p no:cacheprovider --durations=15 -n "${PYTEST_WORKERS:-2}" --dist loadscope --no-loadscope-reorder \
   --ignore=tests/spark_servers ${PYTEST_ARGS:-} 2>&1 | tee "$pytest_log"
 rc=${PIPESTATUS[0]}
 wait "$servers_pid"; servers_rc=$?

@@ -68,6 +68,43 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("engine", kinds, indirect=True, scope="module")
 
 
+# Seconds a module takes alone, roughly (pytest --durations=0, on 2 busy cores), for those far above
+# LONG_TEST_SECONDS per test. Only an order, never a selection: a stale figure costs time, not coverage.
+MODULE_SECONDS = {
+    "tests/materialization/test_sharded.py": 400,
+    "tests/server/test_overlapping_loads.py": 380,
+    "tests/cdc/test_python_models_session.py": 250,
+    "tests/cdc/test_staged_lake.py": 450,
+    "tests/server/test_faults.py": 180,
+    "tests/fuzz/test_fuzz.py": 300,
+    "tests/cdc/test_staging_spark.py": 150,
+    "tests/server/test_lake_on_server.py": 130,
+    "tests/cdc/test_staging_amended_batches.py": 120,
+    "tests/e2e/test_demo.py": 100,
+    "tests/cdc/test_fixtures_to_marts.py": 90,
+    "tests/generic_tests/test_dbt_tests_on_vcmt_models.py": 80,
+    "tests/bench/test_bench_smoke.py": 70,
+    "tests/materialization/test_crash.py": 65,
+    "tests/cdc/test_python_staging_model.py": 60,
+    "tests/bench/test_rows_read.py": 30,
+}
+LONG_TEST_SECONDS = 3
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist, modules in order of their expected time, longest first (make test runs
+    `--dist loadscope --no-loadscope-reorder`: a worker takes a whole module, the next in this order, when
+    it is free). Started last, the short ones let both workers end together; a long module left for the end
+    would run alone on one of them."""
+    if not hasattr(config, "workerinput"):  # not a pytest-xdist worker (a worker's own `dist` option is "no")
+        return
+    by_module: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        by_module.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
+    order = sorted(by_module, key=lambda m: -MODULE_SECONDS.get(m, LONG_TEST_SECONDS * len(by_module[m])))
+    items[:] = [item for module in order for item in by_module[module]]
+
+
 @pytest.fixture(scope="session")
 def served_node(lab_dir: Path) -> Iterator[ServedNode]:
     """One served ClickHouse node per test process, started on first use and stopped by PID at the end."""

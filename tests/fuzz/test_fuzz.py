@@ -14,6 +14,8 @@ from vcmt_lab.fuzz.streams import MODEL_SPECS
 STREAMS = int(os.environ.get("VCMT_FUZZ_STREAMS", str(len(MODEL_SPECS))))
 EVENTS = int(os.environ.get("VCMT_FUZZ_EVENTS", "300"))
 SEED = int(os.environ.get("VCMT_FUZZ_SEED", "1000"))
+# Each stream in up to 8 batches (0: up to 21, as make fuzz): a batch through `dbt run` costs seconds.
+MAX_BATCHES = int(os.environ.get("VCMT_FUZZ_MAX_BATCHES", "8")) or None
 
 # The server leg: the same streams on a served node over HTTP (tests/conftest.py).
 pytestmark = pytest.mark.engines("chdb", "http")
@@ -25,7 +27,7 @@ def test_random_streams_match_oracle(tmp_path, chdb_path, lab_dir, engine):
     project = make_project(tmp_path / "proj", "fuzz", chdb_path, lab_dir, custom_settings=HOSTILE_PROFILE_SETTINGS,
                            engine=engine)
     try:
-        results = run_campaign(project, STREAMS, EVENTS, SEED, dbt_every=5)
+        results = run_campaign(project, STREAMS, EVENTS, SEED, dbt_every=5, max_batches=MAX_BATCHES)
     finally:
         project.close()
     failures = [
@@ -38,7 +40,9 @@ def test_random_streams_match_oracle(tmp_path, chdb_path, lab_dir, engine):
     assert STREAMS < len(MODEL_SPECS) or {"fz_truncate", "fz_unsent"} <= {r.model for r in results}
     # So are full refreshes in the middle of a stream, on every stream through `dbt run`.
     assert all(r.full_refreshes == 1 for r in results if r.path == "dbt") and any(r.path == "dbt" for r in results)
-    assert not failures, "mismatches (replay with python -m vcmt_lab.fuzz --streams 1 --seed S):\n" + "\n".join(failures)
+    replay = f"python -m vcmt_lab.fuzz --streams 1 --seed S --events {EVENTS}" + (
+        f" --max-batches {MAX_BATCHES}" if MAX_BATCHES else "")
+    assert not failures, f"mismatches (replay with {replay}):\n" + "\n".join(failures)
 
 
 LAKE_STREAMS = int(os.environ.get("VCMT_FUZZ_LAKE_STREAMS", "3"))

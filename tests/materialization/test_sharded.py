@@ -15,6 +15,7 @@ docs/design.md#sharded-clusters).
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import sys
@@ -31,6 +32,11 @@ from vcmt_lab.fuzz.runner import HOSTILE_PROFILE_SETTINGS, run_campaign, shardin
 from vcmt_lab.fuzz.streams import MODEL_SPECS
 
 CLUSTER = "two_shards_two_replicas"
+# The campaign of every model shape on the cluster: in make test, each stream's first 100 events in up to 4
+# batches (a load through the cluster costs seconds, a round of a rounds load about one);
+# VCMT_SHARDED_EVENTS=200 VCMT_SHARDED_MAX_BATCHES=0 runs the long form (up to 21 batches).
+SHARDED_EVENTS = int(os.environ.get("VCMT_SHARDED_EVENTS", "100"))
+SHARDED_MAX_BATCHES = int(os.environ.get("VCMT_SHARDED_MAX_BATCHES", "4")) or None
 SHARDING_KEY = "cityHash64(tenant_id, `order id`)"
 
 RENDER = """
@@ -225,7 +231,8 @@ def test_streams_on_two_shards_equal_the_oracle(on_cluster, cluster):
     deletes, composite and hostile keys), sharded by key, through `dbt run` and the external writer, with crashes,
     empty runs, virtual shards and full refreshes (some failing mid-load): read through the Distributed table the
     model equals the oracle, and every shard holds only its own keys and satisfies the invariants."""
-    results = run_campaign(on_cluster, len(MODEL_SPECS), events=200, seed=2000, dbt_every=2)
+    results = run_campaign(on_cluster, len(MODEL_SPECS), events=SHARDED_EVENTS, seed=2000, dbt_every=2,
+                           max_batches=SHARDED_MAX_BATCHES)
     problems = [f"seed {r.seed} ({r.model} via {r.path}): {p}" for r in results for p in r.problems]
     for spec in MODEL_SPECS:
         _check_shards(cluster, on_cluster, spec, problems)

@@ -29,6 +29,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dbt-every", type=int, default=10, help="every Nth stream runs through `dbt run` (0: never)")
     parser.add_argument("--lake-every", type=int, default=10,
                         help="every Nth stream is delivered as lake files (new_files=true; chdb only; 0: never)")
+    parser.add_argument("--max-batches", type=int, default=None,
+                        help="deliver each stream in at most this many batches (default: up to 21)")
     parser.add_argument("--jobs", type=int, default=2, help="worker processes, each with its own chDB engine")
     parser.add_argument("--work", type=Path, default=REPO_ROOT / ".local" / "fuzz")
     parser.add_argument("--clickhouse", choices=["chdb", "server"], default="chdb",
@@ -57,7 +59,8 @@ def main(argv: list[str] | None = None) -> int:
           f"{time.time() - started:.0f}s)")
     for r in failed:
         print(f"  reproduce: python -m vcmt_lab.fuzz --streams 1 --jobs 1 --seed {r.seed} --events {args.events} "
-              f"--dbt-every {1 if r.path == 'dbt' else 0} --lake-every {1 if r.path == 'lake' else 0}")
+              f"--dbt-every {1 if r.path == 'dbt' else 0} --lake-every {1 if r.path == 'lake' else 0}"
+              + (f" --max-batches {args.max_batches}" if args.max_batches else ""))
     return 1 if failed else 0
 
 

@@ -354,11 +354,13 @@ def run_campaign(
     progress: Callable[[int, StreamResult], None] | None = None,
     indices: list[int] | None = None,
     lake_every: int = 0,
+    max_batches: int | None = None,
 ) -> list[StreamResult]:
     """Run streams `seed + i` for i in `indices` (default: all of range(streams)).
 
     Every `dbt_every`-th stream goes through `dbt run` instead of the stage writer; on the embedded engine
     without a cluster, every `lake_every`-th (0: none) is delivered as lake files instead (`run_lake_stream`).
+    `max_batches` delivers each stream's events in that many batches at most (generate_stream).
     """
     setup_models(project)
     results = []
@@ -367,7 +369,7 @@ def run_campaign(
         spec = MODEL_SPECS[stream_seed % len(MODEL_SPECS)]
         # Drawn from the stream's own seed, so every model shape goes through `dbt run` too.
         path = "dbt" if dbt_every and random.Random(f"path/{stream_seed}").random() < 1 / dbt_every else "writer"
-        stream = generate_stream(stream_seed, spec, events)
+        stream = generate_stream(stream_seed, spec, events, max_batches)
         lake = (lake_every and project.engine.kind == "chdb" and not project.engine.cluster
                 and random.Random(f"lake path/{stream_seed}").random() < 1 / lake_every)
         if lake:
@@ -410,7 +412,7 @@ def run_share(args: argparse.Namespace, job: int, indices: list[int], started: f
 
     try:
         return run_campaign(project, args.streams, args.events, args.seed, args.dbt_every, progress, indices,
-                            lake_every=getattr(args, "lake_every", 0))
+                            lake_every=getattr(args, "lake_every", 0), max_batches=getattr(args, "max_batches", None))
     finally:
         project.close()
         if node:

@@ -121,7 +121,9 @@ def _value(rng: random.Random, column: str, ch_type: str) -> Any:
     return rng.randint(-20, 100)
 
 
-def generate_stream(seed: int, spec: ModelSpec, events: int) -> Stream:
+def generate_stream(seed: int, spec: ModelSpec, events: int, max_batches: int | None = None) -> Stream:
+    """A seed's stream of `events` events (before redeliveries) for `spec`, delivered in up to 21 batches, or
+    `max_batches`: the same events in the same order, cut into fewer batches."""
     rng = random.Random(seed)
     # Mostly wide key spaces; one stream in eight hammers a handful of keys (hundreds of versions each).
     key_count = rng.choice([3, 20, 20, 100, 100, max(5, events // 4), max(5, events // 4), max(5, events // 4)])
@@ -171,7 +173,8 @@ def generate_stream(seed: int, spec: ModelSpec, events: int) -> Stream:
             deliveries.append((i + rng.uniform(0, late_window * 3 + 5), dict(row)))
     ordered = [row for _, row in sorted(deliveries, key=lambda d: d[0])]
 
-    cuts = sorted(rng.sample(range(1, len(ordered)), k=min(len(ordered) - 1, rng.choice([1, 3, 8, 20]))))
+    cut_count = min(len(ordered) - 1, rng.choice([1, 3, 8, 20]), *([max_batches - 1] if max_batches else []))
+    cuts = sorted(rng.sample(range(1, len(ordered)), k=cut_count))
     batches = [ordered[a:b] for a, b in zip([0, *cuts], [*cuts, len(ordered)], strict=True)]
     actions = [rng.choice(MERGE_ACTIONS) for _ in batches]
     # Drawn apart from the stream's own generator, so a seed's events do not depend on it.
