@@ -97,19 +97,24 @@
 
 {#- `from <this>` for a table the lock reads (a lock generation, or
     system.tables), up to a `where` ready for a condition: the table itself,
-    or its copy on the cluster's first shard. -#}
+    or its copy on the cluster's first shard. A generation read a moment ago
+    may have been dropped since by the load that took the next one: it is
+    read through merge() over every generation, filtered to this one, which
+    reads a dropped table as empty instead of failing ("Unknown table"), on
+    a node and through cluster() alike. merge() with no matching table fails,
+    but the newest generation always exists. -#}
 {% macro _lock_source(target, schema, table) %}
   {%- set cluster = vcmt._lock_cluster(target) -%}
-  {%- if cluster is none and schema == 'system' -%}{{ return('system.' ~ table ~ ' where') }}{%- endif -%}
-  {#- A generation read a moment ago may have been dropped since by the load
-      that took the next one: merge() reads it as empty instead of failing. -#}
-  {%- if cluster is none -%}
+  {%- if schema == 'system' -%}
+    {%- set source = 'system.' ~ table if cluster is none else vcmt._sql_string(schema) ~ ', ' ~ vcmt._sql_string(table) -%}
+    {%- set only = '' -%}
+  {%- else -%}
     {%- set generations = '^' ~ modules.re.escape(modules.re.sub('[0-9]+$', '', table)) ~ '[0-9]+$' -%}
-    {{ return('merge(' ~ vcmt._sql_string(schema) ~ ', ' ~ vcmt._sql_string(generations) ~ ') where _table = '
-              ~ vcmt._sql_string(table) ~ ' and') }}
+    {%- set source = 'merge(' ~ vcmt._sql_string(schema) ~ ', ' ~ vcmt._sql_string(generations) ~ ')' -%}
+    {%- set only = ' _table = ' ~ vcmt._sql_string(table) ~ ' and' -%}
   {%- endif -%}
-  {{ return('cluster(' ~ vcmt._sql_string(cluster) ~ ', ' ~ vcmt._sql_string(schema) ~ ', ' ~ vcmt._sql_string(table)
-            ~ ') where _shard_num = 1 and') }}
+  {%- if cluster is none -%}{{ return(source ~ ' where' ~ only) }}{%- endif -%}
+  {{ return('cluster(' ~ vcmt._sql_string(cluster) ~ ', ' ~ source ~ ') where _shard_num = 1 and' ~ only) }}
 {% endmacro %}
 
 
