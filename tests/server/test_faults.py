@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from vcmt_lab.faults.harness import Schedule, enumerate_statements, run_schedule
+from vcmt_lab.faults.harness import Schedule, enumerate_statements, run_schedule, unrecorded_loads
 from vcmt_lab.faults.inject import statement_label
 
 # A holder paused right before its first write to the stage, past its lease (the issue's case 1); killed
@@ -73,3 +73,26 @@ def test_statement_names_are_stable_and_drop_comments_databases_and_generations(
     assert statement_label("create table if not exists `db`.`m__lock_3` (a Int8)") == "create m__lock_N"
     assert statement_label("exchange tables `db`.`m__vcmt_new` and `db`.`m`") == "exchange m__vcmt_new"
     assert statement_label("kill query where query_id != queryID() sync") == "kill"
+
+
+def test_a_load_that_ended_before_a_full_refresh_is_checked_against_the_loads_it_rebuilt():
+    """The harness's check of `m__loads` (invocation ids, oldest first) when the faulted run succeeded and ended
+    before the other load, a --full-refresh, started."""
+    refreshed = [("faulted", 0, "A"), ("other", 0, "F")]
+    assert unrecorded_loads("full-refresh", refreshed, ["F", "R"]) == []
+    # The rebuilt __loads cannot hold a record of a load that ended before the full refresh started...
+    assert unrecorded_loads("full-refresh", refreshed, ["A", "F", "R"]) == [
+        "faulted ended before the --full-refresh, whose rebuilt __loads still holds its record"]
+    # ... and its oldest record is the full refresh's own.
+    assert unrecorded_loads("full-refresh", refreshed, ["R", "F"]) == [
+        "the --full-refresh's record is not the oldest of the __loads it rebuilt: ['R', 'F']"]
+    # A full refresh that failed swapped nothing in: the faulted run's record must be there.
+    failed = [("faulted", 0, "A"), ("other", 1, "F")]
+    assert unrecorded_loads("full-refresh", failed, ["A", "R"]) == []
+    assert unrecorded_loads("full-refresh", failed, ["R"]) == ["faulted reported success but recorded no load"]
+    # Any other load leaves every record where it is; a run that failed records nothing.
+    assert unrecorded_loads("run", [("faulted", 0, "A"), ("other", 0, "O")], ["O", "R"]) == [
+        "faulted reported success but recorded no load"]
+    assert unrecorded_loads("full-refresh", [("other", 0, "F"), ("faulted", 0, "A")], ["F", "R"]) == [
+        "faulted reported success but recorded no load"]
+    assert unrecorded_loads("run", [("faulted", 1, "A"), ("other", 0, "O")], ["O"]) == []
