@@ -540,8 +540,8 @@ def test_a_lock_generation_dropped_while_a_load_reads_it_reads_as_empty(on_clust
     second = None
     try:
         via_second = target_on_port(p, "via_second_node_gen", entry.port)
-        # Its first read of the lock lists the generations (read through cluster(): `select cluster`), its
-        # second reads the newest one's rows: it stops right before that one (vcmt_lab.faults.inject).
+        # A load's first poll lists the generations (through cluster(): `select cluster`), then reads the lock's
+        # state, the newest one's rows among it: it stops right before that read (vcmt_lab.faults.inject).
         second = p.dbt_process("second", "run", "--select", "gen_drop", target=via_second,
                                program=[sys.executable, "-m", "vcmt_lab.faults.inject"],
                                env={"VCMT_FAULT": "pause@select cluster#2"})
