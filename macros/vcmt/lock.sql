@@ -64,14 +64,16 @@
 
 
 {#- The generations of the model `target`'s lock, as SQL rows (gen, comment,
-    seconds since its CREATE), highest first. The generation is cut from the
-    table's name in SQL, in bytes on both sides, so any model name works. -#}
-{% macro _lock_generations_sql(target) %}
+    seconds since its CREATE, name). The generation is cut from the table's
+    name in SQL, in bytes on both sides, so any model name works. `local`:
+    this node's system.tables, for SQL that runs on the lock's node itself. -#}
+{% macro _lock_generations_sql(target, local=false) %}
   {%- set prefix = vcmt._sql_string(target.identifier ~ '__lock_') -%}
   {%- set tail = 'substring(name, length(' ~ prefix ~ ') + 1)' -%}
-  {{ return("select toUInt64(" ~ tail ~ ") as gen, comment, dateDiff('second', metadata_modification_time, now()) as age "
-      ~ "from " ~ vcmt._lock_source(target, 'system', 'tables') ~ " database = " ~ vcmt._sql_string(target.schema)
-      ~ " and startsWith(name, " ~ prefix ~ ") and match(" ~ tail ~ ", '^[0-9]{1,18}$')" ~ vcmt._lock_read_settings(target)) }}
+  {%- set source = 'system.tables where' if local else vcmt._lock_source(target, 'system', 'tables') -%}
+  {{ return("select toUInt64(" ~ tail ~ ") as gen, comment, dateDiff('second', metadata_modification_time, now()) as age, name "
+      ~ "from " ~ source ~ " database = " ~ vcmt._sql_string(target.schema)
+      ~ " and startsWith(name, " ~ prefix ~ ") and match(" ~ tail ~ ", '^[0-9]{1,18}$')" ~ ('' if local else vcmt._lock_read_settings(target))) }}
 {% endmacro %}
 
 
@@ -95,19 +97,12 @@
 {% endmacro %}
 
 
-{#- `from <this>` for a table the lock reads (a lock generation, or
-    system.tables), up to a `where` ready for a condition: the table itself,
-    or its copy on the cluster's first shard. -#}
+{#- `from <this>` for a system table the lock reads (system.tables), up to
+    a `where` ready for a condition: the table itself, or its copy on the
+    cluster's first shard. -#}
 {% macro _lock_source(target, schema, table) %}
   {%- set cluster = vcmt._lock_cluster(target) -%}
-  {%- if cluster is none and schema == 'system' -%}{{ return('system.' ~ table ~ ' where') }}{%- endif -%}
-  {#- A generation read a moment ago may have been dropped since by the load
-      that took the next one: merge() reads it as empty instead of failing. -#}
-  {%- if cluster is none -%}
-    {%- set generations = '^' ~ modules.re.escape(modules.re.sub('[0-9]+$', '', table)) ~ '[0-9]+$' -%}
-    {{ return('merge(' ~ vcmt._sql_string(schema) ~ ', ' ~ vcmt._sql_string(generations) ~ ') where _table = '
-              ~ vcmt._sql_string(table) ~ ' and') }}
-  {%- endif -%}
+  {%- if cluster is none -%}{{ return(schema ~ '.' ~ table ~ ' where') }}{%- endif -%}
   {{ return('cluster(' ~ vcmt._sql_string(cluster) ~ ', ' ~ vcmt._sql_string(schema) ~ ', ' ~ vcmt._sql_string(table)
             ~ ') where _shard_num = 1 and') }}
 {% endmacro %}
@@ -144,19 +139,48 @@
 
 {#- The lock of the model `target`: its highest generation, as {gen,
     relation, holder, what, acquired, renewed, released, silent_s,
-    generations}. The holder is the table's comment, written by the CREATE
-    itself; the rows record what each event of the lock was. -#}
-{% macro _lock_state(target) %}
-  {%- set gens = run_query('select * from (' ~ vcmt._lock_generations_sql(target) ~ ') order by gen desc').rows -%}
-  {%- if gens | length == 0 -%}{{ return(none) }}{%- endif -%}
-  {%- set top = target.incorporate(path={'identifier': target.identifier ~ '__lock_' ~ gens[0][0]}) -%}
-  {%- set row = run_query("select anyIf(what, kind = 'acquired'), toString(minIf(at, kind = 'acquired')), "
-      ~ "toString(max(at)), countIf(kind = 'released') > 0, count(), dateDiff('second', max(at), now64(3)) from "
-      ~ vcmt._lock_source(target, target.schema, top.identifier) ~ " 1" ~ vcmt._lock_read_settings(target)).rows[0] -%}
-  {{ return({'gen': gens[0][0] | int, 'relation': top, 'holder': gens[0][1], 'what': row[0] or 'a load',
-             'acquired': row[1] if row[4] | int > 0 else 'just now', 'renewed': row[2], 'released': row[3],
-             'silent_s': row[5] | int if row[4] | int > 0 else gens[0][2] | int,
-             'generations': gens | map(attribute=0) | list}) }}
+    generations (every one, highest first)}. The holder is the table's
+    comment, written by the CREATE itself; the rows record what each event
+    of the lock was.
+
+    One query reads both, on the lock's node (through cluster() on a
+    cluster): the generations from system.tables, and the newest one's rows
+    through merge() over every generation. merge() takes its tables when the
+    query starts, so a generation dropped meanwhile by the load that took the
+    next one is read or is not listed, instead of failing the query
+    ("Unknown table"); a generation created meanwhile has no rows yet, as
+    right after its CREATE. But merge() with no matching table fails: until
+    a generation has been seen (`exists`), the generations are listed first,
+    and none means no lock. The newest generation always exists once there
+    is one. -#}
+{% macro _lock_state(target, exists=true) %}
+  {%- if not exists and run_query('select 1 from (' ~ vcmt._lock_generations_sql(target) ~ ') limit 1').rows | length == 0 -%}
+    {{ return(none) }}
+  {%- endif -%}
+  {%- set prefix = modules.re.escape(target.identifier ~ '__lock_') -%}
+  {%- set rows = "select _table as r_table, anyIf(what, kind = 'acquired') as r_what, "
+      ~ "toString(minIf(at, kind = 'acquired')) as r_acquired, toString(max(at)) as r_renewed, "
+      ~ "countIf(kind = 'released') > 0 as r_released, count() as r_count, dateDiff('second', max(at), now64(3)) as r_silent "
+      ~ "from merge(" ~ vcmt._sql_string(target.schema) ~ ", " ~ vcmt._sql_string('^' ~ prefix ~ '[0-9]+$') ~ ") group by _table" -%}
+  {%- set newest = "select max(gen) as g_gen, argMax(comment, gen) as g_comment, argMax(age, gen) as g_age, "
+      ~ "argMax(name, gen) as g_name, arrayStringConcat(arrayReverseSort(groupArray(gen)), ',') as g_gens "
+      ~ "from (" ~ vcmt._lock_generations_sql(target, local=true) ~ ") having count() > 0" -%}
+  {%- set sql = "select g_gen, g_comment, g_age, g_gens, r_what, r_acquired, r_renewed, r_released, r_count, r_silent "
+      ~ "from (" ~ rows ~ ") as r right join (" ~ newest ~ ") as g on r_table = g_name" -%}
+  {%- set cluster = vcmt._lock_cluster(target) -%}
+  {%- if cluster -%}
+    {%- set sql = "select * from cluster(" ~ vcmt._sql_string(cluster) ~ ", view(" ~ sql ~ ")) where _shard_num = 1"
+        ~ vcmt._lock_read_settings(target) -%}
+  {%- endif -%}
+  {%- set found = run_query(sql).rows -%}
+  {%- if found | length == 0 -%}{{ return(none) }}{%- endif -%}
+  {%- set gen, holder, age, gens, what, acquired, renewed, released, n, silent_s = found[0] -%}
+  {%- set recorded = (n or 0) | int > 0 -%}
+  {{ return({'gen': gen | int, 'relation': target.incorporate(path={'identifier': target.identifier ~ '__lock_' ~ gen}),
+             'holder': holder, 'what': what or 'a load', 'acquired': acquired if recorded else 'just now',
+             'renewed': renewed, 'released': released if recorded else false,
+             'silent_s': silent_s | int if recorded else age | int,
+             'generations': gens.split(',') | map('int') | list}) }}
 {% endmacro %}
 
 
@@ -211,9 +235,10 @@
   {%- set target = vcmt._model_relation(objs.target) -%}
   {%- set me = vcmt._lock_holder(target) -%}
   {%- set lease = vcmt._lock_lease_s() -%}
-  {%- set st = namespace(held=none, waited=0, said=false, previous=none, idle=0, idle_holder=none) -%}
+  {%- set st = namespace(held=none, waited=0, said=false, previous=none, idle=0, idle_holder=none, seen=false) -%}
   {%- for attempt in range((timeout_s | int) + 3) if st.held is none -%}
-    {%- set state = vcmt._lock_state(target) -%}
+    {%- set state = vcmt._lock_state(target, exists=st.seen) -%}
+    {%- set st.seen = st.seen or state is not none -%}
     {%- if state is not none and state.holder == me and not state.released -%}
       {%- set st.held = state -%}
     {%- else -%}
@@ -322,7 +347,8 @@
     writes once another load holds the lock. -#}
 {% macro _release_lock(relation, failed=false) %}
   {%- set model = vcmt._model_relation(relation) -%}
-  {%- set state = vcmt._lock_state(model) -%}
+  {#- A failed load may have failed before it took the lock: there may be none. -#}
+  {%- set state = vcmt._lock_state(model, exists=not failed) -%}
   {%- set me = vcmt._lock_holder(model) -%}
   {%- if state is not none and state.holder == me and not state.released -%}
     {%- if failed and vcmt._lock_cluster(model) -%}

@@ -523,3 +523,51 @@ def test_loads_through_two_nodes_are_serialised(on_cluster, cluster):
         [(1500, 3 * 1499 * 1500 // 2, 2)]
     assert p.query("select count() from (select id, _version from two_nodes group by id, _version "
                    "having sum(sign) not in (0, 1))") == [(0,)]
+
+
+def test_a_lock_generation_dropped_while_a_load_reads_it_reads_as_empty(on_cluster, cluster):
+    """A load through the second node lists the lock's generations and, before it reads the newest one's rows,
+    a load through the first node takes the next generation, drops that one, and ends: the waiting load reads
+    the dropped generation as empty (not "Unknown table"), sees the lock released, and loads
+    (docs/design.md#one-load-at-a-time)."""
+    p = on_cluster
+    p.command(f"create or replace table gen_src on cluster {cluster.name} (id Int64, a Int64, _version UInt64) "
+              "engine = MergeTree order by tuple()")
+    clients = _shard_clients(cluster, p)
+    for client in clients:
+        client.command("insert into gen_src select number, number, 1 from numbers(100)")
+    p.model("gen_drop", SHARDED.format(extra="") + "select id, a, _version from gen_src")
+    p.dbt("run", "--select", "gen_drop")
+    for client in clients:
+        client.command("insert into gen_src select number, number * 3, 2 from numbers(150)")
+        client.close()
+    entry = cluster.entry(1)
+    saved = dict(p.vars)
+    p.vars = {**p.vars, "vcmt_lock_lease_s": 600}  # nobody is taken over here
+    second = None
+    try:
+        via_second = target_on_port(p, "via_second_node_gen", entry.port)
+        # A load's first poll lists the generations (through cluster(): `select cluster`), then reads the lock's
+        # state, the newest one's rows among it: it stops right before that read (vcmt_lab.faults.inject).
+        second = p.dbt_process("second", "run", "--select", "gen_drop", target=via_second,
+                               program=[sys.executable, "-m", "vcmt_lab.faults.inject"],
+                               env={"VCMT_FAULT": "pause@select cluster#2"})
+        deadline = time.monotonic() + KILL_TIMEOUT_S
+        while time.monotonic() < deadline and second.poll() is None and process_state(second.pid) != "T":
+            time.sleep(0.05)
+        assert process_state(second.pid) == "T", second.communicate()[0][-3000:]
+        generations = "select name from system.tables where database = currentDatabase() and name like 'gen\\_drop%\\_\\_lock\\_%'"
+        listed = p.query(generations)
+        first = p.dbt("run", "--select", "gen_drop")  # takes the next generation, drops the listed one, ends
+        assert p.query(generations) != listed, (listed, first.log[-2000:])
+        second.send_signal(signal.SIGCONT)
+        out2, _ = second.communicate(timeout=KILL_TIMEOUT_S)
+    finally:
+        if second is not None and second.poll() is None:
+            second.send_signal(signal.SIGCONT)
+            second.kill()
+        entry.stop()
+        p.vars = saved
+    assert second.returncode == 0, out2[-3000:]
+    assert p.query("select count(), sum(a), min(_version) from gen_drop final where sign = 1") == \
+        [(150, 3 * 149 * 150 // 2, 2)]

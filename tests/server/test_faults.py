@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from vcmt_lab.faults.harness import Schedule, enumerate_statements, run_schedule
+from vcmt_lab.faults.harness import Schedule, enumerate_statements, run_schedule, unrecorded_loads
 from vcmt_lab.faults.inject import statement_label
 
 # `make faults` sweeps every statement of a load x pause/kill/cut x another load over both drivers; here, one
@@ -64,7 +64,11 @@ def test_the_sweep_enumerates_the_loads_statements_from_its_log(module_project):
     for name in ["create m__lock_N#1", "insert m__lock_N acquired#1", "create m__batch#1", "insert m__batch#1",
                  "insert m__stage#1", "insert m__loads#1", "insert m__lock_N released#1"]:
         assert name in statements, statements
-    assert statements[0].startswith("select m__lock_N") or "__lock_N" in statements[0]
+    # From its claim: the lock's state read back (its holder is this load), its first row, the state again, and
+    # the older generation dropped; the lock's state is one statement (`select merge`), its counts run on from
+    # the polls before the claim.
+    assert statements[:5] == ["create m__lock_N#1", "select merge#2", "insert m__lock_N acquired#1", "select merge#3",
+                              "drop m__lock_N#1"], statements
 
 
 def test_statement_names_are_stable_and_drop_comments_databases_and_generations():
@@ -74,3 +78,26 @@ def test_statement_names_are_stable_and_drop_comments_databases_and_generations(
     assert statement_label("create table if not exists `db`.`m__lock_3` (a Int8)") == "create m__lock_N"
     assert statement_label("exchange tables `db`.`m__vcmt_new` and `db`.`m`") == "exchange m__vcmt_new"
     assert statement_label("kill query where query_id != queryID() sync") == "kill"
+
+
+def test_a_load_that_ended_before_a_full_refresh_is_checked_against_the_loads_it_rebuilt():
+    """The harness's check of `m__loads` (invocation ids, oldest first) when the faulted run succeeded and ended
+    before the other load, a --full-refresh, started."""
+    refreshed = [("faulted", 0, "A"), ("other", 0, "F")]
+    assert unrecorded_loads("full-refresh", refreshed, ["F", "R"]) == []
+    # The rebuilt __loads cannot hold a record of a load that ended before the full refresh started...
+    assert unrecorded_loads("full-refresh", refreshed, ["A", "F", "R"]) == [
+        "faulted ended before the --full-refresh, whose rebuilt __loads still holds its record"]
+    # ... and its oldest record is the full refresh's own.
+    assert unrecorded_loads("full-refresh", refreshed, ["R", "F"]) == [
+        "the --full-refresh's record is not the oldest of the __loads it rebuilt: ['R', 'F']"]
+    # A full refresh that failed swapped nothing in: the faulted run's record must be there.
+    failed = [("faulted", 0, "A"), ("other", 1, "F")]
+    assert unrecorded_loads("full-refresh", failed, ["A", "R"]) == []
+    assert unrecorded_loads("full-refresh", failed, ["R"]) == ["faulted reported success but recorded no load"]
+    # Any other load leaves every record where it is; a run that failed records nothing.
+    assert unrecorded_loads("run", [("faulted", 0, "A"), ("other", 0, "O")], ["O", "R"]) == [
+        "faulted reported success but recorded no load"]
+    assert unrecorded_loads("full-refresh", [("other", 0, "F"), ("faulted", 0, "A")], ["F", "R"]) == [
+        "faulted reported success but recorded no load"]
+    assert unrecorded_loads("run", [("faulted", 1, "A"), ("other", 0, "O")], ["O"]) == []

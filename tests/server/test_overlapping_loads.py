@@ -161,21 +161,31 @@ def test_lock_timeout_must_be_a_number_of_seconds(project):
     assert "`lock_timeout` must be a number of seconds (0 or more)" in run.log and "got `5m`" in run.log
 
 
+# The default of the var `vcmt_lock_lease_s` (macros/vcmt/lock.sql `_lock_lease_s`): a lock that ignores the var
+# (vcmt 0.3's) takes a holder over only after this long.
+DEFAULT_LEASE_S = 30
+
+
 @pytest.mark.engines("http")
 def test_a_log_comment_in_insert_settings_does_not_hide_a_running_load(project):
     """The holder's name is in the text of each of its writes (the fence), so no setting hides a long INSERT
-    from a load that waits: it waits instead of taking over (a `log_comment` once did)."""
+    from a load that waits: it waits instead of taking over (a `log_comment` once did). The INSERT outlasts the
+    lease the test sets and the default one: only the statement's text keeps the waiting load from taking the
+    lock over, whichever lease a lock goes by."""
+    lease_s, insert_s = 2, DEFAULT_LEASE_S + 10
     project.command("create table src (id UInt64, n Int64, _version UInt64) engine = MergeTree order by id")
     project.command("insert into src select number, 1, 1 from numbers(300)")
-    project.vars = {"vcmt_lock_lease_s": 2}
-    # The fold: one stage INSERT that reads the slow SELECT, with the model's insert_settings.
-    slow = ("{{ config(materialized='vcmt_upsert', unique_key='id', lock_timeout=60, "
+    project.vars = {"vcmt_lock_lease_s": lease_s}
+    # The fold: one stage INSERT that reads the slow SELECT, with the model's insert_settings, on one thread
+    # (40 us a row: a block of 65409 rows, the most there is, sleeps under the server's 3 s limit per block).
+    per_row_s = 0.00004
+    slow = ("{{ config(materialized='vcmt_upsert', unique_key='id', lock_timeout=" + str(3 * insert_s) + ", "
             "insert_settings={'log_comment': 'mine', 'max_threads': 1}) }}\n"
-            "select id, n, _version from src where sleepEachRow(0.008) = 0")
+            f"select id, n, _version from src where sleepEachRow({per_row_s}) = 0")
     project.model("m", slow)
     project.dbt("run")
-    for _ in range(3):  # blocks of 300 rows (2.4 s each, one thread): a stage INSERT of about 10 s
-        project.command("insert into src select number, 2, 2 from numbers(300)")
+    # The batch: the 300 keys again, repeated (exact duplicates fold into one event): rows for insert_s seconds.
+    project.command(f"insert into src select number % 300, 2, 2 from numbers({int(insert_s / per_row_s)})")
     # The second load stops right before it first reads the lock's rows (vcmt_lab.faults.inject), and goes on
     # once the first load's INSERT runs: it meets that INSERT whatever its own start-up took.
     second = project.dbt_process("second", "run", "--select", "m", program=[sys.executable, "-m", "vcmt_lab.faults.inject"],
@@ -185,15 +195,20 @@ def test_a_log_comment_in_insert_settings_does_not_hide_a_running_load(project):
         time.sleep(0.05)
     assert process_state(second.pid) == "T", second.communicate()[0][-3000:]
     first = _start(project, "first", "run", "--select", "m")
-    while time.monotonic() < deadline and not project.scalar(
-            "select count() from system.processes where position(query, 'sleepEachRow') > 0 "
-            "and position(query, 'insert into') > 0 and position(query, 'm__stage') > 0 and query_id != queryID()"):
+    running = ("select count() from system.processes where position(query, 'sleepEachRow') > 0 "
+               "and position(query, 'insert into') > 0 and position(query, 'm__stage') > 0 and query_id != queryID()")
+    while time.monotonic() < deadline and not project.scalar(running):
         time.sleep(0.05)
     second.send_signal(signal.SIGCONT)
+    started = time.monotonic()
+    while time.monotonic() < started + TIMEOUT and project.scalar(running):
+        time.sleep(0.2)
+    ran_s = time.monotonic() - started
     out1, _ = first.communicate(timeout=TIMEOUT)
     out2, _ = second.communicate(timeout=TIMEOUT)
     assert first.returncode == 0 and second.returncode == 0, out1[-3000:] + out2[-3000:]
     assert "took over the lock" not in out2 and "waiting for another load of this model" in out2, out2[-3000:]
+    assert ran_s > DEFAULT_LEASE_S + 3, f"the first load's INSERT ran {ran_s:.0f} s, not past both leases"
     _assert_exact(project, {k: (2, 2) for k in range(300)})
 
 

@@ -14,7 +14,10 @@ served node, while another load of the same model starts:
 5. the model must equal the oracle: sum(sign) in {0, 1} per key and per
    (key, version), GROUP BY equals FINAL, each key's live row the one its
    latest event says, and every run that reported success recorded its
-   load in `<model>__loads`.
+   load in `<model>__loads`, but for a run that ended before a
+   `--full-refresh` that succeeded: its record went with the `__loads` the
+   full refresh replaced, whose oldest record is the full refresh's own
+   (`unrecorded_loads`).
 
 The statements are enumerated from a clean run's own log (their names are
 stable: vcmt_lab.faults.inject.statement_label), so a new statement of the
@@ -264,13 +267,31 @@ def _check(project: DbtProject, schedule: Schedule, results: dict[str, tuple[int
                         + ", ".join(f"{k}: {live.get(k)} != {expected.get(k)}" for k in wrong[:5]))
     if grouped != live:
         problems.append("GROUP BY with sign arithmetic differs from FINAL")
-    recorded = {r[0] for r in query("select invocation_id from m__loads")}
-    # A --full-refresh that ran after a load rebuilt `m__loads` without that load's record.
-    ended_first = next(iter(results))
-    for name, (code, _) in results.items():
-        if schedule.other == "full-refresh" and name == ended_first != "other":
+    recorded = [r[0] for r in query("select invocation_id from m__loads order by loaded_at, invocation_id")]
+    ended = [(name, code, _invocation(project, name)) for name, (code, _) in results.items()]
+    return problems + unrecorded_loads(schedule.other, ended, recorded)
+
+
+def unrecorded_loads(other: str, ended: list[tuple[str, int, str | None]], recorded: list[str]) -> list[str]:
+    """What `<model>__loads` (its invocation ids, oldest first) lacks or holds wrongly, given the processes'
+    (name, exit code, invocation id) in the order they ended (the rerun's record is not asked for).
+
+    Every run that reported success recorded its load. But a `--full-refresh` (the other load) builds a new
+    `__loads` that holds its own record first and then those of later loads only: so when the faulted run
+    ended before the full refresh started and the full refresh succeeded, the faulted run's record is gone and
+    the full refresh's is the oldest; when the full refresh failed, nothing was swapped and the faulted run's
+    record is there."""
+    problems = []
+    codes = {name: (code, invocation) for name, code, invocation in ended}
+    refreshed = other == "full-refresh" and codes.get("other", (1, None))[0] == 0
+    for position, (name, code, invocation) in enumerate(ended):
+        if code != 0 or invocation is None:
             continue
-        invocation = _invocation(project, name)
-        if code == 0 and invocation is not None and invocation not in recorded:
+        rebuilt_after = name != "other" and position == 0 and refreshed
+        if rebuilt_after and invocation in recorded:
+            problems.append(f"{name} ended before the --full-refresh, whose rebuilt __loads still holds its record")
+        elif rebuilt_after and recorded[:1] != [codes["other"][1]]:
+            problems.append(f"the --full-refresh's record is not the oldest of the __loads it rebuilt: {recorded}")
+        elif not rebuilt_after and invocation not in recorded:
             problems.append(f"{name} reported success but recorded no load")
     return problems
