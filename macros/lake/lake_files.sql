@@ -65,7 +65,13 @@
   {%- set record = vcmt._lake_files_record(model) -%}
   {{ return('select path, argMax(fingerprint, claimed_at) as fingerprint from ' ~ record ~ ' where dataset = '
             ~ vcmt._sql_string(dataset) ~ " and path != '' and invocation_id in (select invocation_id from " ~ objs.loads
-            ~ ') group by path') }}
+            ~ ") group by path having fingerprint != " ~ vcmt._sql_string(vcmt._lake_gone()) ) }}
+{% endmacro %}
+
+
+{#- The fingerprint a load records for a loaded file it found gone: from then on the file is neither loaded
+    nor reported again (one that comes back is read again). -#}
+{% macro _lake_gone() %}{{ return('gone') }}
 {% endmacro %}
 
 
@@ -133,7 +139,7 @@
     {%- if not rebuild and vcmt._relation_exists(objs.loads) -%}
       {%- set loaded = vcmt._lake_loaded_files_sql(model, spec.dataset) -%}
       {#- A loaded file no longer listed (pruned by retention, or its batch restaged under new names) is not an
-          error: its lines are in the model. It is counted in the run's log line. -#}
+          error: its lines are in the model. It is counted in the run's log line once: the claim records it gone. -#}
       {%- set compare_sql -%}
         select loaded.path, loaded.fingerprint, ifNull(listed.fingerprint, '') as now
         from ({{ loaded }}) as loaded left join ({{ listing }}) as listed on listed.path = loaded.path
@@ -192,12 +198,18 @@
     {%- call statement('vcmt_claim_lake_files') -%}
       insert into {{ record }} (dataset, path, fingerprint, invocation_id, claimed_at)
       select {{ vcmt._sql_string(spec.dataset) }}, path, fingerprint, {{ vcmt._sql_string(invocation_id) }}, now64(6)
-      from (select path, fingerprint from ({{ listing }}){{ unloaded }} union all select '', '')
+      from (select path, fingerprint from ({{ listing }}){{ unloaded }}
+            {%- if gone_note %}
+            union all select path, {{ vcmt._sql_string(vcmt._lake_gone()) }} from ({{ loaded }})
+            where path not in (select path from ({{ listing }}))
+            {%- endif %}
+            union all select '', '')
       where {{ vcmt._fenced(objs.target) }}
       {{ vcmt._read_settings() }}
     {%- endcall -%}
     {%- set files = run_query('select count() from ' ~ record ~ ' where dataset = ' ~ vcmt._sql_string(spec.dataset)
-                              ~ " and path != '' and invocation_id = " ~ vcmt._sql_string(invocation_id)).columns[0].values()[0] | int -%}
+                              ~ " and path != '' and fingerprint != " ~ vcmt._sql_string(vcmt._lake_gone())
+                              ~ ' and invocation_id = ' ~ vcmt._sql_string(invocation_id)).columns[0].values()[0] | int -%}
     {{ log(where ~ ': ' ~ vcmt._count(files, 'file') ~ ' to read' ~ (' (every file: a first run or a full refresh)' if rebuild
            else ', not loaded before') ~ (gone_note if gone_note else ''), info=true) }}
   {%- endfor -%}
