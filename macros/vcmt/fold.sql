@@ -34,9 +34,9 @@
     distinct keys (the stats query counted it): the folded batch's rows.
     Returns the statements it ran (for target/run/). -#}
 {% macro _load_folded_in_shards(cfg, objs, data, events_sql, keys) %}
-  {%- call statement('vcmt_batch_replace') -%}{{ vcmt._drop_sql(objs.batch) }}{%- endcall -%}
+  {%- set create = vcmt._replace_batch(objs) -%}
   {%- set batch_sql -%}
-    create table {{ objs.batch }} engine = MergeTree order by tuple() as
+    {{ create }} engine = MergeTree order by tuple() as
     select *, toUInt64(1) as _vcmt_round, rowNumberInAllBlocks() as _vcmt_pos from ({{ vcmt._fold_select_sql(cfg, data, events_sql, vcmt._fenced(objs.target)) }})
     {{ vcmt._stage_insert_settings(cfg) }}
   {%- endset -%}
@@ -47,6 +47,7 @@
     {%- do statements.append(vcmt._round_insert_sql(cfg, objs, data, 1, vcmt._range_shard_condition(i, k, keys))) -%}
   {%- endfor -%}
   {%- do vcmt._run_sharded(statements) -%}
+  {%- do vcmt._check_fence(objs.target) -%}
   {%- call statement('vcmt_batch_drop') -%}{{ vcmt._drop_sql(objs.batch) }}{%- endcall -%}
   {{ return([batch_sql] + statements) }}
 {% endmacro %}

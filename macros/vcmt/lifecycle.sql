@@ -59,6 +59,7 @@
 {% macro _create_objects(cfg, objs, columns, guarded=none) %}
   {%- set guarded = adapter.can_exchange(objs.target.schema, 'table') if guarded is none else guarded -%}
   {%- for name, create_sql in vcmt._create_statements(cfg, objs, columns, guarded) -%}
+    {%- do vcmt._check_fence(objs.target) -%}
     {%- call statement(name) -%}{{ create_sql }}{%- endcall -%}
   {%- endfor -%}
 {% endmacro %}

@@ -14,10 +14,7 @@
 {% macro _load_in_rounds(cfg, objs, columns, data, events_sql) %}
   {%- set folds = vcmt._fold_aggregates(cfg, columns, data) -%}
 
-  {%- call statement('vcmt_batch_replace') -%}
-    {{ vcmt._drop_sql(objs.batch) }}
-  {%- endcall -%}
-  {%- set ran = [vcmt._batch_create_sql(cfg, objs, data, events_sql, folds)] -%}
+  {%- set ran = [vcmt._batch_create_sql(cfg, objs, data, events_sql, folds, vcmt._replace_batch(objs))] -%}
   {%- call statement('vcmt_batch') -%}{{ ran[0] }}{%- endcall -%}
   {%- if folds is not none -%}
     {%- do vcmt._fold_batch(cfg, objs, data, folds) -%}
@@ -47,6 +44,7 @@
       {%- if rounds > 1 -%}{%- do ran.append('-- rounds 2 to ' ~ rounds ~ ': the same INSERT with _vcmt_round = 2, ...') -%}{%- endif -%}
     {%- endif -%}
   {%- endfor -%}
+  {%- do vcmt._check_fence(objs.target) -%}
   {%- call statement('vcmt_batch_drop') -%}
     {{ vcmt._drop_sql(objs.batch) }}
   {%- endcall -%}
@@ -55,16 +53,33 @@
 {% endmacro %}
 
 
+{#- The head of a load's CREATE of `m__batch`, which replaces any earlier one
+    (a killed load's). `m__batch` has one name per model, so a load taken over
+    must not touch it: where the database replaces tables atomically (as it
+    exchanges them), `create or replace` with the fenced SELECT fails before
+    anything is replaced. Elsewhere an earlier `m__batch` is dropped first,
+    right after a fence check (lock.sql, `_check_fence`). -#}
+{% macro _replace_batch(objs) %}
+  {%- if adapter.can_exchange(objs.target.schema, 'table') -%}
+    {{ return('create or replace table ' ~ objs.batch) }}
+  {%- endif -%}
+  {%- do vcmt._check_fence(objs.target) -%}
+  {%- call statement('vcmt_batch_replace') -%}{{ vcmt._drop_sql(objs.batch) }}{%- endcall -%}
+  {{ return('create table ' ~ objs.batch) }}
+{% endmacro %}
+
+
 {#- `m__batch`, on the dbt node only: the batch's events, numbered per key in
     apply order (all in round 0 when they will be folded). Exact duplicates
     (same key, version and sign) are one event: one of them is kept. -#}
-{% macro _batch_create_sql(cfg, objs, data, events_sql, folds) %}
+{% macro _batch_create_sql(cfg, objs, data, events_sql, folds, create=none) %}
+  {%- set create = create or 'create table ' ~ objs.batch -%}
   {%- set keys = vcmt._column_list(cfg.key_columns) -%}
   {%- set v = vcmt._quote(cfg.version) -%}
   {%- set wm = 'max(' ~ vcmt._quote(cfg.watermark) ~ ')' if cfg.watermark else 'toUInt8(0)' -%}
   {%- set row = 'tuple(' ~ (vcmt._column_list(data) if data else '0') ~ ')' -%}
   {%- set ranked = '0' if folds is not none else 'row_number() over (partition by ' ~ keys ~ ' order by ' ~ v ~ ' asc, _vcmt_sign desc)' -%}
-  create table {{ objs.batch }} engine = MergeTree order by _vcmt_round as
+  {{ create }} engine = MergeTree order by _vcmt_round as
   select {{ keys }}{% for c in data %}, _vcmt_row.{{ loop.index }} as {{ vcmt._quote(c) }}{% endfor %}, {{ v }}, _vcmt_sign,
     _vcmt_n, _vcmt_wm, toUInt64(0) as _vcmt_folded, toUInt64({{ ranked }}) as _vcmt_round
   from (

@@ -50,6 +50,7 @@
   {%- set order = ['distributed_stage', 'distributed', 'transform', 'tombstones_writer', 'cancels_writer', 'applied_writer', 'stage'] -%}
   {%- for role in objs.keys() if role not in order -%}{%- do order.append(role) -%}{%- endfor -%}
   {%- for role in order if role in objs and (found is none or objs[role].identifier in found) -%}
+    {%- do vcmt._check_fence(objs.target) -%}
     {%- call statement('vcmt_drop_' ~ role) -%}
       {{ vcmt._drop_sql(objs[role]) }}
     {%- endcall -%}

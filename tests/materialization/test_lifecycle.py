@@ -249,7 +249,7 @@ def test_target_run_holds_the_sql_that_loaded_the_run_and_dbt_show_inline_shows_
     assert "2 events read" in text and "insert into" in text and "m__stage" in text
     s.run_batch([(1, 5, 2, 1), (1, 6, 3, 1), (1, 7, 4, -1)])  # rounds
     text = written[0].read_text()
-    assert "3 events read" in text and "create table" in text and "m__batch" in text and "_vcmt_round = 1" in text
+    assert "3 events read" in text and "create or replace table" in text and "m__batch" in text and "_vcmt_round = 1" in text
     # The README's way to see a model's current rows from dbt (`dbt show --select m` shows its SELECT).
     s.run_batch([(2, 40, 2, 1)])
     run = project.dbt("show", "--inline", "select id, x from {{ ref('m') }} final where sign = 1 order by id")
