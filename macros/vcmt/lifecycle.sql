@@ -216,7 +216,8 @@
     node; else {state, generation, pending, nodes, leftovers}, `generation`
     the newest a full refresh wrote (_generation_comment) and `state`
     - 'unswapped': no node serves it (a load that failed, or a swap that had
-      not begun): the model's own tables serve everywhere, nothing to do;
+      not begun): the model's own tables serve everywhere; the staging
+      objects are dropped (a rollback);
     - 'resumable': every node serves it for the same tables: its load had
       succeeded (a swap begins only then), and the rest of the swap
       (`pending` exchanges, then _finish_swap) is the same on every node;
@@ -265,15 +266,24 @@
 {% endmacro %}
 
 
-{#- Before an ordinary run loads (under the lock, before any write): a swap
-    interrupted after its load succeeded is finished on every node, or, if
-    its nodes serve different generations, the run fails naming them and
-    what to run. Returns whether it finished one. -#}
+{#- Before an ordinary run loads (under the lock, before any write to the
+    model): a swap interrupted after its load succeeded is finished on every
+    node; staging objects no node swapped in are dropped; if the nodes serve
+    different generations, the run fails naming them and what to run.
+    Returns whether it finished a swap. -#}
 {% macro _finish_interrupted_swap(cfg, objs, columns) %}
   {%- set found_swap = vcmt._interrupted_swap(cfg, objs, columns) -%}
-  {%- if found_swap is none or found_swap.state == 'unswapped' -%}{{ return(false) }}{%- endif -%}
+  {%- if found_swap is none -%}{{ return(false) }}{%- endif -%}
   {%- set new = vcmt._staging_objects(objs) -%}
   {%- set model = (objs.distributed if vcmt._sharded(objs) else objs.target).identifier -%}
+  {%- if found_swap.state == 'unswapped' -%}
+    {#- Rolled back: the model's own tables serve on every node; what the
+        full refresh built (on some nodes, or loaded on all) goes. -#}
+    {{ log('vcmt_upsert ' ~ model ~ ': a --full-refresh stopped before it swapped any table in; the model serves its own tables on every node, and the staging objects it left (' ~ found_swap.leftovers | list | join(', ') ~ ') are dropped on every node', info=true) }}
+    {%- do vcmt._check_fence(objs.target) -%}
+    {%- do vcmt._drop_objects(new, found_swap.leftovers) -%}
+    {{ return(false) }}
+  {%- endif -%}
   {%- set named = {'split': [], 'pending': []} -%}
   {%- for kind in named -%}
     {%- for role in found_swap[kind] -%}{%- do named[kind].append(objs[role].identifier) -%}{%- endfor -%}
