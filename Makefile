@@ -12,7 +12,7 @@ export DO_NOT_TRACK := 1
 export DBT_SEND_ANONYMOUS_USAGE_STATS := false
 export DBT_VERSION_CHECK := false
 
-.PHONY: demo test fuzz faults bench bench-server bench-staging bench-rows-read lint venv java clean capture-fixtures
+.PHONY: demo test fuzz faults swap-sweep bench bench-server bench-staging bench-rows-read lint venv java clean capture-fixtures
 
 $(STAMP): pyproject.toml lab/pyproject.toml constraints.txt
 	@echo "==> setting up $(VENV) (first run downloads about 1.7 GB of wheels)"
@@ -42,6 +42,13 @@ fuzz: venv
 # served node over HTTP and native; prints `N schedules, M exact` (ARGS: --help).
 faults: venv
 	@$(BIN)/python -m vcmt_lab.faults $(ARGS)
+
+# A sharded --full-refresh losing either node of the two-shard lab cluster at each of its ON CLUSTER statements, then
+# the next runs (make test runs one of these cases; about 45 s each), and one killed between two EXCHANGEs on a node.
+swap-sweep: venv
+	@VCMT_SWAP_SWEEP=1 $(BIN)/python -m pytest -q -p no:cacheprovider $(ARGS) \
+		tests/materialization/test_sharded.py tests/server/test_overlapping_loads.py \
+		-k "test_node_lost_at_a_swap_statement or killed_between_its_exchanges"
 
 # The ClickHouse benchmark (ARGS), its server leg (SERVER_ARGS; make bench-server alone), then the Spark
 # staging one (STAGING_ARGS; make bench-staging alone).

@@ -71,7 +71,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 # Seconds a module takes alone, roughly (pytest --durations=0, on 2 busy cores), for those far above
 # LONG_TEST_SECONDS per test. Only an order, never a selection: a stale figure costs time, not coverage.
 MODULE_SECONDS = {
-    "tests/materialization/test_sharded.py": 400,
+    "tests/materialization/test_sharded.py": 450,
     "tests/server/test_overlapping_loads.py": 380,
     "tests/cdc/test_python_models_session.py": 250,
     "tests/cdc/test_staged_lake.py": 450,

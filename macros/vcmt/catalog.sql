@@ -110,3 +110,36 @@
         ~ v.feeds ~ ', then INSERT INTO ' ~ v.feeds ~ ' the view\'s SELECT (run over ' ~ objs.target.identifier ~ ' as it is now).') -%}
   {%- endfor -%}
 {% endmacro %}
+
+
+{#- Which of `names` (identifiers in `relation`'s schema) exist on each node
+    of the model's cluster, with their comment, as [{node, name, comment}]:
+    every replica of every shard through clusterAllReplicas on a cluster
+    (a node named `shard <n> (<host>:<tcp port>)`), the one server elsewhere.
+    A full refresh writes its generation in its tables' comments
+    (_generation_comment), and ON CLUSTER DDL may have run on some nodes only:
+    this is where vcmt sees each node's own catalog (docs/design.md#lifecycle). -#}
+{% macro _objects_on_every_node(relation, names) %}
+  {%- set cluster = vcmt._cluster_name() if on_cluster_clause(relation) | trim else none -%}
+  {%- set quoted = [] -%}
+  {%- for name in names -%}{%- do quoted.append(vcmt._sql_string(name)) -%}{%- endfor -%}
+  {%- set node = "concat('shard ', toString(_shard_num), ' (', hostName(), ':', toString(tcpPort()), ')')" if cluster else "concat(hostName(), ':', toString(tcpPort()))" -%}
+  {%- set source = "clusterAllReplicas(" ~ vcmt._sql_string(cluster) ~ ", system.tables)" if cluster else "system.tables" -%}
+  {%- set rows = run_query("select " ~ node ~ " as node, name, comment from " ~ source ~ " where database = "
+                           ~ vcmt._sql_string(relation.schema) ~ " and name in (" ~ quoted | join(', ') ~ ") order by node, name") -%}
+  {%- set out = [] -%}
+  {%- for row in rows.rows -%}{%- do out.append({'node': row[0], 'name': row[1], 'comment': row[2]}) -%}{%- endfor -%}
+  {{ return(out) }}
+{% endmacro %}
+
+
+{#- The names among `objs` that exist on at least one node (name -> [nodes]). -#}
+{% macro _existing_anywhere(objs) %}
+  {%- set names = [] -%}
+  {%- for rel in objs.values() -%}{%- do names.append(rel.identifier) -%}{%- endfor -%}
+  {%- set found = {} -%}
+  {%- for row in vcmt._objects_on_every_node(objs.target, names) -%}
+    {%- do found.setdefault(row.name, []).append(row.node) -%}
+  {%- endfor -%}
+  {{ return(found) }}
+{% endmacro %}

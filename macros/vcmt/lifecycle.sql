@@ -37,10 +37,12 @@
 {% macro _build_objects(cfg, objs, columns, found) %}
   {%- do vcmt._check_fence(objs.target) -%}
   {%- set new = vcmt._staging_objects(objs) -%}
-  {%- do vcmt._drop_objects(new, vcmt._existing_objects(new)) -%}
+  {#- Leftovers of an earlier attempt go from every node (an interrupted
+      swap may have left them on some nodes only). -#}
+  {%- do vcmt._drop_objects(new, vcmt._existing_anywhere(new)) -%}
   {%- if vcmt._swaps_on_full_refresh(objs, found) -%}
     {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': full refresh: building and loading new tables beside the old ones (' ~ new.target.identifier ~ ', ...); the old ones serve until the load has succeeded', info=true) }}
-    {%- do vcmt._create_objects(cfg, new, columns, guarded=false) -%}
+    {%- do vcmt._create_objects(cfg, new, columns, guarded=false, generation=vcmt._generation_comment()) -%}
     {{ return(new) }}
   {%- endif -%}
   {#- No target: nothing to keep (leftovers of an earlier attempt go). -#}
@@ -56,13 +58,36 @@
 
 
 {#- Create every object of a model, after everything has been checked. -#}
-{% macro _create_objects(cfg, objs, columns, guarded=none) %}
+{#- `generation` (a full refresh's): written as the comment of each table
+    the swap exchanges, so that each node's catalog says which generation
+    its tables belong to (_interrupted_swap). -#}
+{% macro _create_objects(cfg, objs, columns, guarded=none, generation=none) %}
   {%- set guarded = adapter.can_exchange(objs.target.schema, 'table') if guarded is none else guarded -%}
+  {%- set marked = [] -%}
+  {%- for role in vcmt._swapped_roles(cfg, objs, columns) -%}{%- do marked.append('vcmt_create_' ~ role) -%}{%- endfor -%}
   {%- for name, create_sql in vcmt._create_statements(cfg, objs, columns, guarded) -%}
     {%- do vcmt._check_fence(objs.target) -%}
-    {%- call statement(name) -%}{{ create_sql }}{%- endcall -%}
+    {%- call statement(name) -%}{{ create_sql }}{{ '\n  comment ' ~ vcmt._sql_string(generation) if generation and name in marked }}{%- endcall -%}
   {%- endfor -%}
 {% endmacro %}
+
+
+{#- The tables a full refresh swaps in (EXCHANGE, or RENAME where the model
+    had none), in the order it swaps them. -#}
+{% macro _swapped_roles(cfg, objs, columns) %}
+  {%- set roles = [] -%}
+  {%- for role, create_sql in vcmt._helper_tables(cfg, objs, columns) -%}{%- do roles.append(role) -%}{%- endfor -%}
+  {{ return(roles + ['target', 'stage']) }}
+{% endmacro %}
+
+
+{#- A full refresh's generation: the time this invocation started (UTC,
+    so generations sort by age) and its invocation id. -#}
+{% macro _generation_comment() %}
+  {{ return(vcmt._generation_prefix() ~ run_started_at.strftime('%Y%m%dT%H%M%S.%fZ') ~ ' ' ~ invocation_id) }}
+{% endmacro %}
+
+{% macro _generation_prefix() %}{{ return('vcmt generation ') }}{% endmacro %}
 
 
 {#- The statements that create every object of a model, in order, as
@@ -122,9 +147,16 @@
     the old objects and data untouched. -#}
 {% macro _swap_in_new_objects(cfg, objs, new, columns, found) %}
   {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': full refresh: new tables loaded, swapping them in', info=true) }}
-  {%- set swapped = [] -%}
-  {%- for role, create_sql in vcmt._helper_tables(cfg, new, columns) -%}{%- do swapped.append(role) -%}{%- endfor -%}
-  {%- for role in swapped + ['target', 'stage'] -%}
+  {%- do vcmt._exchange_tables(objs, new, vcmt._swapped_roles(cfg, new, columns), found) -%}
+  {%- do vcmt._finish_swap(cfg, objs, new, columns, found) -%}
+{% endmacro %}
+
+
+{#- Each of `roles`' new table exchanged with the model's (renamed to the
+    model's name where it had none): the one step of a swap that is not
+    idempotent (an EXCHANGE run again swaps back). -#}
+{% macro _exchange_tables(objs, new, roles, found) %}
+  {%- for role in roles -%}
     {%- do vcmt._check_fence(objs.target) -%}
     {%- call statement('vcmt_swap_' ~ role) -%}
       {%- if objs[role].identifier in found %}
@@ -134,6 +166,13 @@
       {%- endif -%}
     {%- endcall -%}
   {%- endfor -%}
+{% endmacro %}
+
+
+{#- The rest of a swap, once every table is exchanged: each step can run
+    again with the same outcome, so a run that finds a swap interrupted
+    after its exchanges finishes it with this (_resume_swap). -#}
+{% macro _finish_swap(cfg, objs, new, columns, found) %}
   {#- A sharded model's Distributed tables reach every shard's local tables by
       name, so they now serve the new ones; each is replaced (atomically) by
       one with the new tables' columns, which it copies at creation. -#}
@@ -168,7 +207,116 @@
   {%- do vcmt._check_fence(objs.target) -%}
   {%- call statement('vcmt_drop_batch') -%}{{ vcmt._drop_sql(objs.batch) }}{%- endcall -%}
   {#- The staging names now hold the old tables, and the staging views (dropped first) serve them. -#}
-  {%- do vcmt._drop_objects(new, vcmt._existing_objects(new)) -%}
+  {%- do vcmt._drop_objects(new, vcmt._existing_anywhere(new)) -%}
+{% endmacro %}
+
+
+{#- What each node serves after a --full-refresh that stopped while it
+    swapped its new tables in (a node lost at one of its ON CLUSTER
+    statements, the run killed): none when no staging object is left on any
+    node; else {state, generation, pending, nodes, leftovers}, `generation`
+    the newest a full refresh wrote (_generation_comment) and `state`
+    - 'unswapped': no node serves it (a load that failed, or a swap that had
+      not begun): the model's own tables serve everywhere; the staging
+      objects are dropped (a rollback);
+    - 'resumable': every node serves it for the same tables: its load had
+      succeeded (a swap begins only then), and the rest of the swap
+      (`pending` exchanges, then _finish_swap) is the same on every node;
+    - 'split': an EXCHANGE ran on some nodes only. ON CLUSTER DDL names
+      tables, the same on every node, and an EXCHANGE run again swaps back
+      where it had run: no statement can complete or undo it on some nodes
+      only (docs/design.md#sharded-clusters). -#}
+{% macro _interrupted_swap(cfg, objs, columns) %}
+  {%- set new = vcmt._staging_objects(objs) -%}
+  {%- set names = [] -%}
+  {%- for rel in objs.values() | list + new.values() | list -%}{%- do names.append(rel.identifier) -%}{%- endfor -%}
+  {%- set staging = [] -%}
+  {%- for rel in new.values() -%}{%- do staging.append(rel.identifier) -%}{%- endfor -%}
+  {%- set rows = vcmt._objects_on_every_node(objs.target, names) -%}
+  {%- set st = namespace(generation='') -%}
+  {%- set leftovers = {} -%}
+  {%- set serving = {} -%}
+  {%- for row in rows -%}
+    {%- do serving.setdefault(row.node, {}) -%}
+    {%- if row.name in staging -%}{%- do leftovers.setdefault(row.name, []).append(row.node) -%}{%- endif -%}
+    {%- if row.comment.startswith(vcmt._generation_prefix()) and row.comment > st.generation -%}{%- set st.generation = row.comment -%}{%- endif -%}
+  {%- endfor -%}
+  {%- if not leftovers -%}{{ return(none) }}{%- endif -%}
+  {%- set roles = vcmt._swapped_roles(cfg, objs, columns) -%}
+  {#- node -> role -> whether the model's name holds the newest generation there. -#}
+  {%- set swapped = {} -%}
+  {%- for node in serving -%}
+    {%- do swapped.update({node: {}}) -%}
+    {%- for role in roles -%}
+      {%- set here = rows | selectattr('node', 'equalto', node) | selectattr('name', 'equalto', objs[role].identifier) | list -%}
+      {%- do swapped[node].update({role: st.generation != '' and here | length > 0 and here[0].comment == st.generation}) -%}
+    {%- endfor -%}
+  {%- endfor -%}
+  {%- set done = [] -%}
+  {%- set pending = [] -%}
+  {%- set split = [] -%}
+  {%- for role in roles -%}
+    {%- set on = [] -%}
+    {%- for node in swapped if swapped[node][role] -%}{%- do on.append(node) -%}{%- endfor -%}
+    {%- if on | length == 0 -%}{%- do pending.append(role) -%}
+    {%- elif on | length == swapped | length -%}{%- do done.append(role) -%}
+    {%- else -%}{%- do split.append(role) -%}{%- endif -%}
+  {%- endfor -%}
+  {%- set state = 'split' if split else ('unswapped' if not done else 'resumable') -%}
+  {{ return({'state': state, 'generation': st.generation, 'pending': pending, 'split': split, 'swapped': swapped, 'leftovers': leftovers}) }}
+{% endmacro %}
+
+
+{#- Before an ordinary run loads (under the lock, before any write to the
+    model): a swap interrupted after its load succeeded is finished on every
+    node; staging objects no node swapped in are dropped; if the nodes serve
+    different generations, the run fails naming them and what to run.
+    Returns whether it finished a swap. -#}
+{% macro _finish_interrupted_swap(cfg, objs, columns) %}
+  {%- set found_swap = vcmt._interrupted_swap(cfg, objs, columns) -%}
+  {%- if found_swap is none -%}{{ return(false) }}{%- endif -%}
+  {%- set new = vcmt._staging_objects(objs) -%}
+  {%- set model = (objs.distributed if vcmt._sharded(objs) else objs.target).identifier -%}
+  {%- if found_swap.state == 'unswapped' -%}
+    {#- Rolled back: the model's own tables serve on every node; what the
+        full refresh built (on some nodes, or loaded on all) goes. -#}
+    {{ log('vcmt_upsert ' ~ model ~ ': a --full-refresh stopped before it swapped any table in; the model serves its own tables on every node, and the staging objects it left (' ~ found_swap.leftovers | list | join(', ') ~ ') are dropped on every node', info=true) }}
+    {%- do vcmt._check_fence(objs.target) -%}
+    {%- do vcmt._drop_objects(new, found_swap.leftovers) -%}
+    {{ return(false) }}
+  {%- endif -%}
+  {%- set named = {'split': [], 'pending': []} -%}
+  {%- for kind in named -%}
+    {%- for role in found_swap[kind] -%}{%- do named[kind].append(objs[role].identifier) -%}{%- endfor -%}
+  {%- endfor -%}
+  {%- if found_swap.state == 'split' -%}
+    {%- set lines = [] -%}
+    {%- for node, roles in found_swap.swapped.items() -%}
+      {%- set newer = [] -%}{%- set older = [] -%}
+      {%- for role, yes in roles.items() -%}
+        {%- if yes -%}{%- do newer.append(objs[role].identifier) -%}{%- else -%}{%- do older.append(objs[role].identifier) -%}{%- endif -%}
+      {%- endfor -%}
+      {%- do lines.append(node ~ ' serves the rebuild for ' ~ (newer | join(', ') or 'no table') ~ ' and the previous tables for ' ~ (older | join(', ') or 'no table')) -%}
+    {%- endfor -%}
+    {#- The staging objects left, by the nodes they are on. -#}
+    {%- set where = {} -%}
+    {%- for name, nodes in found_swap.leftovers.items() -%}{%- do where.setdefault(nodes | join(', '), []).append(name) -%}{%- endfor -%}
+    {%- set left = [] -%}
+    {%- for nodes, names in where.items() -%}{%- do left.append(names | join(', ') ~ ' on ' ~ nodes) -%}{%- endfor -%}
+    {{ exceptions.raise_compiler_error("vcmt_upsert " ~ model ~ ": a --full-refresh stopped while it swapped its new tables in, and its EXCHANGE of "
+        ~ named.split | join(', ') ~ " ran on some nodes only: the nodes serve different generations of the model ("
+        ~ "the rebuild is `" ~ found_swap.generation ~ "`), and reads through " ~ model ~ " mix them. " ~ lines | join('; ')
+        ~ ". Staging objects left: " ~ left | join('; ')
+        ~ ". Nothing was changed. ON CLUSTER DDL names tables, the same on every node, and an EXCHANGE run again swaps back where it had run, so the swap cannot be finished or undone on some nodes only: run `dbt run --select "
+        ~ model ~ " --full-refresh`, which drops the staging objects on every node and rebuilds the model from its SELECT on every node.") }}
+  {%- endif -%}
+  {{ log('vcmt_upsert ' ~ model ~ ': a --full-refresh (`' ~ found_swap.generation ~ '`) stopped after its load, while it swapped its new tables in; every node serves the same tables, so its swap is finished on every node ('
+         ~ ('exchanging ' ~ named.pending | join(', ') ~ ', then ' if found_swap.pending else '')
+         ~ 'its Distributed tables and views, and its staging objects dropped)', info=true) }}
+  {%- set found = vcmt._existing_objects(objs) -%}
+  {%- do vcmt._exchange_tables(objs, new, found_swap.pending, found) -%}
+  {%- do vcmt._finish_swap(cfg, objs, new, columns, found) -%}
+  {{ return(true) }}
 {% endmacro %}
 
 

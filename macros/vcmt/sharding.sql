@@ -98,7 +98,8 @@
     (docs/design.md#sharded-clusters). Part of _check_stored_layout. -#}
 {% macro _check_stored_routing(cfg, objs, found, refresh) %}
   {%- for role, local in [('distributed', 'target'), ('distributed_stage', 'stage')] if role in objs and objs[role].identifier in found -%}
-    {%- set stored_engine = found[objs[role].identifier].create_table_query.split(' ENGINE = ')[-1] -%}
+    {#- A Distributed table created AS its local table copies its comment (a full refresh's generation). -#}
+    {%- set stored_engine = modules.re.sub(" COMMENT '(?:[^'\\\\]|\\\\.)*'$", '', found[objs[role].identifier].create_table_query.split(' ENGINE = ')[-1]) -%}
     {%- set wanted_engine = run_query("select formatQuerySingleLine(" ~ vcmt._sql_string(vcmt._create_distributed_sql(cfg, objs[role], objs[local])) ~ ")").rows[0][0].split(' ENGINE = ')[-1] -%}
     {%- if stored_engine != wanted_engine -%}
       {{ exceptions.raise_compiler_error("vcmt_upsert: `sharding_key` (or the profile's `cluster`) changed, but " ~ objs[role] ~ " routes by what it was created with: stored `" ~ stored_engine ~ "`; got `" ~ wanted_engine ~ "`. A key's next events would go to another shard than its stored row." ~ refresh) }}

@@ -571,3 +571,137 @@ def test_a_lock_generation_dropped_while_a_load_reads_it_reads_as_empty(on_clust
     assert second.returncode == 0, out2[-3000:]
     assert p.query("select count(), sum(a), min(_version) from gen_drop final where sign = 1") == \
         [(150, 3 * 149 * 150 // 2, 2)]
+
+
+# -- a node lost while a --full-refresh swaps its tables in (issue 40, case 5) -----------------------------------------
+
+# The ON CLUSTER statements of a sharded model's --full-refresh once its checks have passed, in order, as
+# vcmt_lab.faults.inject names them (`{m}` the model): the new objects created beside the old ones (then loaded),
+# the exchanges (helpers, the local target, the local stage), the Distributed tables replaced, the views' queries,
+# the old delete writer and round batch dropped, then the staging objects (the old tables) dropped.
+REFRESH_STATEMENTS = [
+    "create {m}__vcmt_new_local", "create {m}__vcmt_new__tombstones", "create {m}__vcmt_new__applied",
+    "create {m}__vcmt_new__loads", "create {m}__vcmt_new__truncates", "create {m}__vcmt_new__applied_writer",
+    "create {m}__vcmt_new__stage_local", "create {m}__vcmt_new__transform", "create {m}__vcmt_new__tombstones_writer",
+    "create {m}__vcmt_new", "create {m}__vcmt_new__stage",
+    "exchange {m}__vcmt_new__tombstones", "exchange {m}__vcmt_new__applied", "exchange {m}__vcmt_new__loads",
+    "exchange {m}__vcmt_new__truncates", "exchange {m}__vcmt_new_local", "exchange {m}__vcmt_new__stage_local",
+    "create {m}", "create {m}__stage",
+    "alter {m}__transform", "alter {m}__applied_writer", "alter {m}__tombstones_writer",
+    "drop {m}__tombstones_from_cancels", "drop {m}__batch",
+    "drop {m}__vcmt_new__stage", "drop {m}__vcmt_new", "drop {m}__vcmt_new__transform",
+    "drop {m}__vcmt_new__tombstones_writer", "drop {m}__vcmt_new__applied_writer", "drop {m}__vcmt_new__stage_local",
+    "drop {m}__vcmt_new_local", "drop {m}__vcmt_new__tombstones", "drop {m}__vcmt_new__applied",
+    "drop {m}__vcmt_new__loads", "drop {m}__vcmt_new__truncates",
+]
+FIRST_SWAP = REFRESH_STATEMENTS.index("exchange {m}__vcmt_new__tombstones")
+# make test runs the issue's case (the second node lost at the local target's EXCHANGE: the first node serves the
+# rebuild, the second the old table); VCMT_SWAP_SWEEP=1 (make swap-sweep) runs every statement with either node
+# lost.
+SWEEP = os.environ.get("VCMT_SWAP_SWEEP") == "1"
+MAIN_CASE = ("exchange {m}__vcmt_new_local", 1)
+
+
+def _outcome(statement: str, lost_node: int) -> str:
+    """What the next ordinary run finds. The fan-out runs a statement node after node and stops at the first that
+    fails: with the first node lost no node ran it, with the second the first did."""
+    at = REFRESH_STATEMENTS.index(statement)
+    if statement.startswith("exchange") and lost_node == 1:
+        return "split"  # one node serves the rebuild's table, the other the old one
+    if at < FIRST_SWAP or (at == FIRST_SWAP and lost_node == 0):
+        return "rollback"  # no node serves any new table
+    return "finish"  # every node serves the same tables, the rebuild loaded
+
+
+def _swap_cases():
+    for statement in REFRESH_STATEMENTS:
+        for node in (1, 0):
+            case = (statement, node)
+            marks = [] if SWEEP or case == MAIN_CASE else \
+                [pytest.mark.skip(reason="the full sweep: VCMT_SWAP_SWEEP=1 (make swap-sweep)")]
+            yield pytest.param(*case, id=f"{statement.format(m='m').replace(' ', '_')}_node{node + 1}", marks=marks)
+
+
+@pytest.mark.parametrize("statement,lost_node", list(_swap_cases()))
+def test_node_lost_at_a_swap_statement_of_a_full_refresh_then_next_runs_repair(on_cluster, cluster, statement,
+                                                                               lost_node):
+    """A sharded `--full-refresh` is stopped right before one ON CLUSTER statement of its swap, a node is killed,
+    and the statement runs: it fails on that node, the nodes before it in the queue having run it; the node comes
+    back. If an EXCHANGE ran on some nodes only (the second node lost), the next ordinary run fails before it
+    writes anything, naming each node and what it serves, and the next `--full-refresh` rebuilds every node; in
+    every other case the next ordinary run finishes the swap on every node. Either way the model read through the
+    Distributed table then equals the rebuild, and no staging object is left on any node."""
+    p = on_cluster
+    m = f"fr{REFRESH_STATEMENTS.index(statement)}_{lost_node}"
+    label = statement.format(m=m)
+    # The model before: 100 keys. The rebuild's SELECT: 50 of them, other values, a newer version. (dbt reaches the
+    # first node: the source lives there.)
+    p.command(f"create or replace table {m}_src (id Int64, a Int64, _version UInt64) engine = MergeTree order by tuple()")
+    p.command(f"insert into {m}_src select number, number, 1 from numbers(100)")
+    p.model(m, SHARDED.format(extra="") + f"select id, a, _version from {m}_src")
+    p.dbt("run", "--select", m)
+    p.command(f"truncate table {m}_src")
+    p.command(f"insert into {m}_src select number, number * 7, 2 from numbers(50)")
+    lost = cluster.nodes[lost_node]
+    saved = dict(p.vars)
+    p.vars = {**p.vars, "vcmt_lock_lease_s": 3}  # the failed refresh's lock may be left to lapse (node lost)
+    proc = p.dbt_process(f"refresh_{m}", "run", "--select", m, "--full-refresh",
+                         program=[sys.executable, "-m", "vcmt_lab.faults.inject"],
+                         env={"VCMT_FAULT": f"pause@{label}#1"})
+    try:
+        deadline = time.monotonic() + KILL_TIMEOUT_S
+        while time.monotonic() < deadline and proc.poll() is None and process_state(proc.pid) != "T":
+            time.sleep(0.05)
+        assert process_state(proc.pid) == "T", proc.communicate()[0][-3000:]
+        lost.kill()
+        proc.send_signal(signal.SIGCONT)
+        output, _ = proc.communicate(timeout=KILL_TIMEOUT_S)
+        assert proc.returncode != 0 and f"127.0.0.1:{lost.tcp_port}" in output, output[-3000:]
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGCONT)
+            proc.kill()
+        lost.start()
+    try:
+        _next_runs_repair(p, cluster, m, _outcome(statement, lost_node))
+    finally:
+        p.vars = saved
+
+
+def _next_runs_repair(p, cluster, m: str, outcome: str) -> None:
+    rebuild = [(50, 7 * 49 * 50 // 2, 2)]
+    read = f"select count(), sum(a), min(_version) from {m} final where sign = 1"
+    left = [t for node_tables in _tables(cluster, p, f"^{m}") for t in node_tables if "vcmt_new" in t]
+    run = p.dbt("run", "--select", m, expect_pass=outcome != "split")
+    log = re.sub(r"\s+", " ", run.log)
+    if outcome == "split":
+        # Refused before any write, naming each node and what it serves, and the fix.
+        assert "ran on some nodes only: the nodes serve different generations of the model" in log, log[-4000:]
+        for node in cluster.nodes:
+            assert f":{node.tcp_port}) serves the rebuild for" in log, log[-4000:]
+        assert f"run `dbt run --select {m} --full-refresh`, which drops the staging objects on every node" in log, \
+            log[-4000:]
+        run = p.dbt("run", "--select", m, "--full-refresh")
+    elif outcome == "rollback":
+        # The old model serves on every node, the staging objects are gone, the run's events are applied to it.
+        if left:  # none when the first CREATE failed on the first node
+            assert f"vcmt_upsert {m}: a --full-refresh stopped before it swapped any table in" in log, log[-4000:]
+        assert p.query(read) == [(100, 7 * 49 * 50 // 2 + sum(range(50, 100)), 1)], run.log[-3000:]
+        for node_tables in _tables(cluster, p, f"^{m}"):
+            assert not [t for t in node_tables if "vcmt_new" in t], node_tables
+        run = p.dbt("run", "--select", m, "--full-refresh")
+    else:
+        assert f"vcmt_upsert {m}: a --full-refresh" in log and "its swap is finished on every node" in log, \
+            log[-4000:]
+    assert p.query(read) == rebuild, run.log[-3000:]
+    assert p.scalar(f"select sum(sign) from {m}") == 50
+    for node_tables in _tables(cluster, p, f"^{m}"):
+        assert not [t for t in node_tables if "vcmt_new" in t], node_tables
+    # Each node serves its own keys only, and the model goes on: an update of every key.
+    for shard, client in enumerate(_shard_clients(cluster, p)):
+        rows = client.query(f"select countIf(not {_routed('cityHash64(id)', shard)}), count() from {m}_local")
+        client.close()
+        assert rows.result_rows[0][0] == 0 and rows.result_rows[0][1] > 0, (shard, rows.result_rows)
+    p.command(f"insert into {m}_src select number, number * 9, 3 from numbers(50)")
+    run = p.dbt("run", "--select", m)
+    assert p.query(read) == [(50, 9 * 49 * 50 // 2, 3)], run.log[-3000:]

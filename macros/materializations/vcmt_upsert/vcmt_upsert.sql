@@ -15,9 +15,14 @@
   {%- do vcmt._check_sharding_key(cfg, columns, target) -%}
   {%- do vcmt._check_projections(cfg) -%}
   {%- set found = vcmt._existing_objects(objs) -%}
+  {#- A --full-refresh that stopped while it swapped its tables in leaves
+      the nodes serving other tables than `found` says: the stored layout
+      is checked once the swap is finished or refused (under the lock). -#}
+  {%- set interrupted = none if rebuild else vcmt._interrupted_swap(cfg, objs, columns) -%}
+  {%- set swapping = interrupted is not none and interrupted.state != 'unswapped' -%}
   {%- if not rebuild -%}
     {%- do vcmt._check_existing_is_vcmt(objs, found) -%}
-    {%- do vcmt._check_stored_layout(cfg, objs, columns, found) -%}
+    {%- if not swapping -%}{%- do vcmt._check_stored_layout(cfg, objs, columns, found) -%}{%- endif -%}
   {%- endif -%}
 
   {{ run_hooks(pre_hooks, inside_transaction=False) }}
@@ -40,6 +45,11 @@
     {%- set downstream = vcmt._downstream_views(objs) if objs.target.identifier in found else [] -%}
     {%- set load_into = vcmt._build_objects(cfg, objs, columns, found) -%}
   {%- else -%}
+    {#- Finished on every node, or refused naming the nodes, before any write (lifecycle.sql). -#}
+    {%- if vcmt._finish_interrupted_swap(cfg, objs, columns) or swapping -%}
+      {%- set found = vcmt._existing_objects(objs) -%}
+      {%- do vcmt._check_stored_layout(cfg, objs, columns, found) -%}
+    {%- endif -%}
     {%- set reconciled = vcmt._reconcile_objects(cfg, objs, columns, found) -%}
     {#- The config the load runs with: the plan's merge policies for kept columns. -#}
     {%- set cfg = reconciled.cfg -%}
