@@ -57,8 +57,9 @@
 {% endmacro %}
 
 
-{#- Create every object of a model, after everything has been checked. -#}
-{#- `generation` (a full refresh's): written as the comment of each table
+{#- Create every object of a model, after everything has been checked, each
+    statement right after a check of the lock (lock.sql, `_check_fence`).
+    `generation` (a full refresh's): written as the comment of each table
     the swap exchanges, so that each node's catalog says which generation
     its tables belong to (_interrupted_swap). -#}
 {% macro _create_objects(cfg, objs, columns, guarded=none, generation=none) %}
