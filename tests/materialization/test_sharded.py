@@ -617,9 +617,9 @@ def _swap_cases():
     for statement in REFRESH_STATEMENTS:
         for node in (1, 0):
             case = (statement, node)
-            marks = [] if SWEEP or case == MAIN_CASE else \
-                [pytest.mark.skip(reason="the full sweep: VCMT_SWAP_SWEEP=1 (make swap-sweep)")]
-            yield pytest.param(*case, id=f"{statement.format(m='m').replace(' ', '_')}_node{node + 1}", marks=marks)
+            # Outside the sweep the other cases are not collected (not skipped: nothing counts them).
+            if SWEEP or case == MAIN_CASE:
+                yield pytest.param(*case, id=f"{statement.format(m='m').replace(' ', '_')}_node{node + 1}")
 
 
 @pytest.mark.parametrize("statement,lost_node", list(_swap_cases()))
