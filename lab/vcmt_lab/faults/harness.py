@@ -54,6 +54,10 @@ from vcmt_lab.oracle import Event, Oracle
 from vcmt_tools.processes import free_port
 
 LEASE_S = 3
+# A holder renews at a step of its load once silent for max(lease // 5, 1) s (macros/vcmt/lock.sql): the enumerating
+# run and a run faulted at a renewal wait longer before each step (VCMT_FAULT_RENEW_WAIT), so that each renews at
+# every step and `insert m__lock_N renewed#n` names the same statement in both, whatever the machine's speed.
+RENEW_WAIT_S = max(LEASE_S // 5, 1) + 0.5
 STEP_TIMEOUT_S = 300.0
 KEYS = 600
 FAULTS = ("pause", "kill", "cut")
@@ -233,7 +237,7 @@ def enumerate_statements(project: DbtProject, shape: str) -> list[str]:
     with tempfile.TemporaryDirectory() as tmp:
         log = Path(tmp) / "statements"
         proc = project.dbt_process("enumerate", "run", "--select", "m", program=_program(),
-                                   env={"VCMT_FAULT_LOG": str(log)})
+                                   env={"VCMT_FAULT_LOG": str(log), "VCMT_FAULT_RENEW_WAIT": str(RENEW_WAIT_S)})
         code, out = _finish(proc)
         if code != 0:
             raise AssertionError(f"the clean run failed:\n{out[-4000:]}")
@@ -263,6 +267,10 @@ def run_schedule(project: DbtProject, schedule: Schedule, other_target: str | No
     prepare(project, schedule.shape, schedule.keys)
     outcome = Outcome(schedule, exact=False, reached=False)
     env: dict[str, str | None] = {"VCMT_FAULT": f"{schedule.fault}@{schedule.statement}"}
+    if " renewed#" in schedule.statement:
+        # Renewals are numbered as the enumerating run sent them, which renewed at every step (RENEW_WAIT_S); no
+        # other statement's name or number depends on them.
+        env["VCMT_FAULT_RENEW_WAIT"] = str(RENEW_WAIT_S)
     target = None
     if schedule.fault == "cut":
         # In front of the entry the faulted run uses: the node's port for its driver, or the cluster's first
