@@ -126,3 +126,9 @@ def test_a_load_that_ended_before_a_full_refresh_is_checked_against_the_loads_it
     assert unrecorded_loads("full-refresh", [("other", 0, "F"), ("faulted", 0, "A")], ["F", "R"]) == [
         "faulted reported success but recorded no load"]
     assert unrecorded_loads("run", [("faulted", 1, "A"), ("other", 0, "O")], ["O"]) == []
+    # A run paused after it recorded its load (right before its release) ends after the full refresh: its record
+    # went with the __loads the full refresh replaced, as if it had ended first.
+    late = [("other", 0, "F"), ("faulted", 0, "A")]
+    assert unrecorded_loads("full-refresh", late, ["F", "R"], {"faulted"}) == []
+    assert unrecorded_loads("full-refresh", late, ["A", "F", "R"], {"faulted"}) == [
+        "faulted ended before the --full-refresh, whose rebuilt __loads still holds its record"]

@@ -280,11 +280,16 @@ def run_schedule(project: DbtProject, schedule: Schedule, other_target: str | No
         listen = free_port()
         env.update({"VCMT_FAULT_PROXY": f"{listen}:{server}", "VCMT_FAULT_HTTP_PORT": str(node.http_port)})
         target = target_on_port(project, "faulted", listen)
+    sent = project.root / "target_faulted.statements"
+    sent.unlink(missing_ok=True)
+    env["VCMT_FAULT_LOG"] = str(sent)
     faulted = project.dbt_process("faulted", "run", "--select", "m", program=_program(), env=env, target=target)
     wait_until_stopped(faulted)
     results: dict[str, tuple[int, str]] = {}
     if faulted.poll() is not None:
         results["faulted"] = _finish(faulted)
+    # Whether the faulted run had recorded its load before the other load started (ended, or paused past it).
+    recorded_early = {"faulted"} if sent.exists() and "insert m__loads#1" in sent.read_text().split() else set()
     outcome.reached = f"vcmt fault: {schedule.fault} at" in (results.get("faulted", ("", ""))[1]) or \
         process_state(faulted.pid) == "T"
     if schedule.overlap and "faulted" not in results:
@@ -299,7 +304,7 @@ def run_schedule(project: DbtProject, schedule: Schedule, other_target: str | No
     code, out = _finish(project.dbt_process("rerun", "run", "--select", "m"))
     if code != 0:
         outcome.problems.append("the rerun failed:\n" + out[-3000:])
-    outcome.problems += _check(project, schedule, results)
+    outcome.problems += _check(project, schedule, results, recorded_early)
     outcome.exact = not outcome.problems
     return outcome
 
@@ -334,7 +339,8 @@ def target_on_port(project: DbtProject, name: str, port: int) -> str:
     return name
 
 
-def _check(project: DbtProject, schedule: Schedule, results: dict[str, tuple[int, str]]) -> list[str]:
+def _check(project: DbtProject, schedule: Schedule, results: dict[str, tuple[int, str]],
+           recorded_early: set[str] = frozenset()) -> list[str]:
     problems = []
     query = project.query
     for finding in invariants.check(query, invariants.Target("m", ["id"]), ["amount"]):
@@ -355,10 +361,11 @@ def _check(project: DbtProject, schedule: Schedule, results: dict[str, tuple[int
     loads = f"clusterAllReplicas('{cluster}', currentDatabase(), 'm__loads')" if cluster else "m__loads"
     recorded = [r[0] for r in query(f"select invocation_id from {loads} order by loaded_at, invocation_id")]
     ended = [(name, code, _invocation(project, name)) for name, (code, _) in results.items()]
-    return problems + unrecorded_loads(schedule.other, ended, recorded)
+    return problems + unrecorded_loads(schedule.other, ended, recorded, recorded_early)
 
 
-def unrecorded_loads(other: str, ended: list[tuple[str, int, str | None]], recorded: list[str]) -> list[str]:
+def unrecorded_loads(other: str, ended: list[tuple[str, int, str | None]], recorded: list[str],
+                     recorded_early: set[str] = frozenset()) -> list[str]:
     """What `<model>__loads` (its invocation ids, oldest first) lacks or holds wrongly, given the processes'
     (name, exit code, invocation id) in the order they ended (the rerun's record is not asked for).
 
@@ -366,14 +373,15 @@ def unrecorded_loads(other: str, ended: list[tuple[str, int, str | None]], recor
     `__loads` that holds its own record first and then those of later loads only: so when the faulted run
     ended before the full refresh started and the full refresh succeeded, the faulted run's record is gone and
     the full refresh's is the oldest; when the full refresh failed, nothing was swapped and the faulted run's
-    record is there."""
+    record is there. The same holds for a run in `recorded_early`, which had written its record before the
+    full refresh started (paused after it, e.g. right before its release) and ended after it."""
     problems = []
     codes = {name: (code, invocation) for name, code, invocation in ended}
     refreshed = other == "full-refresh" and codes.get("other", (1, None))[0] == 0
     for position, (name, code, invocation) in enumerate(ended):
         if code != 0 or invocation is None:
             continue
-        rebuilt_after = name != "other" and position == 0 and refreshed
+        rebuilt_after = name != "other" and (position == 0 or name in recorded_early) and refreshed
         if rebuilt_after and invocation in recorded:
             problems.append(f"{name} ended before the --full-refresh, whose rebuilt __loads still holds its record")
         elif rebuilt_after and recorded[:1] != [codes["other"][1]]:
