@@ -39,7 +39,8 @@ fuzz: venv
 	@$(BIN)/python -m vcmt_lab.fuzz $(ARGS)
 
 # The load lock's fault-injection sweep: every statement of a load x pause/kill/cut x another load, on a
-# served node over HTTP and native; prints `N schedules, M exact` (ARGS: --help).
+# served node over HTTP and native and on the two-node cluster (ARGS="--targets http native cluster");
+# prints `N schedules, M exact` per target and in all (ARGS: --help).
 faults: venv
 	@$(BIN)/python -m vcmt_lab.faults $(ARGS)
 

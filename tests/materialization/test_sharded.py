@@ -27,7 +27,7 @@ import yaml
 from tests.conftest import make_project
 from vcmt_lab import invariants
 from vcmt_lab.dbt_project import Engine
-from vcmt_lab.faults.harness import process_state, target_on_port
+from vcmt_lab.faults.harness import target_on_port, wait_until_stopped
 from vcmt_lab.fuzz.runner import HOSTILE_PROFILE_SETTINGS, run_campaign, sharding_key
 from vcmt_lab.fuzz.streams import MODEL_SPECS
 
@@ -497,9 +497,7 @@ def test_loads_through_two_nodes_are_serialised(on_cluster, cluster):
         first = p.dbt_process("first", "run", "--select", "two_nodes", program=[sys.executable, "-m", "vcmt_lab.faults.inject"],
                               env={"VCMT_FAULT": "pause@insert two_nodes__stage#1"})
         deadline = time.monotonic() + KILL_TIMEOUT_S
-        while time.monotonic() < deadline and first.poll() is None and process_state(first.pid) != "T":
-            time.sleep(0.05)
-        assert process_state(first.pid) == "T", first.communicate()[0][-3000:]
+        assert wait_until_stopped(first, KILL_TIMEOUT_S), first.communicate()[0][-3000:]
         second = p.dbt_process("second", "run", "--select", "two_nodes", target=via_second)
         node2 = cluster.nodes[1].client(p.schema)
         while time.monotonic() < deadline and second.poll() is None and not node2.command(
@@ -552,10 +550,7 @@ def test_a_lock_generation_dropped_while_a_load_reads_it_reads_as_empty(on_clust
         second = p.dbt_process("second", "run", "--select", "gen_drop", target=via_second,
                                program=[sys.executable, "-m", "vcmt_lab.faults.inject"],
                                env={"VCMT_FAULT": "pause@select cluster#2"})
-        deadline = time.monotonic() + KILL_TIMEOUT_S
-        while time.monotonic() < deadline and second.poll() is None and process_state(second.pid) != "T":
-            time.sleep(0.05)
-        assert process_state(second.pid) == "T", second.communicate()[0][-3000:]
+        assert wait_until_stopped(second, KILL_TIMEOUT_S), second.communicate()[0][-3000:]
         generations = "select name from system.tables where database = currentDatabase() and name like 'gen\\_drop%\\_\\_lock\\_%'"
         listed = p.query(generations)
         first = p.dbt("run", "--select", "gen_drop")  # takes the next generation, drops the listed one, ends
@@ -649,10 +644,7 @@ def test_node_lost_at_a_swap_statement_of_a_full_refresh_then_next_runs_repair(o
                          program=[sys.executable, "-m", "vcmt_lab.faults.inject"],
                          env={"VCMT_FAULT": f"pause@{label}#1"})
     try:
-        deadline = time.monotonic() + KILL_TIMEOUT_S
-        while time.monotonic() < deadline and proc.poll() is None and process_state(proc.pid) != "T":
-            time.sleep(0.05)
-        assert process_state(proc.pid) == "T", proc.communicate()[0][-3000:]
+        assert wait_until_stopped(proc, KILL_TIMEOUT_S), proc.communicate()[0][-3000:]
         lost.kill()
         proc.send_signal(signal.SIGCONT)
         output, _ = proc.communicate(timeout=KILL_TIMEOUT_S)

@@ -1,5 +1,5 @@
 """The load lock under faults (docs/design.md#one-load-at-a-time): a representative subset of the sweep
-that `make faults` runs (vcmt_lab.faults), on a served node over both drivers.
+that `make faults` runs (vcmt_lab.faults), on a served node over both drivers and on the two-node cluster.
 
 Each schedule pauses, kills or cuts a real `dbt run` at a named statement while another load of the same
 model starts, then reruns, and checks the model against the oracle (vcmt_lab.faults.harness).
@@ -9,14 +9,22 @@ from __future__ import annotations
 
 import pytest
 
-from vcmt_lab.faults.harness import Schedule, enumerate_statements, run_schedule, unrecorded_loads
+from tests.conftest import make_project
+from vcmt_lab.dbt_project import Engine
+from vcmt_lab.faults.harness import (
+    Schedule,
+    enumerate_statements,
+    run_schedule,
+    through_other_node,
+    unrecorded_loads,
+)
 from vcmt_lab.faults.inject import statement_label
 
-# `make faults` sweeps every statement of a load x pause/kill/cut x another load over both drivers; here, one
-# schedule per kind of fault and driver. A load killed while it builds its batch, a vcmt.load_stage after it;
-# its connection cut while its stage INSERT runs (the issue's case 3; over HTTP the statement goes on on the
-# server); paused right after its lock is recorded, a --full-refresh after it. A holder paused right before its
-# first write to the stage, past its lease (the issue's case 1), is
+# `make faults` sweeps every statement of a load x pause/kill/cut x another load over both drivers and on the
+# cluster; here, one schedule per kind of fault over HTTP. A load killed while it builds its batch, a
+# vcmt.load_stage after it; its connection cut while its stage INSERT runs (the issue's case 3; over HTTP the
+# statement goes on on the server); paused right after its lock is recorded, a --full-refresh after it. A holder
+# paused right before its first write to the stage, past its lease (the issue's case 1), is
 # test_a_holder_paused_past_its_lease_and_taken_over_writes_nothing_more, over both drivers.
 SCHEDULES = [
     Schedule("rounds", "kill", "create m__batch#1", "load"),
@@ -25,11 +33,9 @@ SCHEDULES = [
 ]
 
 
-# Over native, a cut connection is seen by the server (it cancels the statement), unlike over HTTP: the
-# sweep's native leg has it (make faults ARGS="--drivers native --faults cut").
-NATIVE_SCHEDULES = [
-    Schedule("rounds", "pause", "insert m__stage#1", "load"),
-]
+# Over native, the holder paused before its stage INSERT past its lease is the holder test's; a cut connection is
+# seen by the server (it cancels the statement), unlike over HTTP: the sweep's native leg has the rest (make faults
+# ARGS="--targets native"). On the cluster, the holder test's schedule through two nodes (the issue's case 6).
 
 
 @pytest.mark.engines("http")
@@ -40,12 +46,6 @@ def test_a_faulted_load_and_another_load_leave_the_model_exact(module_project, s
     assert outcome.exact, "\n".join(outcome.problems)
 
 
-@pytest.mark.engines("native")
-@pytest.mark.parametrize("schedule", NATIVE_SCHEDULES, ids=str)
-def test_over_native_a_faulted_load_and_another_load_leave_the_model_exact(module_project, schedule):
-    test_a_faulted_load_and_another_load_leave_the_model_exact(module_project, schedule)
-
-
 @pytest.mark.engines("http", "native")
 def test_a_holder_paused_past_its_lease_and_taken_over_writes_nothing_more(module_project):
     """The issue's case 1: the paused holder goes on after another load took its lock over and ran. Its
@@ -54,6 +54,31 @@ def test_a_holder_paused_past_its_lease_and_taken_over_writes_nothing_more(modul
     code, out = outcome.outputs["faulted"]
     assert code != 0 and "no longer holds the lock of the model" in out, out[-3000:]
     assert outcome.outputs["other"][0] == 0 and "took over the lock of" in outcome.outputs["other"][1]
+    assert outcome.exact, "\n".join(outcome.problems)
+
+
+@pytest.fixture(scope="module")
+def cluster_project(tmp_path_factory, chdb_path, lab_dir, cluster):
+    """A project on the two-node cluster (`cluster:` in its profile, over HTTP through the first node's entry):
+    the harness shards the model."""
+    proj = make_project(tmp_path_factory.mktemp("faults_cluster") / "proj", "faults_cluster", chdb_path, lab_dir,
+                        engine=Engine("http", node=cluster, cluster=cluster.name))
+    yield proj
+    proj.close()
+
+
+def test_on_the_cluster_a_holder_paused_past_its_lease_is_fenced_off_by_a_load_through_the_other_node(
+        cluster_project):
+    """The issue's case 1 across nodes (case 6): a sharded model's holder, through the first node, paused right
+    before its first stage INSERT past its lease; a `dbt run` through the second node takes the lock over and
+    loads; the holder goes on and its write is refused. Read through the Distributed table, the model is
+    exact."""
+    with through_other_node(cluster_project) as via_second:
+        outcome = run_schedule(cluster_project, Schedule("fold", "pause", "insert m__stage#1", "run"), via_second)
+    code, out = outcome.outputs["faulted"]
+    assert code != 0 and "no longer holds the lock of the model" in out, out[-3000:]
+    assert outcome.outputs["other"][0] == 0 and "took over the lock of" in outcome.outputs["other"][1], \
+        outcome.outputs["other"][1][-3000:]
     assert outcome.exact, "\n".join(outcome.problems)
 
 
@@ -104,6 +129,12 @@ def test_a_load_that_ended_before_a_full_refresh_is_checked_against_the_loads_it
     assert unrecorded_loads("full-refresh", [("other", 0, "F"), ("faulted", 0, "A")], ["F", "R"]) == [
         "faulted reported success but recorded no load"]
     assert unrecorded_loads("run", [("faulted", 1, "A"), ("other", 0, "O")], ["O"]) == []
+    # A run paused after it recorded its load (right before its release) ends after the full refresh: its record
+    # went with the __loads the full refresh replaced, as if it had ended first.
+    late = [("other", 0, "F"), ("faulted", 0, "A")]
+    assert unrecorded_loads("full-refresh", late, ["F", "R"], {"faulted"}) == []
+    assert unrecorded_loads("full-refresh", late, ["A", "F", "R"], {"faulted"}) == [
+        "faulted ended before the --full-refresh, whose rebuilt __loads still holds its record"]
 
 
 @pytest.mark.engines("http")

@@ -7,14 +7,13 @@ from __future__ import annotations
 import shutil
 import signal
 import sys
-import time
 import uuid
 from pathlib import Path
 
 import pytest
 
 from vcmt_lab.dbt_project import DbtProject
-from vcmt_lab.faults.harness import process_state
+from vcmt_lab.faults.harness import wait_until_stopped
 
 pytestmark = pytest.mark.engines("http")
 
@@ -103,10 +102,7 @@ def test_a_file_landing_during_a_run_is_read_by_the_next_run_once(project: DbtPr
         paused = project.dbt_process("paused", "run", "--select", "m",
                                      program=[sys.executable, "-m", "vcmt_lab.faults.inject"],
                                      env={"VCMT_FAULT": f"pause@{after}"})
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline and paused.poll() is None and process_state(paused.pid) != "T":
-            time.sleep(0.05)
-        assert process_state(paused.pid) == "T", paused.communicate()[0][-3000:]
+        assert wait_until_stopped(paused, 300), paused.communicate()[0][-3000:]
         _land(project, lake, 4, range(6, 8))  # lands after the claim, before the read
         _land(project, lake, 2, range(8, 9))  # and a file added to a loaded batch
         paused.send_signal(signal.SIGCONT)

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from vcmt_lab.dbt_project import DbtProject
-from vcmt_lab.faults.harness import process_state
+from vcmt_lab.faults.harness import wait_until_stopped
 
 TIMEOUT = 300
 KEYS = 3000
@@ -71,9 +71,7 @@ def test_staggered_runs_and_loads_of_one_model_never_corrupt_it(project):
                                      program=[sys.executable, "-m", "vcmt_lab.faults.inject"],
                                      env={"VCMT_FAULT": "pause@insert m__stage#1"})
         deadline = time.monotonic() + TIMEOUT
-        while time.monotonic() < deadline and holder.poll() is None and process_state(holder.pid) != "T":
-            time.sleep(0.05)
-        assert process_state(holder.pid) == "T", holder.communicate()[0][-3000:]
+        assert wait_until_stopped(holder, TIMEOUT), holder.communicate()[0][-3000:]
         procs = [holder]
         for i, kind in enumerate(["run", "load", "run"], start=1):
             time.sleep(rng.uniform(0, 0.8))
@@ -192,9 +190,7 @@ def test_a_log_comment_in_insert_settings_does_not_hide_a_running_load(project):
     second = project.dbt_process("second", "run", "--select", "m", program=[sys.executable, "-m", "vcmt_lab.faults.inject"],
                                  env={"VCMT_FAULT": "pause@select merge#1"})
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and process_state(second.pid) != "T":
-        time.sleep(0.05)
-    assert process_state(second.pid) == "T", second.communicate()[0][-3000:]
+    assert wait_until_stopped(second, 120), second.communicate()[0][-3000:]
     first = _start(project, "first", "run", "--select", "m")
     running = ("select count() from system.processes where position(query, 'sleepEachRow') > 0 "
                "and position(query, 'insert into') > 0 and position(query, 'm__stage') > 0 and query_id != queryID()")
@@ -247,10 +243,7 @@ def test_a_full_refresh_taken_over_before_its_swap_never_swaps(project, tmp_path
 
     holder = project.dbt_process("holder", "run", "--full-refresh", program=[sys.executable, "-m", "vcmt_lab.faults.inject"],
                                  env={"VCMT_FAULT": f"pause@{swap}"})
-    deadline = time.monotonic() + TIMEOUT
-    while time.monotonic() < deadline and holder.poll() is None and process_state(holder.pid) != "T":
-        time.sleep(0.05)
-    assert process_state(holder.pid) == "T", holder.communicate()[0][-3000:]
+    assert wait_until_stopped(holder, TIMEOUT), holder.communicate()[0][-3000:]
     project.command("insert into src select number, 5, 2 from numbers(50)")
     newer = project.dbt("run")  # takes the silent holder's lock over
     assert "took over the lock of" in newer.log, newer.log[-3000:]

@@ -1,7 +1,8 @@
 """The fault-injection harness of the load lock (docs/design.md#one-load-at-a-time).
 
 A schedule is one fault at one named statement of a `dbt run` of a model on a
-served node, while another load of the same model starts:
+served node (over HTTP or native) or on the lab's two-node cluster, while
+another load of the same model starts:
 
 1. the model is built from a first batch; a second batch lands in its source;
 2. a `dbt run` starts with the fault (vcmt_lab.faults.inject): `pause` stops
@@ -19,6 +20,13 @@ served node, while another load of the same model starts:
    full refresh replaced, whose oldest record is the full refresh's own
    (`unrecorded_loads`).
 
+On the cluster (a project whose engine names it, vcmt_lab.clickhouse_cluster)
+the model is sharded (SHARDING_KEY), its source is on every node, the faulted
+run goes through the first node's entry and the other load through the
+second node's (`through_other_node`): what proves that loads through
+different nodes are serialised. The checks read the model through its
+Distributed table and `__loads` on every node.
+
 The statements are enumerated from a clean run's own log (their names are
 stable: vcmt_lab.faults.inject.statement_label), so a new statement of the
 loader is in the sweep without a change here. The lease is shortened to
@@ -28,14 +36,17 @@ seconds, not half a minute.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from vcmt_lab import invariants
 from vcmt_lab.dbt_project import DbtProject
@@ -43,6 +54,10 @@ from vcmt_lab.oracle import Event, Oracle
 from vcmt_tools.processes import free_port
 
 LEASE_S = 3
+# A holder renews at a step of its load once silent for max(lease // 5, 1) s (macros/vcmt/lock.sql): the enumerating
+# run and a run faulted at a renewal wait longer before each step (VCMT_FAULT_RENEW_WAIT), so that each renews at
+# every step and `insert m__lock_N renewed#n` names the same statement in both, whatever the machine's speed.
+RENEW_WAIT_S = max(LEASE_S // 5, 1) + 0.5
 STEP_TIMEOUT_S = 300.0
 KEYS = 600
 FAULTS = ("pause", "kill", "cut")
@@ -55,6 +70,21 @@ SHAPES = {
                "select id, amount, _version, sign from src"),
 }
 MERGE = {"fold": {}, "rounds": {"amount": "sum"}}
+# A sharded model on the cluster: the same shapes, its rows spread over the shards by key.
+SHARDING_KEY = "cityHash64(id)"
+
+
+def on_cluster(project: DbtProject) -> str | None:
+    """The cluster the project's ClickHouse target names (its models sharded), or None."""
+    return project.engine.cluster
+
+
+def model_sql(project: DbtProject, shape: str) -> str:
+    """The shape's model, sharded by SHARDING_KEY on a cluster."""
+    sql = SHAPES[shape]
+    if on_cluster(project):
+        sql = sql.replace("unique_key='id',", f"unique_key='id', sharding_key='{SHARDING_KEY}',", 1)
+    return sql
 
 
 @dataclass(frozen=True)
@@ -107,21 +137,47 @@ def expected_rows(shape: str, keys: int = KEYS) -> dict[int, tuple[int, int]]:
     return {key[0]: (row["amount"], version) for key, (version, row) in oracle.live_rows().items()}
 
 
+def _node_clients(project: DbtProject) -> list[Any]:
+    """A client per node in the project's schema: the served node's own, or each cluster node's."""
+    own = project.client  # creates the schema (on every node of a cluster)
+    if not on_cluster(project):
+        return [own]
+    return [node.client(project.schema) for node in project.engine.node.nodes]
+
+
+def _close(project: DbtProject, clients: list[Any]) -> None:
+    for client in clients:
+        if client is not project.client:
+            client.close()
+
+
 def _insert(project: DbtProject, rows: list[tuple[int, int, int, int]]) -> None:
-    project.command("insert into src values " + ", ".join(f"({k}, {n}, {v}, {s})" for k, n, v, s in rows))
+    """Into the source on every node: a load reads it on the node it runs on."""
+    clients = _node_clients(project)
+    try:
+        for client in clients:
+            client.command("insert into src values " + ", ".join(f"({k}, {n}, {v}, {s})" for k, n, v, s in rows))
+    finally:
+        _close(project, clients)
 
 
 def prepare(project: DbtProject, shape: str, keys: int = KEYS) -> None:
-    """The model built from the first batch, the second landed in its source; nothing else in the schema."""
-    for (name,) in project.query("select name from system.tables where database = currentDatabase() "
-                                 "order by engine = 'MaterializedView' desc"):
-        project.command(f"drop table if exists `{name}` sync")
-    project.command("create table src (id UInt64, amount Int64, _version UInt64, sign Int8) "
-                    "engine = MergeTree order by id")
+    """The model built from the first batch, the second landed in its source; nothing else in the schema (on
+    every node of a cluster)."""
+    clients = _node_clients(project)
+    try:
+        for client in clients:
+            for (name,) in client.query("select name from system.tables where database = currentDatabase() "
+                                        "order by engine = 'MaterializedView' desc").result_rows:
+                client.command(f"drop table if exists `{name}` sync")
+            client.command("create table src (id UInt64, amount Int64, _version UInt64, sign Int8) "
+                           "engine = MergeTree order by id")
+    finally:
+        _close(project, clients)
     first, second = _batches(shape, keys)
     _insert(project, first)
     project.vars = {**project.vars, "vcmt_lock_lease_s": LEASE_S}
-    project.model("m", SHAPES[shape])
+    project.model("m", model_sql(project, shape))
     project.dbt("run", "--select", "m")
     _insert(project, second)
 
@@ -137,6 +193,15 @@ def process_state(pid: int) -> str:
             return stat.read().split(") ", 1)[1][0]
     except OSError:
         return "gone"
+
+
+def wait_until_stopped(proc: subprocess.Popen, timeout: float = STEP_TIMEOUT_S) -> bool:
+    """Wait (at most `timeout` s) until `proc` is stopped (SIGSTOP: a `pause` fault) or has ended; True if it
+    is stopped."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None and process_state(proc.pid) != "T":
+        time.sleep(0.05)
+    return proc.poll() is None and process_state(proc.pid) == "T"
 
 
 def _other_args(other: str) -> list[str]:
@@ -172,7 +237,7 @@ def enumerate_statements(project: DbtProject, shape: str) -> list[str]:
     with tempfile.TemporaryDirectory() as tmp:
         log = Path(tmp) / "statements"
         proc = project.dbt_process("enumerate", "run", "--select", "m", program=_program(),
-                                   env={"VCMT_FAULT_LOG": str(log)})
+                                   env={"VCMT_FAULT_LOG": str(log), "VCMT_FAULT_RENEW_WAIT": str(RENEW_WAIT_S)})
         code, out = _finish(proc)
         if code != 0:
             raise AssertionError(f"the clean run failed:\n{out[-4000:]}")
@@ -182,31 +247,55 @@ def enumerate_statements(project: DbtProject, shape: str) -> list[str]:
     return sent[first:]
 
 
-def run_schedule(project: DbtProject, schedule: Schedule) -> Outcome:
-    """One schedule, from a freshly prepared model to the checks."""
+@contextlib.contextmanager
+def through_other_node(project: DbtProject, node: int = 1) -> Iterator[str | None]:
+    """On a cluster: a profile output through node `node`'s own entry (Cluster.entry, as behind a load
+    balancer), for the other load, while the `with` block runs; None (the default target) on a served node."""
+    if not on_cluster(project):
+        yield None
+        return
+    entry = project.engine.node.entry(node)
+    try:
+        yield target_on_port(project, f"via_node_{node}", entry.port)
+    finally:
+        entry.stop()
+
+
+def run_schedule(project: DbtProject, schedule: Schedule, other_target: str | None = None) -> Outcome:
+    """One schedule, from a freshly prepared model to the checks; the other load on `other_target` (on a
+    cluster: another node's entry, `through_other_node`)."""
     prepare(project, schedule.shape, schedule.keys)
     outcome = Outcome(schedule, exact=False, reached=False)
     env: dict[str, str | None] = {"VCMT_FAULT": f"{schedule.fault}@{schedule.statement}"}
+    if " renewed#" in schedule.statement:
+        # Renewals are numbered as the enumerating run sent them, which renewed at every step (RENEW_WAIT_S); no
+        # other statement's name or number depends on them.
+        env["VCMT_FAULT_RENEW_WAIT"] = str(RENEW_WAIT_S)
     target = None
     if schedule.fault == "cut":
+        # In front of the entry the faulted run uses: the node's port for its driver, or the cluster's first
+        # node's entry (HTTP, Cluster.http_port); the statement's progress is watched over HTTP there too.
         node = project.engine.node
         server = node.http_port if project.engine.kind == "http" else node.tcp_port
         listen = free_port()
         env.update({"VCMT_FAULT_PROXY": f"{listen}:{server}", "VCMT_FAULT_HTTP_PORT": str(node.http_port)})
         target = target_on_port(project, "faulted", listen)
+    sent = project.root / "target_faulted.statements"
+    sent.unlink(missing_ok=True)
+    env["VCMT_FAULT_LOG"] = str(sent)
     faulted = project.dbt_process("faulted", "run", "--select", "m", program=_program(), env=env, target=target)
-    deadline = time.monotonic() + STEP_TIMEOUT_S
-    while time.monotonic() < deadline and faulted.poll() is None and process_state(faulted.pid) != "T":
-        time.sleep(0.05)
+    wait_until_stopped(faulted)
     results: dict[str, tuple[int, str]] = {}
     if faulted.poll() is not None:
         results["faulted"] = _finish(faulted)
+    # Whether the faulted run had recorded its load before the other load started (ended, or paused past it).
+    recorded_early = {"faulted"} if sent.exists() and "insert m__loads#1" in sent.read_text().split() else set()
     outcome.reached = f"vcmt fault: {schedule.fault} at" in (results.get("faulted", ("", ""))[1]) or \
         process_state(faulted.pid) == "T"
     if schedule.overlap and "faulted" not in results:
-        _overlap(project, schedule, faulted, results)
+        _overlap(project, schedule, faulted, results, other_target)
     else:
-        results["other"] = _finish(project.dbt_process("other", *_other_args(schedule.other)))
+        results["other"] = _finish(project.dbt_process("other", *_other_args(schedule.other), target=other_target))
     if "faulted" not in results:
         faulted.send_signal(signal.SIGCONT)
         results["faulted"] = _finish(faulted)
@@ -215,20 +304,19 @@ def run_schedule(project: DbtProject, schedule: Schedule) -> Outcome:
     code, out = _finish(project.dbt_process("rerun", "run", "--select", "m"))
     if code != 0:
         outcome.problems.append("the rerun failed:\n" + out[-3000:])
-    outcome.problems += _check(project, schedule, results)
+    outcome.problems += _check(project, schedule, results, recorded_early)
     outcome.exact = not outcome.problems
     return outcome
 
 
 def _overlap(project: DbtProject, schedule: Schedule, faulted: subprocess.Popen,
-             results: dict[str, tuple[int, str]]) -> None:
+             results: dict[str, tuple[int, str]], other_target: str | None) -> None:
     """The other load, stopped before its first stage INSERT; the paused load resumed; the other one resumed
     once the paused one runs a stage INSERT or has ended (Schedule.overlap)."""
     other = project.dbt_process("other", *_other_args(schedule.other), program=_program(),
-                                env={"VCMT_FAULT": "pause@insert m__stage#1"})
+                                env={"VCMT_FAULT": "pause@insert m__stage#1"}, target=other_target)
+    wait_until_stopped(other)
     deadline = time.monotonic() + STEP_TIMEOUT_S
-    while time.monotonic() < deadline and other.poll() is None and process_state(other.pid) != "T":
-        time.sleep(0.05)
     faulted.send_signal(signal.SIGCONT)
     while time.monotonic() < deadline and faulted.poll() is None and not project.scalar(
             "select count() from system.processes where query_id != queryID() and position(query, 'insert into') > 0 "
@@ -251,7 +339,8 @@ def target_on_port(project: DbtProject, name: str, port: int) -> str:
     return name
 
 
-def _check(project: DbtProject, schedule: Schedule, results: dict[str, tuple[int, str]]) -> list[str]:
+def _check(project: DbtProject, schedule: Schedule, results: dict[str, tuple[int, str]],
+           recorded_early: set[str] = frozenset()) -> list[str]:
     problems = []
     query = project.query
     for finding in invariants.check(query, invariants.Target("m", ["id"]), ["amount"]):
@@ -267,12 +356,16 @@ def _check(project: DbtProject, schedule: Schedule, results: dict[str, tuple[int
                         + ", ".join(f"{k}: {live.get(k)} != {expected.get(k)}" for k in wrong[:5]))
     if grouped != live:
         problems.append("GROUP BY with sign arithmetic differs from FINAL")
-    recorded = [r[0] for r in query("select invocation_id from m__loads order by loaded_at, invocation_id")]
+    # On a cluster each node's `__loads` holds the records of the loads through it.
+    cluster = on_cluster(project)
+    loads = f"clusterAllReplicas('{cluster}', currentDatabase(), 'm__loads')" if cluster else "m__loads"
+    recorded = [r[0] for r in query(f"select invocation_id from {loads} order by loaded_at, invocation_id")]
     ended = [(name, code, _invocation(project, name)) for name, (code, _) in results.items()]
-    return problems + unrecorded_loads(schedule.other, ended, recorded)
+    return problems + unrecorded_loads(schedule.other, ended, recorded, recorded_early)
 
 
-def unrecorded_loads(other: str, ended: list[tuple[str, int, str | None]], recorded: list[str]) -> list[str]:
+def unrecorded_loads(other: str, ended: list[tuple[str, int, str | None]], recorded: list[str],
+                     recorded_early: set[str] = frozenset()) -> list[str]:
     """What `<model>__loads` (its invocation ids, oldest first) lacks or holds wrongly, given the processes'
     (name, exit code, invocation id) in the order they ended (the rerun's record is not asked for).
 
@@ -280,14 +373,15 @@ def unrecorded_loads(other: str, ended: list[tuple[str, int, str | None]], recor
     `__loads` that holds its own record first and then those of later loads only: so when the faulted run
     ended before the full refresh started and the full refresh succeeded, the faulted run's record is gone and
     the full refresh's is the oldest; when the full refresh failed, nothing was swapped and the faulted run's
-    record is there."""
+    record is there. The same holds for a run in `recorded_early`, which had written its record before the
+    full refresh started (paused after it, e.g. right before its release) and ended after it."""
     problems = []
     codes = {name: (code, invocation) for name, code, invocation in ended}
     refreshed = other == "full-refresh" and codes.get("other", (1, None))[0] == 0
     for position, (name, code, invocation) in enumerate(ended):
         if code != 0 or invocation is None:
             continue
-        rebuilt_after = name != "other" and position == 0 and refreshed
+        rebuilt_after = name != "other" and (position == 0 or name in recorded_early) and refreshed
         if rebuilt_after and invocation in recorded:
             problems.append(f"{name} ended before the --full-refresh, whose rebuilt __loads still holds its record")
         elif rebuilt_after and recorded[:1] != [codes["other"][1]]:

@@ -17,9 +17,17 @@ The environment says what to do:
   gets a broken connection and never its answer;
 - VCMT_FAULT_PROXY: `<listen port>:<server port>` for `cut`: this process
   reaches the server through a forwarder of its own on 127.0.0.1, which the
-  cut breaks (new connections go through again afterwards).
+  cut breaks (new connections go through again afterwards);
+- VCMT_FAULT_RENEW_WAIT: seconds this process waits, once its load holds the
+  lock, right before each read of the lock's state (the statement naming
+  `r_silent`). A holder renews its lease at such a step only if it has been
+  silent for a while (macros/vcmt/lock.sql `_renew_lock`): waiting longer
+  than that makes every step renew, so the renewals are the same statements
+  run after run, as the sweep needs, instead of depending on how fast the
+  machine was.
 
-Nothing here changes what dbt or vcmt send: the fault is the only difference.
+Nothing here changes what dbt or vcmt send: the fault is the only difference
+(and with VCMT_FAULT_RENEW_WAIT, when the statements are sent).
 """
 
 from __future__ import annotations
@@ -125,7 +133,8 @@ def _cut_when_running(forwarder: _Forwarder, http_port: int, marker: str) -> Non
         client.close()
 
 
-def install(fault: str | None, log: Path | None, forwarder: _Forwarder | None, http_port: int | None) -> None:
+def install(fault: str | None, log: Path | None, forwarder: _Forwarder | None, http_port: int | None,
+            renew_wait: float = 0.0) -> None:
     """Wrap dbt-clickhouse's connection manager: name each statement, log it, inject the fault."""
     from dbt.adapters.clickhouse.connections import ClickHouseConnectionManager
 
@@ -135,6 +144,8 @@ def install(fault: str | None, log: Path | None, forwarder: _Forwarder | None, h
 
     def before(sql: str) -> None:
         name = statement_label(sql)
+        if renew_wait and "r_silent" in sql and any(n.endswith(" acquired") for n in seen):
+            time.sleep(renew_wait)
         seen[name] += 1
         if log is not None:
             with log.open("a") as out:
@@ -174,7 +185,7 @@ def main(argv: list[str]) -> int:
     log = os.environ.get("VCMT_FAULT_LOG")
     http_port = os.environ.get("VCMT_FAULT_HTTP_PORT")
     install(os.environ.get("VCMT_FAULT"), Path(log) if log else None, forwarder,
-            int(http_port) if http_port else None)
+            int(http_port) if http_port else None, float(os.environ.get("VCMT_FAULT_RENEW_WAIT") or 0))
     from dbt.cli.main import dbtRunner
 
     result = dbtRunner().invoke(argv)
