@@ -146,6 +146,8 @@ def test_a_holder_taken_over_before_it_drops_its_batch_leaves_the_new_holders_ba
     succeeds."""
     statements = enumerate_statements(module_project, "rounds")
     check = statements[statements.index("drop m__batch#1") - 1]
+    # Without the check the statement before the DROP would be a fenced write, and the test would pass unbroken.
+    assert check.startswith("select tables#"), statements
     outcome = run_schedule(module_project, Schedule("rounds", "pause", check, "run", overlap=True))
     assert outcome.reached, f"the fault never happened: {outcome.notes}"
     code, out = outcome.outputs["faulted"]
