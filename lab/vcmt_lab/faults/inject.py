@@ -84,6 +84,8 @@ class _Forwarder:
             client, _ = self.listener.accept()
             upstream = socket.create_connection((LOOPBACK, self.server), timeout=30)
             upstream.settimeout(None)
+            for s in (client, upstream):  # forward each piece as it comes, as the direct connection would
+                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             with self.lock:
                 self.sockets += [client, upstream]
             for a, b in ((client, upstream), (upstream, client)):
