@@ -45,11 +45,10 @@ faults: venv
 	@$(BIN)/python -m vcmt_lab.faults $(ARGS)
 
 # A sharded --full-refresh losing either node of the two-shard lab cluster at each of its ON CLUSTER statements, then
-# the next runs (make test runs one of these cases; about 45 s each), and one killed between two EXCHANGEs on a node.
+# the next runs (make test runs one of these cases; about 45 s each).
 swap-sweep: venv
 	@VCMT_SWAP_SWEEP=1 $(BIN)/python -m pytest -q -p no:cacheprovider $(ARGS) \
-		tests/materialization/test_sharded.py tests/server/test_overlapping_loads.py \
-		-k "test_node_lost_at_a_swap_statement or killed_between_its_exchanges"
+		tests/materialization/test_sharded.py -k "test_node_lost_at_a_swap_statement"
 
 # The ClickHouse benchmark (ARGS), its server leg (SERVER_ARGS; make bench-server alone), then the Spark
 # staging one (STAGING_ARGS; make bench-staging alone).

@@ -277,7 +277,7 @@
   {%- set found_swap = vcmt._interrupted_swap(cfg, objs, columns) -%}
   {%- if found_swap is none -%}{{ return(false) }}{%- endif -%}
   {%- set new = vcmt._staging_objects(objs) -%}
-  {%- set model = (objs.distributed if vcmt._sharded(objs) else objs.target).identifier -%}
+  {%- set model = vcmt._public_relation(objs).identifier -%}
   {%- if found_swap.state == 'unswapped' -%}
     {#- Rolled back: the model's own tables serve on every node; what the
         full refresh built (on some nodes, or loaded on all) goes. -#}
@@ -320,6 +320,22 @@
   {{ return(true) }}
 {% endmacro %}
 
+
+{#- An external load (`what`, under the model's lock) meets a --full-refresh
+    that stopped while it swapped its tables in: it refuses, releasing the
+    lock first. Loaded beside it, its events would land in tables that the
+    finish of the swap (_finish_interrupted_swap, by the next `dbt run`)
+    swaps out, or in tables the nodes do not all serve. A rollback
+    ('unswapped') leaves the model's own tables serving: that load goes on. -#}
+{% macro _refuse_interrupted_swap(cfg, objs, columns, what) %}
+  {%- set found_swap = vcmt._interrupted_swap(cfg, objs, columns) -%}
+  {%- if found_swap is none or found_swap.state == 'unswapped' -%}{{ return(none) }}{%- endif -%}
+  {%- do vcmt._release_lock(objs.target) -%}
+  {%- set model = vcmt._public_relation(objs).identifier -%}
+  {{ exceptions.raise_compiler_error(what ~ " " ~ model ~ ": a --full-refresh (`" ~ found_swap.generation ~ "`) stopped while it swapped its new tables in, so "
+      ~ model ~ "'s tables are of two generations. Nothing was loaded. Run `dbt run --select " ~ model
+      ~ "` first: it finishes the swap on every node (or says what to run), then loads the model's own SELECT; then run this load again.") }}
+{% endmacro %}
 
 {% macro _check_existing_is_vcmt(objs, found) %}
   {%- set engine = found.get(objs.target.identifier, {}).get('engine', 'unknown') -%}

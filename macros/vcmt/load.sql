@@ -56,6 +56,7 @@
   {%- do vcmt._check_event_values(cfg, columns, select_columns, vcmt._without_truncates(cfg, sql), 'vcmt_upsert ' ~ objs.target.identifier) -%}
   {%- if lock_for -%}
     {%- do vcmt._acquire_lock(objs, cfg.lock_timeout, lock_for) -%}
+    {%- do vcmt._refuse_interrupted_swap(cfg, objs, columns, lock_for) -%}
   {%- else -%}
     {%- do vcmt._renew_lock(objs) -%}
   {%- endif -%}

@@ -62,10 +62,16 @@
     (`<model>__vcmt_new`, `<model>__vcmt_new__stage`, ...). -#}
 {% macro _staging_suffix() %}{{ return('__vcmt_new') }}{% endmacro %}
 
+{#- The relation users name and read: a sharded model's Distributed table,
+    else its target. -#}
+{% macro _public_relation(objs) %}
+  {{ return(objs.distributed if vcmt._sharded(objs) else objs.target) }}
+{% endmacro %}
+
 {#- A sharded model's staging set is sharded too (`<model>__vcmt_new_local` under
     `<model>__vcmt_new`, a Distributed table), named from the model's public name. -#}
 {% macro _staging_objects(objs) %}
-  {%- set model = objs.distributed if vcmt._sharded(objs) else objs.target -%}
+  {%- set model = vcmt._public_relation(objs) -%}
   {{ return(vcmt.objects(model.incorporate(path={'identifier': model.identifier ~ vcmt._staging_suffix()}),
                          sharding_key=vcmt._sharded(objs) or none)) }}
 {% endmacro %}

@@ -8,7 +8,6 @@ lock; and the lock's refusals, on both engines.
 from __future__ import annotations
 
 import json
-import os
 import random
 import signal
 import subprocess
@@ -21,6 +20,7 @@ import pytest
 
 from vcmt_lab.dbt_project import DbtProject
 from vcmt_lab.faults.harness import wait_until_stopped
+from vcmt_tools.stage_writer import LoadError
 
 TIMEOUT = 300
 KEYS = 3000
@@ -177,10 +177,14 @@ def test_a_log_comment_in_insert_settings_does_not_hide_a_running_load(project):
     project.vars = {"vcmt_lock_lease_s": lease_s}
     # The fold: one stage INSERT that reads the slow SELECT, with the model's insert_settings, on one thread
     # (40 us a row: a block of 65409 rows, the most there is, sleeps under the server's 3 s limit per block).
+    # A statement reads its pause once, as it starts, from `slow`: emptied once the first load's INSERT runs,
+    # the second load reads the same rows at full speed.
     per_row_s = 0.00004
+    project.command("create table slow (x UInt8) engine = MergeTree order by tuple()")
+    project.command("insert into slow values (1)")
     slow = ("{{ config(materialized='vcmt_upsert', unique_key='id', lock_timeout=" + str(3 * insert_s) + ", "
             "insert_settings={'log_comment': 'mine', 'max_threads': 1}) }}\n"
-            f"select id, n, _version from src where sleepEachRow({per_row_s}) = 0")
+            f"select id, n, _version from src where sleepEachRow((select {per_row_s} * count() from slow)) = 0")
     project.model("m", slow)
     project.dbt("run")
     # The batch: the 300 keys again, repeated (exact duplicates fold into one event): rows for insert_s seconds.
@@ -194,8 +198,10 @@ def test_a_log_comment_in_insert_settings_does_not_hide_a_running_load(project):
     first = _start(project, "first", "run", "--select", "m")
     running = ("select count() from system.processes where position(query, 'sleepEachRow') > 0 "
                "and position(query, 'insert into') > 0 and position(query, 'm__stage') > 0 and query_id != queryID()")
-    while time.monotonic() < deadline and not project.scalar(running):
+    # Rows read: past its analysis, so it read its pause before `slow` is emptied.
+    while time.monotonic() < deadline and not project.scalar(running + " and read_rows > 0"):
         time.sleep(0.05)
+    project.command("truncate table slow")
     second.send_signal(signal.SIGCONT)
     started = time.monotonic()
     while time.monotonic() < started + TIMEOUT and project.scalar(running):
@@ -259,32 +265,40 @@ def test_a_full_refresh_taken_over_before_its_swap_never_swaps(project, tmp_path
     _assert_exact(project, {k: ((1 + 5, 2) if k < 50 else (1, 1)) for k in range(100)})
 
 
-# Not in make test (its budget is spent; test_sharded.py's node-loss case covers the finish on a cluster), and
-# not collected there either (nothing counts it as run): make swap-sweep (VCMT_SWAP_SWEEP=1) runs it.
-if os.environ.get("VCMT_SWAP_SWEEP") == "1":
-    @pytest.mark.engines("http")
-    def test_a_full_refresh_killed_between_its_exchanges_is_finished_by_the_next_run(project):
-        """A `--full-refresh` killed between two EXCHANGEs of its swap (its helpers swapped in, not its table): every
-        table is of one generation or the other, the rebuild loaded, so the next run finishes the swap, drops the
-        staging objects and loads; the model is the rebuild plus the new events
-        (docs/design.md#a-full-refresh-interrupted-on-some-nodes). Without it the run loaded into the old table with
-        the rebuild's helpers, and every `m__vcmt_new*` object stayed."""
-        project.command("create table src (id UInt64, n Int64, _version UInt64) engine = MergeTree order by id")
-        project.command("insert into src select number, 1, 1 from numbers(100)")
-        project.model("m", "{{ config(materialized='vcmt_upsert', unique_key='id', lock_timeout=240) }}\n"
-                           "select id, n, _version from src")
-        project.vars = {"vcmt_lock_lease_s": 2}  # the killed refresh's lock lapses at once
-        project.dbt("run")
-        project.command("truncate table src")
-        project.command("insert into src select number, 3, 2 from numbers(50)")
-        killed = project.dbt_process("killed", "run", "--full-refresh", program=[sys.executable, "-m", "vcmt_lab.faults.inject"],
-                                     env={"VCMT_FAULT": "kill@exchange m__vcmt_new#1"})
-        out, _ = killed.communicate(timeout=TIMEOUT)
-        assert killed.returncode != 0 and "vcmt fault: kill at exchange m__vcmt_new#1" in out, out[-3000:]
-        project.command("insert into src select number, 4, 3 from numbers(0, 100, 2)")
-        run = project.dbt("run")
-        assert "vcmt_upsert m: a --full-refresh" in run.log and "its swap is finished on every node (exchanging m, " \
-            "m__stage, then" in " ".join(run.log.split()), run.log[-3000:]
-        assert not project.query("select name from system.tables where database = currentDatabase() "
-                                 "and position(name, 'vcmt_new') > 0")
-        _assert_exact(project, {k: ((4, 3) if k % 2 == 0 else (3, 2)) for k in range(100) if k < 50 or k % 2 == 0})
+@pytest.mark.engines("http")
+def test_a_full_refresh_killed_between_its_exchanges_is_finished_by_the_next_run(project):
+    """A `--full-refresh` killed between two EXCHANGEs of its swap (its helpers swapped in, not its table): every
+    table is of one generation or the other, the rebuild loaded. `vcmt.load_stage` then refuses, loading nothing
+    and holding no lock: its events would land in the old table, which the finish swaps out. The next run
+    finishes the swap, drops the staging objects and loads; the model is the rebuild plus the new events
+    (docs/design.md#a-full-refresh-interrupted-on-some-nodes). Without it the run loaded into the old table with
+    the rebuild's helpers, and every `m__vcmt_new*` object stayed."""
+    project.command("create table src (id UInt64, n Int64, _version UInt64) engine = MergeTree order by id")
+    project.command("insert into src select number, 1, 1 from numbers(100)")
+    project.model("m", "{{ config(materialized='vcmt_upsert', unique_key='id', lock_timeout=240) }}\n"
+                       "select id, n, _version from src")
+    project.vars = {"vcmt_lock_lease_s": 2}  # the killed refresh's lock lapses at once
+    project.dbt("run")
+    project.command("truncate table src")
+    project.command("insert into src select number, 3, 2 from numbers(50)")
+    killed = project.dbt_process("killed", "run", "--full-refresh", program=[sys.executable, "-m", "vcmt_lab.faults.inject"],
+                                 env={"VCMT_FAULT": "kill@exchange m__vcmt_new#1"})
+    out, _ = killed.communicate(timeout=TIMEOUT)
+    assert killed.returncode != 0 and "vcmt fault: kill at exchange m__vcmt_new#1" in out, out[-3000:]
+    with pytest.raises(LoadError) as refused:
+        project.load_rows("m", [{"id": 1, "n": 9, "_version": 9}])
+    message = " ".join(str(refused.value).split())
+    assert "vcmt.load_stage m: a --full-refresh (`vcmt generation " in message and "Nothing was loaded. Run " \
+        "`dbt run --select m` first" in message, message
+    project.vars = {"vcmt_lock_lease_s": 600}  # a lock left held would now hold the next run for 10 minutes
+    project.command("insert into src select number, 4, 3 from numbers(0, 100, 2)")
+    run = project.dbt("run")
+    assert "waiting for another load" not in run.log, run.log[-3000:]
+    assert "vcmt_upsert m: a --full-refresh" in run.log and "its swap is finished on every node (exchanging m, " \
+        "m__stage, then" in " ".join(run.log.split()), run.log[-3000:]
+    assert not project.query("select name from system.tables where database = currentDatabase() "
+                             "and position(name, 'vcmt_new') > 0")
+    _assert_exact(project, {k: ((4, 3) if k % 2 == 0 else (3, 2)) for k in range(100) if k < 50 or k % 2 == 0})
+    # Finished, the model takes external loads again.
+    project.load_rows("m", [{"id": 1, "n": 9, "_version": 9}])
+    assert project.query("select n, _version from m final where sign = 1 and id = 1") == [(9, 9)]
