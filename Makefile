@@ -12,7 +12,12 @@ export DO_NOT_TRACK := 1
 export DBT_SEND_ANONYMOUS_USAGE_STATS := false
 export DBT_VERSION_CHECK := false
 
-.PHONY: demo test fuzz faults swap-sweep bench bench-server bench-staging bench-rows-read lint venv java clean capture-fixtures
+.DEFAULT_GOAL := help
+
+.PHONY: help demo test fuzz faults swap-sweep bench bench-server bench-staging bench-rows-read lint venv java clean capture-fixtures
+
+help: ## this list (each target's `##` comment)
+	@awk -F':.*## ' '/^[a-z0-9-]+:.*## / { printf "  make %-18s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
 
 $(STAMP): pyproject.toml lab/pyproject.toml constraints.txt
 	@echo "==> setting up $(VENV) (first run downloads about 1.7 GB of wheels)"
@@ -23,66 +28,66 @@ $(STAMP): pyproject.toml lab/pyproject.toml constraints.txt
 	@touch $(STAMP)
 	@echo "==> $(VENV) ready"
 
-venv: $(STAMP)
+venv: $(STAMP) ## create .venv and install the pinned dependencies
 
 # Spark needs Java 17: say how to get it instead of failing later (dbt/adapters/vcmt_spark/java.py).
 java:
 	@$(PYTHON) dbt/adapters/vcmt_spark/java.py
 
-demo: venv java
+demo: venv java ## set up, then run the CDC pipeline end to end on the embedded engine (ARGS: --help)
 	@$(BIN)/python -m vcmt_lab.demo $(ARGS)
 
-test: venv java
+test: venv java ## pytest, dbt build of integration_tests (chDB, a served node, dbt 1.12), linters
 	@scripts/test.sh
 
-fuzz: venv
+fuzz: venv ## random change streams against the oracle (ARGS: --help)
 	@$(BIN)/python -m vcmt_lab.fuzz $(ARGS)
 
 # The load lock's fault-injection sweep: every statement of a load x pause/kill/cut x another load, on a
 # served node over HTTP and native and on the two-node cluster (ARGS="--targets http native cluster");
 # prints `N schedules, M exact` per target and in all (ARGS: --help).
-faults: venv
+faults: venv ## the load lock's fault-injection sweep (ARGS: --targets http native cluster; --help)
 	@$(BIN)/python -m vcmt_lab.faults $(ARGS)
 
 # A sharded --full-refresh losing either node of the two-shard lab cluster at each of its ON CLUSTER statements, then
 # the next runs (make test runs one of these cases; about 45 s each).
-swap-sweep: venv
+swap-sweep: venv ## a sharded --full-refresh losing a node at each of its ON CLUSTER statements
 	@VCMT_SWAP_SWEEP=1 $(BIN)/python -m pytest -q -p no:cacheprovider $(ARGS) \
 		tests/materialization/test_sharded.py -k "test_node_lost_at_a_swap_statement"
 
 # The ClickHouse benchmark (ARGS), its server leg (SERVER_ARGS; make bench-server alone), then the Spark
 # staging one (STAGING_ARGS; make bench-staging alone).
-bench: venv java
+bench: venv java ## every benchmark: ClickHouse, its server leg, Spark staging
 	@$(BIN)/python -m vcmt_lab.bench $(ARGS)
 	@$(BIN)/python -m vcmt_lab.bench.server $(SERVER_ARGS)
 	@$(BIN)/python -m vcmt_lab.bench.staging $(STAGING_ARGS)
 
 # One model loaded by dbt run on the embedded engine and on a served node (HTTP, native); ARGS (--help).
-bench-server: venv
+bench-server: venv ## one model by dbt run on chDB and on a served node (HTTP, native)
 	@$(BIN)/python -m vcmt_lab.bench.server $(ARGS)
 
 # Rows a batch's lookups read against the granules holding its keys, per partition layout (issue 41);
 # rows, not time, so any machine will do; ARGS="--rows 10000000 --granularity 8192" (--help).
-bench-rows-read: venv
+bench-rows-read: venv ## rows a batch's lookups read, per partition layout
 	@$(BIN)/python -m vcmt_lab.bench.rows_read $(ARGS)
 
 # Spark staging throughput next to the ClickHouse apply (issue 15); ARGS="--sizes 50000 --landed ''" (--help).
-bench-staging: venv java
+bench-staging: venv java ## Spark staging throughput next to the ClickHouse apply
 	@$(BIN)/python -m vcmt_lab.bench.staging $(ARGS)
 
 # Re-capture the real Debezium fixtures under integration_tests/fixtures/debezium
 # (PostgreSQL + MariaDB on loopback, Debezium embedded engine). Not part of make test.
 CAPTURE_VENV := .local/capture-venv
-capture-fixtures: java
+capture-fixtures: java ## re-capture the Debezium fixtures (PostgreSQL, MariaDB on loopback)
 	@lab/capture/servers.sh
 	@test -x $(CAPTURE_VENV)/bin/python || $(PYTHON) -m venv $(CAPTURE_VENV)
 	@$(CAPTURE_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r lab/capture/requirements.txt
 	@$(CAPTURE_VENV)/bin/python lab/capture/capture.py $(ARGS)
 
-lint: venv
+lint: venv ## sqlfluff on the models, ruff on the Python
 	@$(BIN)/sqlfluff lint examples/cdc/models integration_tests/models
 	@$(BIN)/ruff check .
 
-clean:
+clean: ## remove every generated folder (.local, target, logs, ...)
 	rm -rf .local target logs .demo integration_tests/.local integration_tests/target integration_tests/logs \
 		examples/cdc/.local examples/cdc/target examples/cdc/logs examples/cdc/dbt_packages lab/bench/work
