@@ -2,7 +2,7 @@
 
 - the three shelves: the package (macros/, dbt/, vcmt_tools/) imports nothing from the lab, holds no
   Spark-only macro, and its wheel ships nothing else;
-- public macros are dispatched and documented;
+- public macros are dispatched and documented; no macro line is longer than 120 characters;
 - README "Layout" matches the tree; every relative link of the docs lands on a file (and heading);
 - the staging contract has one list of kinds and reasons, which the example project's vars repeat.
 """
@@ -77,6 +77,19 @@ def test_the_package_holds_only_clickhouse_macros() -> None:
     assert not spark, f"Spark-only SQL in the package's macros (it belongs in examples/cdc/macros): {spark}"
     project = yaml.safe_load((ROOT / "dbt_project.yml").read_text())
     assert project["macro-paths"] == ["macros"] and project["model-paths"] == [], project
+
+
+# The longest line a macro file may have: a macro reads in a side-by-side diff. Jinja allows a line break anywhere
+# inside a tag, and a long message splits into literals joined with `~`.
+MACRO_LINE = 120
+
+
+def test_macro_lines_fit_the_line_length() -> None:
+    files = sorted((ROOT / "macros").rglob("*.sql"))
+    assert len(files) >= 20, files
+    long = [f"{p.relative_to(ROOT)}:{n} ({len(line)} characters)" for p in files
+            for n, line in enumerate(p.read_text().splitlines(), 1) if len(line) > MACRO_LINE]
+    assert not long, f"macro lines longer than {MACRO_LINE} characters (break them inside a tag):\n" + "\n".join(long)
 
 
 def test_the_wheel_ships_the_package_only(tmp_path) -> None:

@@ -7,7 +7,8 @@
 {% macro _vcmt_test_projection_parts(query) %}
   {%- set found = modules.re.match('(?is)^\\s*select\\s+(.+?)(?:\\s+group\\s+by\\s+(.+?))?\\s*;?\\s*$', query) -%}
   {%- if found is none -%}
-    {{ exceptions.raise_compiler_error("vcmt.projection_matches_base: cannot read projection query `" ~ query ~ "`; expected `select ... [group by ...]`.") }}
+    {{ exceptions.raise_compiler_error("vcmt.projection_matches_base: cannot read projection query `" ~ query
+        ~ "`; expected `select ... [group by ...]`.") }}
   {%- endif -%}
   {{ return({'select_list': found.group(1), 'group_by': found.group(2)}) }}
 {% endmacro %}

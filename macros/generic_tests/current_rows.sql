@@ -3,7 +3,8 @@
     updated or deleted key's cancel row and the state it cancels, so a plain
     SELECT sees them; FINAL collapses each pair and keeps the live state row.
     The sign column is the model's `sign` config (default `sign`). -#}
-{% macro current_rows(relation, where=none) %}{{ return(adapter.dispatch('current_rows', 'vcmt')(relation, where)) }}{% endmacro %}
+{% macro current_rows(relation, where=none) %}{{ return(adapter.dispatch('current_rows', 'vcmt')(relation,
+    where)) }}{% endmacro %}
 
 {% macro default__current_rows(relation, where) %}
   {%- set sign = vcmt._identity_columns(vcmt._vcmt_test_model_config(relation), 'vcmt.current_rows').sign -%}
@@ -13,9 +14,11 @@
   {%- endif -%}
   {#- Under --empty and --sample dbt renders a ref as a subquery, which FINAL cannot take: FINAL on the
       table, then the ref's sample window and limit on its current rows. -#}
-  {%- set rows = relation.render_event_time_filtered('(select * from ' ~ relation.render() ~ ' final where ' ~ filter ~ ')') -%}
+  {%- set rows = relation.render_event_time_filtered('(select * from ' ~ relation.render() ~ ' final where ' ~ filter
+      ~ ')') -%}
   {%- if relation.limit is not none -%}
-    {%- set rows = '(select * from ' ~ rows ~ (' where false' if relation.limit == 0 else '') ~ ' limit ' ~ relation.limit ~ ')' -%}
+    {%- set rows = '(select * from ' ~ rows ~ (' where false' if relation.limit == 0 else '') ~ ' limit '
+        ~ relation.limit ~ ')' -%}
   {%- endif -%}
   {{ return(rows) }}
 {% endmacro %}

@@ -1,4 +1,6 @@
-{% test groupby_matches_final(model, group_by, metrics=[], tolerance=0.000000001, sign=none) %}{{ return(adapter.dispatch('test_groupby_matches_final', 'vcmt')(model, group_by, metrics, tolerance, sign)) }}{% endtest %}
+{% test groupby_matches_final(model, group_by, metrics=[], tolerance=0.000000001,
+    sign=none) %}{{ return(adapter.dispatch('test_groupby_matches_final', 'vcmt')(model, group_by, metrics, tolerance,
+    sign)) }}{% endtest %}
 
 {#- The promise of a VCMT table: a sign-weighted GROUP BY without FINAL equals
     the same aggregation over the collapsed state. It breaks when a cancel row
@@ -19,14 +21,17 @@
   {%- set s = vcmt._quote(vcmt._vcmt_test_args(name, model, sign=sign, require_key=false).sign) -%}
   {%- set group_by = [group_by] if group_by is string else group_by -%}
   {%- if group_by is none or group_by is mapping or group_by | length == 0 -%}
-    {{ exceptions.raise_compiler_error("vcmt.groupby_matches_final: argument `group_by` must be a non-empty list of columns or expressions, e.g. ['status']; got `" ~ group_by ~ "`.") }}
+    {{ exceptions.raise_compiler_error("vcmt.groupby_matches_final: argument `group_by` must be a non-empty list of "
+        ~ "columns or expressions, e.g. ['status']; got `" ~ group_by ~ "`.") }}
   {%- endif -%}
   {%- set metrics = [metrics] if metrics is string else metrics or [] -%}
   {%- if metrics is mapping -%}
-    {{ exceptions.raise_compiler_error("vcmt.groupby_matches_final: argument `metrics` must be a list of columns or expressions, e.g. ['amount']; got `" ~ metrics ~ "`.") }}
+    {{ exceptions.raise_compiler_error("vcmt.groupby_matches_final: argument `metrics` must be a list of columns or "
+        ~ "expressions, e.g. ['amount']; got `" ~ metrics ~ "`.") }}
   {%- endif -%}
   {%- if tolerance is not number or tolerance < 0 -%}
-    {{ exceptions.raise_compiler_error("vcmt.groupby_matches_final: argument `tolerance` must be a number >= 0; got `" ~ tolerance ~ "`.") }}
+    {{ exceptions.raise_compiler_error("vcmt.groupby_matches_final: argument `tolerance` must be a number >= 0; got `"
+        ~ tolerance ~ "`.") }}
   {%- endif -%}
   {%- set groups = [] -%}
   {%- for g in group_by -%}{%- do groups.append(vcmt._vcmt_test_quote(g)) -%}{%- endfor -%}
@@ -60,7 +65,8 @@ vcmt_final as (
 )
 select
     {%- for g in group_by %}
-    tupleElement(if(gb.vcmt_present = 1, gb.vcmt_group, fin.vcmt_group), {{ loop.index }}) as {{ vcmt._quote(g | trim) }},
+    tupleElement(if(gb.vcmt_present = 1, gb.vcmt_group, fin.vcmt_group), {{ loop.index }})
+      as {{ vcmt._quote(g | trim) }},
     {%- endfor %}
     if(gb.vcmt_present = 1, gb.vcmt_count, null) as groupby_count,
     if(fin.vcmt_present = 1, fin.vcmt_count, null) as final_count

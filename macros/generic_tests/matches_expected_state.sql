@@ -1,4 +1,6 @@
-{% test matches_expected_state(model, expected, compare_columns=none, tolerance=0, unique_key=none, sign=none) %}{{ return(adapter.dispatch('test_matches_expected_state', 'vcmt')(model, expected, compare_columns, tolerance, unique_key, sign)) }}{% endtest %}
+{% test matches_expected_state(model, expected, compare_columns=none, tolerance=0, unique_key=none,
+    sign=none) %}{{ return(adapter.dispatch('test_matches_expected_state', 'vcmt')(model, expected, compare_columns,
+    tolerance, unique_key, sign)) }}{% endtest %}
 
 {#- The table's current state (FINAL, sign = 1) against an expected relation,
     row by row on the key: `missing` (expected, not in the table), `extra` (in
@@ -18,32 +20,37 @@
   {%- set keys = args.unique_key -%}
   {%- set s = vcmt._quote(args.sign) -%}
   {%- if tolerance is not number or tolerance < 0 -%}
-    {{ exceptions.raise_compiler_error("vcmt.matches_expected_state: argument `tolerance` must be a number >= 0; got `" ~ tolerance ~ "`.") }}
+    {{ exceptions.raise_compiler_error("vcmt.matches_expected_state: argument `tolerance` must be a number >= 0; got `"
+        ~ tolerance ~ "`.") }}
   {%- endif -%}
   {%- set types = {} -%}
   {%- for c in vcmt._vcmt_test_columns(relation) -%}{%- do types.update({c.name: c.type}) -%}{%- endfor -%}
   {%- set expected_names = vcmt._vcmt_test_columns(expected) | map(attribute='name') | list -%}
   {%- if compare_columns is none -%}
     {%- set compare_columns = [] -%}
-    {%- for c in expected_names if c not in keys and c != args.sign -%}{%- do compare_columns.append(c) -%}{%- endfor -%}
+    {%- for c in expected_names if c not in keys
+        and c != args.sign -%}{%- do compare_columns.append(c) -%}{%- endfor -%}
   {%- else -%}
     {%- set compare_columns = vcmt._column_names(compare_columns, 'vcmt.matches_expected_state', 'compare_columns') -%}
   {%- endif -%}
   {%- for c in keys + compare_columns -%}
     {%- if c not in types or c not in expected_names -%}
       {{ exceptions.raise_compiler_error(
-        "vcmt.matches_expected_state: column `" ~ c ~ "` (argument `" ~ ('unique_key' if c in keys else 'compare_columns')
+        "vcmt.matches_expected_state: column `" ~ c ~ "` (argument `" ~ ('unique_key' if c in keys
+            else 'compare_columns')
         ~ "`) must exist in both the tested table " ~ types.keys() | list ~ " and argument `expected` "
         ~ expected_names ~ ".") }}
     {%- endif -%}
   {%- endfor -%}
   {%- set outputs = [] -%}
   {%- for c in keys -%}
-    {%- do outputs.append('if(t.vcmt_present = 1, t.' ~ vcmt._quote(c) ~ ', e.' ~ vcmt._quote(c) ~ ') as ' ~ vcmt._quote(c)) -%}
+    {%- do outputs.append('if(t.vcmt_present = 1, t.' ~ vcmt._quote(c) ~ ', e.' ~ vcmt._quote(c) ~ ') as '
+        ~ vcmt._quote(c)) -%}
   {%- endfor -%}
   {%- for c in compare_columns -%}
     {%- do outputs.append('if(t.vcmt_present = 1, t.' ~ vcmt._quote(c) ~ ', null) as ' ~ vcmt._quote(c)) -%}
-    {%- do outputs.append('if(e.vcmt_present = 1, e.' ~ vcmt._quote(c) ~ ', null) as ' ~ vcmt._quote('expected_' ~ c)) -%}
+    {%- do outputs.append('if(e.vcmt_present = 1, e.' ~ vcmt._quote(c) ~ ', null) as ' ~ vcmt._quote('expected_'
+        ~ c)) -%}
   {%- endfor -%}
   {%- set joins = [] -%}
   {%- for c in keys -%}{%- do joins.append('t.' ~ vcmt._quote(c) ~ ' = e.' ~ vcmt._quote(c)) -%}{%- endfor -%}

@@ -1,4 +1,6 @@
-{% test projection_matches_base(model, tolerance=0.000000001) %}{{ return(adapter.dispatch('test_projection_matches_base', 'vcmt')(model, tolerance)) }}{% endtest %}
+{% test projection_matches_base(model,
+    tolerance=0.000000001) %}{{ return(adapter.dispatch('test_projection_matches_base', 'vcmt')(model,
+    tolerance)) }}{% endtest %}
 
 {#- Every aggregating projection on the table (as ClickHouse holds it in
     system.projections, whatever created it) must answer its own query as the
@@ -15,7 +17,8 @@
   {%- if not execute -%}{{ return('') }}{%- endif -%}
   {%- set relation = vcmt._vcmt_test_relation('projection_matches_base', model) -%}
   {%- if tolerance is not number or tolerance < 0 -%}
-    {{ exceptions.raise_compiler_error("vcmt.projection_matches_base: argument `tolerance` must be a number >= 0; got `" ~ tolerance ~ "`.") }}
+    {{ exceptions.raise_compiler_error("vcmt.projection_matches_base: argument `tolerance` must be a number >= 0; got `"
+        ~ tolerance ~ "`.") }}
   {%- endif -%}
   {#- A sharded model's projections live on its per-shard target; the
       comparison still reads the model's relation, i.e. every shard
@@ -32,7 +35,8 @@
     {#- On a Distributed model each side goes to the shards as its own query,
         and the base side (which must not use the projection) would fail
         there: the proof reads the projection side alone. -#}
-    {%- set proof = check if not sharding_key else vcmt._vcmt_test_projection_side(relation, vcmt._vcmt_test_projection_parts(projection[1]), true) -%}
+    {%- set proof = check if not sharding_key else vcmt._vcmt_test_projection_side(relation,
+        vcmt._vcmt_test_projection_parts(projection[1]), true) -%}
     {%- do run_query("select count() from (" ~ proof ~ ") as vcmt_proof settings force_optimize_projection = 1") -%}
     {%- do checks.append(check) -%}
   {%- endfor -%}

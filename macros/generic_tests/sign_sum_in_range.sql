@@ -1,4 +1,6 @@
-{% test sign_sum_in_range(model, unique_key=none, version=none, sign=none, per_version=true) %}{{ return(adapter.dispatch('test_sign_sum_in_range', 'vcmt')(model, unique_key, version, sign, per_version)) }}{% endtest %}
+{% test sign_sum_in_range(model, unique_key=none, version=none, sign=none,
+    per_version=true) %}{{ return(adapter.dispatch('test_sign_sum_in_range', 'vcmt')(model, unique_key, version, sign,
+    per_version)) }}{% endtest %}
 
 {#- A key whose signs do not sum to 0 (deleted) or 1 (present) has a state row
     without its cancel, a cancel without its state, or a duplicate. The per
@@ -12,7 +14,8 @@
   {%- if not execute -%}{{ return('') }}{%- endif -%}
   {%- set args = vcmt._vcmt_test_args('sign_sum_in_range', model, unique_key, version, sign) -%}
   {%- if per_version not in [true, false] -%}
-    {{ exceptions.raise_compiler_error("vcmt.sign_sum_in_range: argument `per_version` must be true or false; got `" ~ per_version ~ "`.") }}
+    {{ exceptions.raise_compiler_error("vcmt.sign_sum_in_range: argument `per_version` must be true or false; got `"
+        ~ per_version ~ "`.") }}
   {%- endif -%}
   {%- set keys = vcmt._column_list(args.unique_key) -%}
   {%- set v = vcmt._quote(args.version) -%}

@@ -1,4 +1,6 @@
-{% test single_live_version(model, unique_key=none, version=none, sign=none) %}{{ return(adapter.dispatch('test_single_live_version', 'vcmt')(model, unique_key, version, sign)) }}{% endtest %}
+{% test single_live_version(model, unique_key=none, version=none,
+    sign=none) %}{{ return(adapter.dispatch('test_single_live_version', 'vcmt')(model, unique_key, version,
+    sign)) }}{% endtest %}
 
 {#- A version is live while its signs sum above zero. Two live versions of one
     key mean a state row was never cancelled: FINAL then returns both rows and

@@ -20,11 +20,14 @@
       says so), whatever the server's hive partitioning. A sum of the names' hashes, not a XOR: two topics' folders
       of one batch hold files of the same name. -#}
   {%- set listing = "select toInt64OrNull(extract(_path, '/_batch_id=([^/]+)/')) as batch, count() as files, "
-                    ~ 'sum(sipHash64(_file)) as names from ' ~ listing_source ~ ' group by batch having batch is not null' -%}
+                    ~ 'sum(sipHash64(_file)) as names from ' ~ listing_source ~ ' group by batch having batch is '
+                    ~ 'not null' -%}
   {%- set recorded_before = vcmt._relation_exists(record) -%}
   {%- if not recorded_before -%}
-    {%- do run_query('create table if not exists ' ~ record ~ ' (dataset String, batch Int64, files UInt64, names UInt64, '
-                     ~ 'recorded_at DateTime64(6)) engine = ReplacingMergeTree(recorded_at) order by (dataset, batch)') -%}
+    {%- do run_query('create table if not exists ' ~ record ~ ' (dataset String, batch Int64, files UInt64, names '
+        ~ 'UInt64, '
+                     ~ 'recorded_at DateTime64(6)) engine = ReplacingMergeTree(recorded_at) order by (dataset, '
+                     ~ 'batch)') -%}
   {%- endif -%}
   {#- The watermark this run reads above (vcmt.watermark()); none on a first run or a full refresh, which read
       every batch. -#}
@@ -33,7 +36,8 @@
   {%- if vcmt.is_incremental() and vcmt._relation_exists(objs.loads) -%}
     {%- set watermark = vcmt._recorded_watermark(objs) -%}
   {%- endif -%}
-  {%- set known = recorded_before and run_query('select count() from ' ~ record ~ ' where dataset = ' ~ ds).columns[0].values()[0] | int > 0 -%}
+  {%- set known = recorded_before and run_query('select count() from ' ~ record ~ ' where dataset = '
+      ~ ds).columns[0].values()[0] | int > 0 -%}
   {#- Without a record of this dataset yet (a model loaded before this check existed), the listing becomes
       the record: nothing to compare with. -#}
   {%- if watermark is not none and known -%}
@@ -42,7 +46,8 @@
       from (
         select batch, files, names, 1 as src from ({{ listing }}) where batch <= toInt64({{ watermark }})
         union all
-        select batch, files, names, 0 as src from {{ record }} final where dataset = {{ ds }} and batch <= toInt64({{ watermark }})
+        select batch, files, names, 0 as src from {{ record }} final
+        where dataset = {{ ds }} and batch <= toInt64({{ watermark }})
       )
       group by batch
       having countIf(src = 1) = 1 and (late or uniqExact(files, names) > 1)
@@ -67,8 +72,10 @@
                                   else ' have files that were not there (or are gone) since they were loaded')) -%}
       {%- endif -%}
       {{ exceptions.raise_compiler_error("vcmt.lake_source('" ~ dataset ~ "') in model `" ~ this.identifier ~ "`: "
-          ~ (problems | join('; ')) ~ ". The `_batch_id` watermark reads each batch once, so their lines are not in the model. "
-          ~ "Load every batch again with `dbt run -s " ~ this.identifier ~ " --full-refresh` (a batch restaged with the "
+          ~ (problems | join('; ')) ~ ". The `_batch_id` watermark reads each batch once, so their lines are not in "
+          ~ "the model. "
+          ~ "Load every batch again with `dbt run -s " ~ this.identifier ~ " --full-refresh` (a batch restaged "
+          ~ "with the "
           ~ "same lines changes nothing). To keep this from recurring, land and stage batches in `_batch_id` order and "
           ~ "never add files to a staged batch (docs/staging.md, \"Late and amended batches\").") }}
     {%- endif -%}

@@ -64,7 +64,8 @@
   {%- set objs = vcmt.objects(model) -%}
   {%- set record = vcmt._lake_files_record(model) -%}
   {{ return('select path, argMax(fingerprint, claimed_at) as fingerprint from ' ~ record ~ ' where dataset = '
-            ~ vcmt._sql_string(dataset) ~ " and path != '' and invocation_id in (select invocation_id from " ~ objs.loads
+            ~ vcmt._sql_string(dataset) ~ " and path != '' and invocation_id in (select invocation_id from "
+            ~ objs.loads
             ~ ") group by path having fingerprint != " ~ vcmt._sql_string(vcmt._lake_gone()) ) }}
 {% endmacro %}
 
@@ -107,7 +108,8 @@
     {%- do run_query(vcmt._create_lake_files_sql(record)) -%}
     {%- set claimed = 'select path, fingerprint from ' ~ record ~ ' where dataset = ' ~ ds ~ ' and invocation_id = '
                       ~ vcmt._sql_string(invocation_id) -%}
-    {{ return('(' ~ vcmt._lake_files_marker(spec) ~ ' select * from ' ~ table_function ~ ' where _path in (select path from ('
+    {{ return('(' ~ vcmt._lake_files_marker(spec) ~ ' select * from ' ~ table_function ~ ' where _path in (select path '
+        ~ 'from ('
               ~ claimed ~ ')) and (_path, ' ~ vcmt._lake_fingerprint_sql() ~ ') in (' ~ claimed ~ '))') }}
   {%- endif -%}
   {%- if not vcmt._relation_exists(record) or not vcmt._relation_exists(vcmt.objects(mart).loads) -%}
@@ -120,7 +122,8 @@
 
 {% macro _create_lake_files_sql(record) %}
   {{ return('create table if not exists ' ~ record ~ ' (dataset String, path String, fingerprint String, '
-            ~ 'invocation_id String, claimed_at DateTime64(6)) engine = MergeTree order by (dataset, path, claimed_at)') }}
+            ~ 'invocation_id String, claimed_at DateTime64(6)) engine = MergeTree order by (dataset, path, '
+            ~ 'claimed_at)') }}
 {% endmacro %}
 
 
@@ -148,17 +151,21 @@
       {%- set compared = run_query(compare_sql).rows -%}
       {%- set changed = compared | rejectattr(2, 'equalto', '') | list -%}
       {%- set gone = compared | length - changed | length -%}
-      {%- set gone_note = '; ' ~ vcmt._count(gone, 'loaded file') ~ ' no longer in the lake, kept in the model' if gone > 0 else '' -%}
+      {%- set gone_note = '; ' ~ vcmt._count(gone, 'loaded file') ~ ' no longer in the lake, kept in the model'
+          if gone > 0 else '' -%}
       {%- if changed | length > 0 -%}
         {%- set shown = [] -%}
         {%- for row in changed[:10] -%}
           {%- do shown.append(row[0] ~ ' (loaded at ' ~ row[1] ~ ', now ' ~ row[2] ~ ')') -%}
         {%- endfor -%}
         {%- do exceptions.raise_compiler_error(where ~ ": " ~ changed | length ~ " file(s) changed after this model "
-              ~ "loaded them: " ~ (shown | join('; ')) ~ (' and ' ~ (changed | length - 10) ~ ' more' if changed | length > 10 else '')
+              ~ "loaded them: " ~ (shown | join('; ')) ~ (' and ' ~ (changed | length - 10) ~ ' more'
+              if changed | length > 10 else '')
               ~ ". A staged file is never rewritten in place by Spark (it writes new files), so something rewrote it; "
-              ~ "its new lines would never be read, and the lines it had are in the model. Nothing was loaded. Load every "
-              ~ "file again with `dbt run -s " ~ model.identifier ~ " --full-refresh` (docs/staging.md, \"Reading each file once\").") -%}
+              ~ "its new lines would never be read, and the lines it had are in the model. Nothing was loaded. Load "
+              ~ "every "
+              ~ "file again with `dbt run -s " ~ model.identifier ~ " --full-refresh` (docs/staging.md, \"Reading each "
+              ~ "file once\").") -%}
       {%- endif -%}
       {%- set unloaded = ' where path not in (select path from (' ~ loaded ~ '))' -%}
       {#- A batch folder with loaded files gone and new files listed was restaged: its earlier lines come
@@ -182,13 +189,15 @@
       {#- Each claim also records a row with an empty path: the dataset was read with new_files=true by that
           load. A model loaded before without it (a watermark) reads every file once more now. -#}
       {%- set before = run_query('select (select count() from ' ~ objs.loads ~ '), (select count() from ' ~ record
-                                 ~ ' where dataset = ' ~ vcmt._sql_string(spec.dataset) ~ " and path = '' and invocation_id in "
+                                 ~ ' where dataset = ' ~ vcmt._sql_string(spec.dataset) ~ " and path = '' and "
+                                 ~ "invocation_id in "
                                  ~ '(select invocation_id from ' ~ objs.loads ~ '))').rows[0] -%}
       {%- if before[0] | int > 0 and before[1] | int == 0 -%}
         {%- if cfg.delete_mode == 'unconditional' -%}
           {%- do exceptions.raise_compiler_error(where ~ ": the model was loaded before without new_files=true, so "
                 ~ "this run would read every file of the dataset once more, and under delete_mode='unconditional' a "
-                ~ "delete read again removes its row again (docs/design.md, \"Replay\"). Nothing was loaded. Switch with "
+                ~ "delete read again removes its row again (docs/design.md, \"Replay\"). Nothing was loaded. "
+                ~ "Switch with "
                 ~ "`dbt run -s " ~ model.identifier ~ " --full-refresh`.") -%}
         {%- endif -%}
         {{ log(where ~ ': the model was loaded before without new_files=true: every file of the dataset is read once '
@@ -209,8 +218,10 @@
     {%- endcall -%}
     {%- set files = run_query('select count() from ' ~ record ~ ' where dataset = ' ~ vcmt._sql_string(spec.dataset)
                               ~ " and path != '' and fingerprint != " ~ vcmt._sql_string(vcmt._lake_gone())
-                              ~ ' and invocation_id = ' ~ vcmt._sql_string(invocation_id)).columns[0].values()[0] | int -%}
-    {{ log(where ~ ': ' ~ vcmt._count(files, 'file') ~ ' to read' ~ (' (every file: a first run or a full refresh)' if rebuild
+                              ~ ' and invocation_id = '
+                              ~ vcmt._sql_string(invocation_id)).columns[0].values()[0] | int -%}
+    {{ log(where ~ ': ' ~ vcmt._count(files, 'file') ~ ' to read' ~ (' (every file: a first run or a full refresh)'
+        if rebuild
            else ', not loaded before') ~ (gone_note if gone_note else ''), info=true) }}
   {%- endfor -%}
 {% endmacro %}

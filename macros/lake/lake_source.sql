@@ -41,7 +41,8 @@
   {%- endif -%}
   {%- if execute -%}
     {%- set counts = run_query('select (select count() from ' ~ vcmt._lake_table_function(dataset, format, 'One', '*')
-                               ~ '), (select count() from ' ~ vcmt._lake_table_function(dataset, format, 'One', files) ~ ')').rows[0] -%}
+                               ~ '), (select count() from ' ~ vcmt._lake_table_function(dataset, format, 'One', files)
+                               ~ ')').rows[0] -%}
     {%- if counts[0] | int > 0 -%}
       {%- set files = '*' -%}
     {%- elif counts[1] | int == 0 and flags.WHICH in ('run', 'build', 'show', 'retry') -%}
@@ -49,7 +50,8 @@
             "vcmt.lake_source('" ~ dataset ~ "'): no staged " ~ format ~ " file under "
             ~ vcmt._lake_root() ~ "/staged/" ~ dataset
             ~ "/, so there is nothing to read: its staging model has not run, has staged no line yet, or writes "
-            ~ "elsewhere. Run it first, on your Spark target: `dbt run --select " ~ dataset ~ " --target <spark target>`; "
+            ~ "elsewhere. Run it first, on your Spark target: `dbt run --select " ~ dataset ~ " --target <spark "
+            ~ "target>`; "
             ~ "it must write its table under <vcmt_lake_root>/staged/" ~ dataset ~ "/ with this run's vcmt_lake_root ("
             ~ vcmt._lake_root() ~ ").") -%}
     {%- endif -%}
@@ -73,7 +75,8 @@
   {%- set endpoint = var('vcmt_s3_endpoint', none) -%}
   {%- set url = endpoint.rstrip('/') ~ '/' ~ path[5:] if endpoint else path -%}
   {%- set key = env_var('VCMT_S3_ACCESS_KEY_ID', '') -%}
-  {%- set credentials = vcmt._sql_string(key) ~ ", " ~ vcmt._sql_string(env_var('VCMT_S3_SECRET_ACCESS_KEY', '')) ~ ", " if key else '' -%}
+  {%- set credentials = vcmt._sql_string(key) ~ ", " ~ vcmt._sql_string(env_var('VCMT_S3_SECRET_ACCESS_KEY', '')) ~ ", "
+      if key else '' -%}
   {{ return("s3(" ~ vcmt._sql_string(url) ~ ", " ~ credentials ~ vcmt._sql_string(read_format) ~ ")") }}
 {% endmacro %}
 
@@ -98,8 +101,10 @@
     user_files_path. -#}
 {% macro _check_lake_on_server(dataset) %}
   {%- set root = vcmt._lake_root() -%}
-  {%- if target.type == 'chdb' or root.startswith('s3://') or not root.startswith('/') -%}{{ return(none) }}{%- endif -%}
-  {%- set found = run_query("select value from system.server_settings where name = 'user_files_path'").columns[0].values() -%}
+  {%- if target.type == 'chdb' or root.startswith('s3://')
+      or not root.startswith('/') -%}{{ return(none) }}{%- endif -%}
+  {%- set found = run_query("select value from system.server_settings where name = "
+      ~ "'user_files_path'").columns[0].values() -%}
   {%- set user_files = ((found[0] if found else '') | string).rstrip('/') -%}
   {%- if user_files and not (root ~ '/').startswith(user_files ~ '/') -%}
     {%- do exceptions.raise_compiler_error(

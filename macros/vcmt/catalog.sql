@@ -21,7 +21,8 @@
 
 
 {% macro _relation_exists(relation) %}
-  {%- set rows = run_query("select count() from system.tables where database = " ~ vcmt._sql_string(relation.schema) ~ " and name = " ~ vcmt._sql_string(relation.identifier)) -%}
+  {%- set rows = run_query("select count() from system.tables where database = " ~ vcmt._sql_string(relation.schema)
+      ~ " and name = " ~ vcmt._sql_string(relation.identifier)) -%}
   {{ return(rows.columns[0].values()[0] | int > 0) }}
 {% endmacro %}
 
@@ -37,7 +38,8 @@
 
 {% macro _existing_projections(relation) %}
   {%- set existing = {} -%}
-  {%- set rows = run_query("select name, query from system.projections where database = " ~ vcmt._sql_string(relation.schema) ~ " and table = " ~ vcmt._sql_string(relation.identifier)) -%}
+  {%- set rows = run_query("select name, query from system.projections where database = "
+      ~ vcmt._sql_string(relation.schema) ~ " and table = " ~ vcmt._sql_string(relation.identifier)) -%}
   {%- for row in rows.rows -%}{%- do existing.update({row[0]: row[1]}) -%}{%- endfor -%}
   {{ return(existing) }}
 {% endmacro %}
@@ -49,7 +51,8 @@
     on every driver (EXPLAIN in a subquery only takes a SELECT). The root's
     one child is the SelectWithUnionQuery. -#}
 {% macro _explain_ast(select_sql) %}
-  {%- set lines = run_query('select explain from (explain ast ' ~ vcmt._user_sql(select_sql) ~ ')').columns[0].values() -%}
+  {%- set lines = run_query('select explain from (explain ast ' ~ vcmt._user_sql(select_sql)
+      ~ ')').columns[0].values() -%}
   {{ return(vcmt._ast_tree(lines)) }}
 {% endmacro %}
 
@@ -64,8 +67,10 @@
     {%- set label = line | trim -%}
     {%- set depth = line | length - line.lstrip(' ') | length -%}
     {%- set m = pattern.match(label) -%}
-    {%- set node = {'kind': m.group(1), 'name': m.group(2) or '', 'alias': m.group(3), 'children': [], 'depth': depth} -%}
-    {%- for _ in range(stack | length) if stack | length > 1 and stack[-1].depth >= depth -%}{%- do stack.pop() -%}{%- endfor -%}
+    {%- set node = {'kind': m.group(1), 'name': m.group(2) or '', 'alias': m.group(3), 'children': [],
+        'depth': depth} -%}
+    {%- for _ in range(stack | length) if stack | length > 1
+        and stack[-1].depth >= depth -%}{%- do stack.pop() -%}{%- endfor -%}
     {%- do stack[-1].children.append(node) -%}
     {%- do stack.append(node) -%}
   {%- endfor -%}
@@ -90,11 +95,13 @@
   {%- set rows = run_query("select d, v, t.create_table_query, toString(t.uuid) from system.tables as m"
                            ~ " array join m.dependencies_database as d, m.dependencies_table as v"
                            ~ " left join system.tables as t on t.database = d and t.name = v"
-                           ~ " where m.database = " ~ vcmt._sql_string(objs.target.schema) ~ " and m.name = " ~ vcmt._sql_string(objs.target.identifier)) -%}
+                           ~ " where m.database = " ~ vcmt._sql_string(objs.target.schema) ~ " and m.name = "
+                           ~ vcmt._sql_string(objs.target.identifier)) -%}
   {%- set views = [] -%}
   {%- for row in rows.rows if (row[0] ~ '.' ~ row[1]) not in own -%}
     {%- set to = modules.re.search(' TO (\\S+) ', row[2] or '') -%}
-    {%- do views.append({'view': row[0] ~ '.' ~ row[1], 'feeds': to.group(1) if to else row[0] ~ '.`.inner_id.' ~ row[3] ~ '`'}) -%}
+    {%- do views.append({'view': row[0] ~ '.' ~ row[1], 'feeds': to.group(1) if to else row[0] ~ '.`.inner_id.' ~ row[3]
+        ~ '`'}) -%}
   {%- endfor -%}
   {{ return(views) }}
 {% endmacro %}
@@ -107,7 +114,8 @@
     {%- do exceptions.warn('vcmt_upsert ' ~ objs.target.identifier ~ ': full refresh: the materialized view ' ~ v.view
         ~ ' reads ' ~ objs.target.identifier ~ ', whose rows the rebuild replaced without cancel rows: ' ~ v.feeds
         ~ ' no longer matches it. Rebuild it from the model, with writers paused: TRUNCATE TABLE '
-        ~ v.feeds ~ ', then INSERT INTO ' ~ v.feeds ~ ' the view\'s SELECT (run over ' ~ objs.target.identifier ~ ' as it is now).') -%}
+        ~ v.feeds ~ ', then INSERT INTO ' ~ v.feeds ~ ' the view\'s SELECT (run over ' ~ objs.target.identifier
+        ~ ' as it is now).') -%}
   {%- endfor -%}
 {% endmacro %}
 
@@ -123,10 +131,13 @@
   {%- set cluster = vcmt._cluster_name() if on_cluster_clause(relation) | trim else none -%}
   {%- set quoted = [] -%}
   {%- for name in names -%}{%- do quoted.append(vcmt._sql_string(name)) -%}{%- endfor -%}
-  {%- set node = "concat('shard ', toString(_shard_num), ' (', hostName(), ':', toString(tcpPort()), ')')" if cluster else "concat(hostName(), ':', toString(tcpPort()))" -%}
-  {%- set source = "clusterAllReplicas(" ~ vcmt._sql_string(cluster) ~ ", system.tables)" if cluster else "system.tables" -%}
+  {%- set node = "concat('shard ', toString(_shard_num), ' (', hostName(), ':', toString(tcpPort()), ')')" if cluster
+      else "concat(hostName(), ':', toString(tcpPort()))" -%}
+  {%- set source = "clusterAllReplicas(" ~ vcmt._sql_string(cluster) ~ ", system.tables)" if cluster
+      else "system.tables" -%}
   {%- set rows = run_query("select " ~ node ~ " as node, name, comment from " ~ source ~ " where database = "
-                           ~ vcmt._sql_string(relation.schema) ~ " and name in (" ~ quoted | join(', ') ~ ") order by node, name") -%}
+                           ~ vcmt._sql_string(relation.schema) ~ " and name in (" ~ quoted | join(', ') ~ ") order by "
+                           ~ "node, name") -%}
   {%- set out = [] -%}
   {%- for row in rows.rows -%}{%- do out.append({'node': row[0], 'name': row[1], 'comment': row[2]}) -%}{%- endfor -%}
   {{ return(out) }}

@@ -49,32 +49,43 @@
     {%- do probes.append(('`' ~ opt ~ "` (" ~ value ~ ")", table ~ clause, 'fix `' ~ opt ~ '`')) -%}
   {%- endfor -%}
   {%- for index in cfg.indexes -%}
-    {%- do probes.append(("`indexes` entry `" ~ index.name ~ "` (" ~ index.definition ~ ")", 'create table t (x Int8, index i ' ~ vcmt._user_sql(index.definition) ~ ') engine = MergeTree order by tuple()',
-                          "fix its `definition`: `<expression> TYPE <type> GRANULARITY <n>`, e.g. 'id TYPE bloom_filter(0.0001) GRANULARITY 1'")) -%}
+    {%- do probes.append(("`indexes` entry `" ~ index.name ~ "` (" ~ index.definition ~ ")", 'create table t (x Int8, '
+        ~ 'index i ' ~ vcmt._user_sql(index.definition) ~ ') engine = MergeTree order by tuple()',
+                          "fix its `definition`: `<expression> TYPE <type> GRANULARITY <n>`, e.g. 'id TYPE "
+                              ~ "bloom_filter(0.0001) GRANULARITY 1'")) -%}
   {%- endfor -%}
   {%- if cfg.ttl -%}
-    {%- do probes.append(('`ttl` (' ~ cfg.ttl ~ ')', table ~ 'order by tuple() ttl ' ~ vcmt._user_sql(cfg.ttl), 'fix `ttl`')) -%}
+    {%- do probes.append(('`ttl` (' ~ cfg.ttl ~ ')', table ~ 'order by tuple() ttl ' ~ vcmt._user_sql(cfg.ttl),
+        'fix `ttl`')) -%}
   {%- endif -%}
   {%- if cfg.truncate_when -%}
-    {%- do probes.append(('`truncate_when` (' ~ cfg.truncate_when ~ ')', 'select (' ~ vcmt._user_sql(cfg.truncate_when) ~ ')', "fix the condition: any SQL over the SELECT's columns, e.g. `_op = 't'`")) -%}
+    {%- do probes.append(('`truncate_when` (' ~ cfg.truncate_when ~ ')', 'select (' ~ vcmt._user_sql(cfg.truncate_when)
+        ~ ')', "fix the condition: any SQL over the SELECT's columns, e.g. `_op = 't'`")) -%}
   {%- endif -%}
   {%- for column, policy in cfg.merge.items() if '{old}' in policy or '{new}' in policy -%}
-    {%- do probes.append(("`merge` for column `" ~ column ~ "` (" ~ policy ~ ")", 'select (' ~ vcmt._user_sql(policy | replace('{old}', 'old') | replace('{new}', 'new')) ~ ')',
-                          "fix the expression: any SQL using {old} (the stored value) and {new} (the event's), e.g. '{old} + {new}'")) -%}
+    {%- do probes.append(("`merge` for column `" ~ column ~ "` (" ~ policy ~ ")", 'select ('
+        ~ vcmt._user_sql(policy | replace('{old}', 'old') | replace('{new}', 'new')) ~ ')',
+                          "fix the expression: any SQL using {old} (the stored value) and {new} (the event's), e.g. "
+                              ~ "'{old} + {new}'")) -%}
   {%- endfor -%}
   {%- for p in cfg.projections -%}
-    {%- do probes.append(('projection `' ~ p['name'] ~ '` (' ~ p['query'] ~ ')', 'create table t (x Int8, projection p (' ~ vcmt._user_sql(p['query']) ~ ')) engine = MergeTree order by tuple()', 'fix its `query`')) -%}
+    {%- do probes.append(('projection `' ~ p['name'] ~ '` (' ~ p['query'] ~ ')', 'create table t (x Int8, '
+        ~ 'projection p (' ~ vcmt._user_sql(p['query']) ~ ')) engine = MergeTree order by tuple()', 'fix its '
+        ~ '`query`')) -%}
   {%- endfor -%}
   {%- if cfg.sharding_key -%}
-    {%- do probes.append(('`sharding_key` (' ~ cfg.sharding_key ~ ')', 'select (' ~ vcmt._user_sql(cfg.sharding_key) ~ ')', "write it over the key only, e.g. sharding_key='cityHash64(" ~ cfg.key_columns | join(', ') ~ ")'")) -%}
+    {%- do probes.append(('`sharding_key` (' ~ cfg.sharding_key ~ ')', 'select (' ~ vcmt._user_sql(cfg.sharding_key)
+        ~ ')', "write it over the key only, e.g. sharding_key='cityHash64(" ~ cfg.key_columns | join(', ') ~ ")'")) -%}
   {%- endif -%}
   {%- if not probes -%}{{ return(none) }}{%- endif -%}
   {%- set parts = [] -%}
-  {%- for what, sql, fix in probes -%}{%- do parts.append('formatQueryOrNull(' ~ vcmt._sql_string(sql) ~ ') is null') -%}{%- endfor -%}
+  {%- for what, sql, fix in probes -%}{%- do parts.append('formatQueryOrNull(' ~ vcmt._sql_string(sql)
+      ~ ') is null') -%}{%- endfor -%}
   {%- set row = run_query('select ' ~ parts | join(', ')).rows[0] -%}
   {%- for i in range(probes | length) if row[i] | int == 1 -%}
     {%- set what, fix = probes[i][0], probes[i][2] -%}
-    {{ exceptions.raise_compiler_error("vcmt_upsert: " ~ what ~ " is not valid SQL: ClickHouse cannot parse it. Nothing was created or changed for " ~ target ~ "; " ~ fix ~ ".") }}
+    {{ exceptions.raise_compiler_error("vcmt_upsert: " ~ what ~ " is not valid SQL: ClickHouse cannot parse it. "
+        ~ "Nothing was created or changed for " ~ target ~ "; " ~ fix ~ ".") }}
   {%- endfor -%}
 {% endmacro %}
 
@@ -84,10 +95,14 @@
 {% macro _check_build(cfg, objs, columns) %}
   {%- set chk = vcmt._check_relations(objs) -%}
   {%- do vcmt._drop_check_relations(chk) -%}
-  {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': checking the table and its views with ClickHouse on temporary tables; nothing is created or changed until this passes', info=true) }}
-  {%- call statement('vcmt_check_stage') -%}{{ vcmt._as_temporary(vcmt._create_stage_sql(chk.stage, columns)) }}{%- endcall -%}
-  {%- do vcmt._check_expressions_on(cfg, chk.stage, ['partition_by', 'order_by', 'primary_key', 'merge', 'truncate_when', 'projections']) -%}
-  {%- call statement('vcmt_check_target') -%}{{ vcmt._as_temporary(vcmt.create_target_sql(cfg, chk.target, columns)) }}{%- endcall -%}
+  {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': checking the table and its views with ClickHouse on temporary '
+      ~ 'tables; nothing is created or changed until this passes', info=true) }}
+  {%- call statement('vcmt_check_stage') -%}{{ vcmt._as_temporary(vcmt._create_stage_sql(chk.stage,
+      columns)) }}{%- endcall -%}
+  {%- do vcmt._check_expressions_on(cfg, chk.stage, ['partition_by', 'order_by', 'primary_key', 'merge',
+      'truncate_when', 'projections']) -%}
+  {%- call statement('vcmt_check_target') -%}{{ vcmt._as_temporary(vcmt.create_target_sql(cfg, chk.target,
+      columns)) }}{%- endcall -%}
   {%- do vcmt._check_views(cfg, chk, columns) -%}
   {%- do vcmt._drop_check_relations(chk) -%}
 {% endmacro %}
@@ -107,14 +122,17 @@
   {%- if 'merge' in options -%}
     {%- for column, policy in cfg.merge.items() if '{old}' in policy or '{new}' in policy -%}
       {%- set col = 'n.' ~ vcmt._quote(column) -%}
-      {%- do probes.append('(' ~ vcmt._user_sql(policy | replace('{old}', col) | replace('{new}', col)) ~ ') as `vcmt_upsert: merge for column ' ~ column ~ '`') -%}
+      {%- do probes.append('(' ~ vcmt._user_sql(policy | replace('{old}', col) | replace('{new}', col))
+          ~ ') as `vcmt_upsert: merge for column ' ~ column ~ '`') -%}
     {%- endfor -%}
   {%- endif -%}
   {%- if 'truncate_when' in options and cfg.truncate_when -%}
     {%- do probes.append('(' ~ vcmt._user_sql(cfg.truncate_when) ~ ') as `vcmt_upsert: truncate_when`') -%}
   {%- endif -%}
   {%- if probes -%}
-    {%- call statement('vcmt_check_expressions') -%}select {{ probes | join(', ') }} from {{ stage }} as n{%- endcall -%}
+    {%- call statement('vcmt_check_expressions') -%}
+      select {{ probes | join(', ') }} from {{ stage }} as n
+    {%- endcall -%}
   {%- endif -%}
   {#- A projection's query has no FROM: analysed over the stage's columns
       (FROM first), with the projection's name as its first item, so an
@@ -123,7 +141,9 @@
   {%- for p in cfg.projections if 'projections' in options -%}
     {%- set named = '0 as `vcmt_upsert: projection ' ~ p['name'] ~ '`, ' -%}
     {%- set query = modules.re.sub('(?is)^\\s*select(\\s+distinct\\b)?\\s*', 'select\\1 ' ~ named, p['query'], 1) -%}
-    {%- call statement('vcmt_check_projection') -%}explain from {{ stage }} as n {{ vcmt._user_sql(query) }}{%- endcall -%}
+    {%- call statement('vcmt_check_projection') -%}
+      explain from {{ stage }} as n {{ vcmt._user_sql(query) }}
+    {%- endcall -%}
   {%- endfor -%}
 {% endmacro %}
 
@@ -137,20 +157,25 @@
 {% macro _check_plan(cfg, objs, found, plan) %}
   {%- set chk = vcmt._check_relations(objs) -%}
   {%- do vcmt._drop_check_relations(chk) -%}
-  {%- call statement('vcmt_check_stage') -%}{{ vcmt._as_temporary(vcmt._create_stage_sql(chk.stage, plan.columns)) }}{%- endcall -%}
+  {%- call statement('vcmt_check_stage') -%}{{ vcmt._as_temporary(vcmt._create_stage_sql(chk.stage,
+      plan.columns)) }}{%- endcall -%}
   {%- do vcmt._check_expressions_on(cfg, chk.stage, ['merge', 'truncate_when', 'projections']) -%}
   {%- set create_query = found[objs.target.identifier].create_table_query -%}
   {%- set name = '(`(?:[^`\\\\]|\\\\.)*`|[^\\s`(.]+)' -%}
   {%- set prefix = '^CREATE TABLE ' ~ name ~ '\\.' ~ name ~ '\\s*' -%}
   {%- if 'Replicated' not in found[objs.target.identifier].engine and modules.re.match(prefix, create_query) -%}
-    {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': checking ' ~ (plan.before + plan.after) | length ~ ' schema step(s) and the views with ClickHouse on a temporary copy of the table; nothing is changed until this passes', info=true) }}
-    {%- call statement('vcmt_check_target') -%}{{ modules.re.sub(prefix, 'CREATE TEMPORARY TABLE ' ~ chk.target ~ ' ', create_query, 1) }}{%- endcall -%}
+    {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': checking ' ~ (plan.before + plan.after) | length ~ ' schema '
+        ~ 'step(s) and the views with ClickHouse on a temporary copy of the table; nothing is changed until this '
+        ~ 'passes', info=true) }}
+    {%- call statement('vcmt_check_target') -%}{{ modules.re.sub(prefix, 'CREATE TEMPORARY TABLE ' ~ chk.target ~ ' ',
+        create_query, 1) }}{%- endcall -%}
     {%- for step in plan.before + plan.after if step.on == 'target' -%}
       {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': rehearsing: ' ~ step.name) }}
       {%- call statement('vcmt_check_step') -%}{{ vcmt._plan_step_sql(step, chk.target) }}{%- endcall -%}
     {%- endfor -%}
   {%- else -%}
-    {%- call statement('vcmt_check_target') -%}{{ vcmt._as_temporary(vcmt.create_target_sql(cfg, chk.target, plan.columns)) }}{%- endcall -%}
+    {%- call statement('vcmt_check_target') -%}{{ vcmt._as_temporary(vcmt.create_target_sql(cfg, chk.target,
+        plan.columns)) }}{%- endcall -%}
   {%- endif -%}
   {%- do vcmt._check_views(cfg, chk, plan.columns) -%}
   {%- do vcmt._drop_check_relations(chk) -%}

@@ -8,45 +8,62 @@
   {%- do vcmt._check_reserved_names(returned, 'vcmt_upsert') -%}
   {%- for k in cfg.key_columns -%}
     {%- if k not in by_name -%}
-      {{ exceptions.raise_compiler_error("vcmt_upsert: `unique_key` column `" ~ k ~ "` is not returned by the model's SELECT; it returns " ~ returned ~ ".") }}
+      {{ exceptions.raise_compiler_error("vcmt_upsert: `unique_key` column `" ~ k ~ "` is not returned by the model's "
+          ~ "SELECT; it returns " ~ returned ~ ".") }}
     {%- endif -%}
     {%- if 'Nullable(' in by_name[k] -%}
-      {{ exceptions.raise_compiler_error("vcmt_upsert: `unique_key` column `" ~ k ~ "` is " ~ by_name[k] ~ "; key columns cannot be Nullable. Cast it in the SELECT, e.g. `assumeNotNull(" ~ k ~ ")` or `coalesce(" ~ k ~ ", 0)`, after filtering NULL keys out.") }}
+      {{ exceptions.raise_compiler_error("vcmt_upsert: `unique_key` column `" ~ k ~ "` is " ~ by_name[k]
+          ~ "; key columns cannot be Nullable. Cast it in the SELECT, e.g. `assumeNotNull(" ~ k ~ ")` or `coalesce(" ~ k
+          ~ ", 0)`, after filtering NULL keys out.") }}
     {%- endif -%}
     {#- Floats do not identify a row: 0.0 = -0.0 is true, yet GROUP BY and IN
         (what the transform's lookup and the fold use) see two keys, so one
         logical key ends up with two live rows. Wrapped floats (Nullable,
         LowCardinality, Array, Tuple...) inherit the problem. -#}
     {%- if modules.re.search("(?<!')\\bB?Float(16|32|64)\\b", by_name[k]) -%}
-      {{ exceptions.raise_compiler_error("vcmt_upsert: `unique_key` column `" ~ k ~ "` is " ~ by_name[k] ~ "; floating-point key columns cannot identify a row (0.0 and -0.0 compare equal but become two live keys). Cast it in the SELECT to a Decimal or an integer, e.g. `toDecimal64(" ~ k ~ ", 6) as " ~ k ~ "` or `toInt64(" ~ k ~ ") as " ~ k ~ "`.") }}
+      {{ exceptions.raise_compiler_error("vcmt_upsert: `unique_key` column `" ~ k ~ "` is " ~ by_name[k]
+          ~ "; floating-point key columns cannot identify a row (0.0 and -0.0 compare equal but become two live keys). "
+          ~ "Cast it in the SELECT to a Decimal or an integer, e.g. `toDecimal64(" ~ k ~ ", 6) as " ~ k
+          ~ "` or `toInt64(" ~ k ~ ") as " ~ k ~ "`.") }}
     {%- endif -%}
   {%- endfor -%}
   {%- if cfg.version not in by_name -%}
-    {{ exceptions.raise_compiler_error("vcmt_upsert: `version` column `" ~ cfg.version ~ "` is not returned by the model's SELECT; it returns " ~ returned ~ ". Set `version` to the column that orders a key's changes.") }}
+    {{ exceptions.raise_compiler_error("vcmt_upsert: `version` column `" ~ cfg.version ~ "` is not returned by the "
+        ~ "model's SELECT; it returns " ~ returned ~ ". Set `version` to the column that orders a key's changes.") }}
   {%- endif -%}
   {%- if not vcmt._is_version_type(by_name[cfg.version]) -%}
-    {{ exceptions.raise_compiler_error("vcmt_upsert: `version` column `" ~ cfg.version ~ "` has type " ~ by_name[cfg.version] ~ "; VersionedCollapsingMergeTree needs a non-Nullable integer, Date, Date32, DateTime or DateTime64. Cast it in the SELECT.") }}
+    {{ exceptions.raise_compiler_error("vcmt_upsert: `version` column `" ~ cfg.version ~ "` has type "
+        ~ by_name[cfg.version] ~ "; VersionedCollapsingMergeTree needs a non-Nullable integer, Date, Date32, DateTime "
+        ~ "or DateTime64. Cast it in the SELECT.") }}
   {%- endif -%}
   {%- if cfg.sign_required and cfg.sign not in by_name -%}
-    {{ exceptions.raise_compiler_error("vcmt_upsert: `sign` column `" ~ cfg.sign ~ "` is not returned by the model's SELECT; it returns " ~ returned ~ ". Return it (+1 upsert, -1 delete), or drop the `sign` config to treat every event as an upsert.") }}
+    {{ exceptions.raise_compiler_error("vcmt_upsert: `sign` column `" ~ cfg.sign ~ "` is not returned by the model's "
+        ~ "SELECT; it returns " ~ returned ~ ". Return it (+1 upsert, -1 delete), or drop the `sign` config to treat "
+        ~ "every event as an upsert.") }}
   {%- endif -%}
   {%- if cfg.sign in by_name and not modules.re.match('^U?Int(8|16|32|64|128|256)$', by_name[cfg.sign]) -%}
-    {{ exceptions.raise_compiler_error("vcmt_upsert: `sign` column `" ~ cfg.sign ~ "` has type " ~ by_name[cfg.sign] ~ "; it must be an integer: +1 (or any value >= 0) for an upsert, -1 for a delete.") }}
+    {{ exceptions.raise_compiler_error("vcmt_upsert: `sign` column `" ~ cfg.sign ~ "` has type " ~ by_name[cfg.sign]
+        ~ "; it must be an integer: +1 (or any value >= 0) for an upsert, -1 for a delete.") }}
   {%- endif -%}
   {%- for column in cfg.merge.keys() if column not in by_name -%}
-    {{ exceptions.raise_compiler_error("vcmt_upsert: `merge` names column `" ~ column ~ "`, which the model's SELECT does not return; it returns " ~ returned ~ ".") }}
+    {{ exceptions.raise_compiler_error("vcmt_upsert: `merge` names column `" ~ column ~ "`, which the model's SELECT "
+        ~ "does not return; it returns " ~ returned ~ ".") }}
   {%- endfor -%}
   {%- if cfg.unavailable_column -%}
     {%- set u = cfg.unavailable_column -%}
     {%- if u not in by_name -%}
-      {{ exceptions.raise_compiler_error("vcmt_upsert: `unavailable_column` `" ~ u ~ "` is not returned by the model's SELECT; it returns " ~ returned ~ ".") }}
+      {{ exceptions.raise_compiler_error("vcmt_upsert: `unavailable_column` `" ~ u ~ "` is not returned by the model's "
+          ~ "SELECT; it returns " ~ returned ~ ".") }}
     {%- endif -%}
     {%- if not modules.re.match('^Array[(](LowCardinality[(])?(Nullable[(])?String[)]+$', by_name[u]) -%}
-      {{ exceptions.raise_compiler_error("vcmt_upsert: `unavailable_column` `" ~ u ~ "` has type " ~ by_name[u] ~ "; it must be an Array(String) of column names. Cast it in the SELECT, e.g. `cast(" ~ u ~ ", 'Array(String)') as " ~ u ~ "`.") }}
+      {{ exceptions.raise_compiler_error("vcmt_upsert: `unavailable_column` `" ~ u ~ "` has type " ~ by_name[u]
+          ~ "; it must be an Array(String) of column names. Cast it in the SELECT, e.g. `cast(" ~ u
+          ~ ", 'Array(String)') as " ~ u ~ "`.") }}
     {%- endif -%}
   {%- endif -%}
   {%- if cfg.watermark and cfg.watermark not in by_name -%}
-    {{ exceptions.raise_compiler_error("vcmt_upsert: `watermark` column `" ~ cfg.watermark ~ "` is not returned by the model's SELECT; it returns " ~ returned ~ ".") }}
+    {{ exceptions.raise_compiler_error("vcmt_upsert: `watermark` column `" ~ cfg.watermark ~ "` is not returned by the "
+        ~ "model's SELECT; it returns " ~ returned ~ ".") }}
   {%- endif -%}
   {%- set columns = [] -%}
   {%- for c in select_columns -%}
@@ -60,7 +77,8 @@
 
 
 {% macro _is_version_type(data_type) %}
-  {{ return(modules.re.match("^(U?Int(8|16|32|64|128|256)|Date|Date32|DateTime(\\('[^']*'\\))?|DateTime64\\(.*\\))$", data_type) is not none) }}
+  {{ return(modules.re.match("^(U?Int(8|16|32|64|128|256)|Date|Date32|DateTime(\\('[^']*'\\))?|DateTime64\\(.*\\))$",
+      data_type) is not none) }}
 {% endmacro %}
 
 
@@ -95,6 +113,8 @@
 
 {% macro _check_reserved_names(names, caller_name) %}
   {%- for name in names if name.startswith(vcmt._reserved_prefix()) -%}
-    {{ exceptions.raise_compiler_error(caller_name ~ ": column `" ~ name ~ "` starts with `" ~ vcmt._reserved_prefix() ~ "`, which vcmt reserves for its own columns and aliases; rename it in the SELECT (e.g. `" ~ name ~ " as " ~ name[vcmt._reserved_prefix() | length:] ~ "`).") }}
+    {{ exceptions.raise_compiler_error(caller_name ~ ": column `" ~ name ~ "` starts with `" ~ vcmt._reserved_prefix()
+        ~ "`, which vcmt reserves for its own columns and aliases; rename it in the SELECT (e.g. `" ~ name ~ " as "
+        ~ name[vcmt._reserved_prefix() | length:] ~ "`).") }}
   {%- endfor -%}
 {% endmacro %}

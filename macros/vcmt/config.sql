@@ -10,12 +10,14 @@
   {%- set ids = vcmt._identity_columns(source, name) -%}
   {%- set keys, version, sign = ids.key_columns, ids.version, ids.sign -%}
   {%- if not keys -%}
-    {{ exceptions.raise_compiler_error(name ~ ": `unique_key` is required: set it to the column (or list of columns) that identifies a row, e.g. unique_key=['tenant_id', 'order_id'].") }}
+    {{ exceptions.raise_compiler_error(name ~ ": `unique_key` is required: set it to the column (or list of columns) "
+        ~ "that identifies a row, e.g. unique_key=['tenant_id', 'order_id'].") }}
   {%- endif -%}
 
   {%- set merge = source.get('merge', {}) or {} -%}
   {%- if merge is not mapping -%}
-    {{ exceptions.raise_compiler_error(name ~ ": `merge` must be a dict of column -> policy, e.g. merge={'amount': 'sum'}; got `" ~ merge ~ "`.") }}
+    {{ exceptions.raise_compiler_error(name ~ ": `merge` must be a dict of column -> policy, e.g. merge={'amount': "
+        ~ "'sum'}; got `" ~ merge ~ "`.") }}
   {%- endif -%}
   {%- for column, policy in merge.items() -%}
     {%- do vcmt._validate_merge_policy(column, policy, keys, version, sign) -%}
@@ -23,7 +25,8 @@
 
   {%- set delete_mode = source.get('delete_mode', 'versioned') -%}
   {%- if delete_mode not in ['versioned', 'unconditional'] -%}
-    {{ exceptions.raise_compiler_error(name ~ ": `delete_mode` must be one of ['versioned', 'unconditional']; got `" ~ delete_mode ~ "`.") }}
+    {{ exceptions.raise_compiler_error(name ~ ": `delete_mode` must be one of ['versioned', 'unconditional']; got `"
+        ~ delete_mode ~ "`.") }}
   {%- endif -%}
 
   {%- set on_schema_change = source.get('on_schema_change', 'fail') or 'fail' -%}
@@ -33,7 +36,8 @@
     {%- set on_schema_change = 'fail' -%}
   {%- endif -%}
   {%- if on_schema_change not in ['fail', 'append_new_columns', 'sync_all_columns', 'ignore'] -%}
-    {{ exceptions.raise_compiler_error(name ~ ": `on_schema_change` must be one of ['fail', 'append_new_columns', 'sync_all_columns', 'ignore']; got `" ~ on_schema_change ~ "`.") }}
+    {{ exceptions.raise_compiler_error(name ~ ": `on_schema_change` must be one of ['fail', 'append_new_columns', "
+        ~ "'sync_all_columns', 'ignore']; got `" ~ on_schema_change ~ "`.") }}
   {%- endif -%}
 
   {%- set order_by = source.get('order_by') -%}
@@ -43,10 +47,13 @@
   {%- endif -%}
   {%- set order_by = [order_by] if order_by is string else order_by | list -%}
   {%- set order_cols = [] -%}
-  {%- for item in vcmt._split_top_level(order_by | join(',')) -%}{%- do order_cols.append(vcmt._unquote(item | trim)) -%}{%- endfor -%}
+  {%- for item in vcmt._split_top_level(order_by | join(',')) -%}
+    {%- do order_cols.append(vcmt._unquote(item | trim)) -%}
+  {%- endfor -%}
   {%- for k in keys -%}
     {%- if k not in order_cols -%}
-      {{ exceptions.raise_compiler_error(name ~ ": `order_by` must contain every `unique_key` column, because rows of one key collapse only when they share the sorting key; `" ~ k ~ "` is missing from " ~ order_by ~ ".") }}
+      {{ exceptions.raise_compiler_error(name ~ ": `order_by` must contain every `unique_key` column, because rows of "
+          ~ "one key collapse only when they share the sorting key; `" ~ k ~ "` is missing from " ~ order_by ~ ".") }}
     {%- endif -%}
   {%- endfor -%}
 
@@ -59,14 +66,16 @@
 
   {%- set settings = source.get('settings', {}) or {} -%}
   {%- if settings is not mapping -%}
-    {{ exceptions.raise_compiler_error(name ~ ": `settings` must be a dict of table settings; got `" ~ settings ~ "`.") }}
+    {{ exceptions.raise_compiler_error(name ~ ": `settings` must be a dict of table settings; got `" ~ settings
+        ~ "`.") }}
   {%- endif -%}
 
   {%- do vcmt._validate_ttl(source.get('ttl'), settings) -%}
 
   {%- set watermark = source.get('watermark') -%}
   {%- if watermark is not none and (watermark is not string or watermark | trim == '') -%}
-    {{ exceptions.raise_compiler_error(name ~ ": `watermark` must be the name of an input column (e.g. '_batch_id'); got `" ~ watermark ~ "`.") }}
+    {{ exceptions.raise_compiler_error(name ~ ": `watermark` must be the name of an input column (e.g. "
+        ~ "'_batch_id'); got `" ~ watermark ~ "`.") }}
   {%- endif -%}
 
   {%- set insert_settings = source.get('insert_settings', {}) or {} -%}
@@ -74,25 +83,30 @@
 
   {%- set truncate_when = source.get('truncate_when') -%}
   {%- if truncate_when is not none and (truncate_when is not string or truncate_when | trim == '') -%}
-    {{ exceptions.raise_compiler_error(name ~ ": `truncate_when` must be a SQL condition over the SELECT's columns that marks truncate events (e.g. `_kind = 'truncate'`); got `" ~ truncate_when ~ "`.") }}
+    {{ exceptions.raise_compiler_error(name ~ ": `truncate_when` must be a SQL condition over the SELECT's columns "
+        ~ "that marks truncate events (e.g. `_kind = 'truncate'`); got `" ~ truncate_when ~ "`.") }}
   {%- endif -%}
 
   {%- set unavailable = source.get('unavailable_column') -%}
   {%- if unavailable is not none -%}
     {%- if unavailable is not string or unavailable | trim == '' -%}
-      {{ exceptions.raise_compiler_error(name ~ ": `unavailable_column` must be the name of an Array(String) column of the SELECT listing the columns an event did not send (e.g. '_unavailable'); got `" ~ unavailable ~ "`.") }}
+      {{ exceptions.raise_compiler_error(name ~ ": `unavailable_column` must be the name of an Array(String) column of "
+          ~ "the SELECT listing the columns an event did not send (e.g. '_unavailable'); got `" ~ unavailable ~ "`.") }}
     {%- endif -%}
     {%- if unavailable in keys or unavailable in [version, sign] -%}
-      {{ exceptions.raise_compiler_error(name ~ ": `unavailable_column` `" ~ unavailable ~ "` cannot also be the key, `version` or `sign` column.") }}
+      {{ exceptions.raise_compiler_error(name ~ ": `unavailable_column` `" ~ unavailable ~ "` cannot also be the key, "
+          ~ "`version` or `sign` column.") }}
     {%- endif -%}
     {%- if unavailable in merge -%}
-      {{ exceptions.raise_compiler_error(name ~ ": `merge` cannot set a policy for `" ~ unavailable ~ "`: it is the `unavailable_column`, which always holds the last applied event's list.") }}
+      {{ exceptions.raise_compiler_error(name ~ ": `merge` cannot set a policy for `" ~ unavailable ~ "`: it is the "
+          ~ "`unavailable_column`, which always holds the last applied event's list.") }}
     {%- endif -%}
   {%- endif -%}
 
   {%- set sharding_key = source.get('sharding_key') -%}
   {%- if sharding_key is not none and (sharding_key is not string or sharding_key | trim == '') -%}
-    {{ exceptions.raise_compiler_error(name ~ ": `sharding_key` must be a SQL expression over the `unique_key` columns that gives each key its shard, e.g. 'cityHash64(id)'; got `" ~ sharding_key ~ "`.") }}
+    {{ exceptions.raise_compiler_error(name ~ ": `sharding_key` must be a SQL expression over the `unique_key` columns "
+        ~ "that gives each key its shard, e.g. 'cityHash64(id)'; got `" ~ sharding_key ~ "`.") }}
   {%- endif -%}
 
   {#- Whether one key's events of a batch may be folded before they are
@@ -139,13 +153,16 @@
   {%- set fix = " e.g. indexes=[{'name': 'key_bf', 'definition': 'id TYPE bloom_filter(0.0001) GRANULARITY 1'}]" -%}
   {%- if indexes is none -%}{{ return([]) }}{%- endif -%}
   {%- if indexes is string or indexes is mapping or indexes is not iterable -%}
-    {{ exceptions.raise_compiler_error("vcmt_upsert: `indexes` must be a list of skip indexes," ~ fix ~ "; got `" ~ indexes ~ "`.") }}
+    {{ exceptions.raise_compiler_error("vcmt_upsert: `indexes` must be a list of skip indexes," ~ fix ~ "; got `"
+        ~ indexes ~ "`.") }}
   {%- endif -%}
   {%- set names = [] -%}
   {%- for index in indexes -%}
-    {%- if index is not mapping or (index.keys() | list | sort) != ['definition', 'name'] or index.name is not string or index.definition is not string
+    {%- if index is not mapping or (index.keys() | list | sort) != ['definition', 'name'] or index.name is not string
+        or index.definition is not string
            or not index.name or not index.definition | trim -%}
-      {{ exceptions.raise_compiler_error("vcmt_upsert: each entry of `indexes` must be a dict with a `name` and a `definition`," ~ fix ~ "; got `" ~ index ~ "`.") }}
+      {{ exceptions.raise_compiler_error("vcmt_upsert: each entry of `indexes` must be a dict with a `name` and a "
+          ~ "`definition`," ~ fix ~ "; got `" ~ index ~ "`.") }}
     {%- endif -%}
     {%- if index.name in names -%}
       {{ exceptions.raise_compiler_error("vcmt_upsert: `indexes` names `" ~ index.name ~ "` twice.") }}
@@ -179,12 +196,14 @@
       {{ exceptions.raise_compiler_error(who ~ ": `" ~ opt ~ "` must be a column name; got `" ~ val ~ "`.") }}
     {%- endif -%}
     {%- if val in keys -%}
-      {{ exceptions.raise_compiler_error(who ~ ": `" ~ opt ~ "` column `" ~ val ~ "` cannot also be part of `unique_key`.") }}
+      {{ exceptions.raise_compiler_error(who ~ ": `" ~ opt ~ "` column `" ~ val ~ "` cannot also be part of "
+          ~ "`unique_key`.") }}
     {%- endif -%}
     {%- do found.update({opt: val}) -%}
   {%- endfor -%}
   {%- if found.version == found.sign -%}
-    {{ exceptions.raise_compiler_error(who ~ ": `version` and `sign` must be different columns; both are `" ~ found.version ~ "`.") }}
+    {{ exceptions.raise_compiler_error(who ~ ": `version` and `sign` must be different columns; both are `"
+        ~ found.version ~ "`.") }}
   {%- endif -%}
   {{ return(found) }}
 {% endmacro %}
@@ -197,7 +216,8 @@
   {%- if value is none or value == '' or value == [] -%}{{ return([]) }}{%- endif -%}
   {%- set names = [value] if value is string else value | list -%}
   {%- for n in names if n is not string or n | trim == '' -%}
-    {{ exceptions.raise_compiler_error(who ~ ": `" ~ option ~ "` must be a column name or a list of column names; got `" ~ value ~ "`.") }}
+    {{ exceptions.raise_compiler_error(who ~ ": `" ~ option ~ "` must be a column name or a list of column names; got `"
+        ~ value ~ "`.") }}
   {%- endfor -%}
   {{ return(names) }}
 {% endmacro %}
@@ -225,17 +245,27 @@
     on a downstream table. -#}
 {% macro _validate_ttl(ttl, settings) %}
   {%- set name = 'vcmt_upsert' -%}
-  {%- set fix = "To remove old data, send deletes (sign = -1) through the model, drop whole partitions with ALTER TABLE ... DROP PARTITION (a cancel row always lands in its state row's partition), or put the TTL on a downstream table." -%}
+  {%- set fix = "To remove old data, send deletes (sign = -1) through the model, drop whole partitions with ALTER "
+      ~ "TABLE ... DROP PARTITION (a cancel row always lands in its state row's partition), or put the TTL on a "
+      ~ "downstream table." -%}
   {%- set drop_parts = settings.get('ttl_only_drop_parts') -%}
   {%- if drop_parts is not none and drop_parts | string | lower not in ['0', 'false'] -%}
-    {{ exceptions.raise_compiler_error(name ~ ": `settings` may not set `ttl_only_drop_parts`; got `" ~ drop_parts ~ "`. It drops a part once all its rows expired, while the cancel row (-1) of an expired state row (+1) usually sits in a newer part with fresher rows and survives, so GROUP BY with sign arithmetic no longer equals FINAL. " ~ fix) }}
+    {{ exceptions.raise_compiler_error(name ~ ": `settings` may not set `ttl_only_drop_parts`; got `" ~ drop_parts
+        ~ "`. It drops a part once all its rows expired, while the cancel row (-1) of an expired state row (+1) "
+        ~ "usually sits in a newer part with fresher rows and survives, so GROUP BY with sign arithmetic no longer "
+        ~ "equals FINAL. " ~ fix) }}
   {%- endif -%}
   {%- if ttl is none or ttl == '' or ttl == [] -%}{{ return(none) }}{%- endif -%}
   {%- set elements = [ttl] if ttl is string else ttl | list -%}
-  {%- set keeps_rows = modules.re.compile("(?is)^.*\\s(to\\s+(disk|volume)\\s+'[^']*'|recompress\\s+codec\\s*\\(.*\\))\\s*$") -%}
+  {%- set keeps_rows = modules.re.compile("(?is)^.*\\s(to\\s+(disk|volume)\\s+'[^']*'"
+                                          ~ "|recompress\\s+codec\\s*\\(.*\\))\\s*$") -%}
   {%- for part in elements -%}
     {%- for element in vcmt._split_top_level(part | string) if not keeps_rows.match(element | trim) -%}
-      {{ exceptions.raise_compiler_error(name ~ ": `ttl` may only move or recompress parts (`... TO DISK 'name'`, `... TO VOLUME 'name'`, `... RECOMPRESS CODEC(...)`); got `" ~ element | trim ~ "`, which removes or rolls up rows. A TTL removes rows part by part, so the state row (+1) and its cancel row (-1), which live in different parts, expire at different times and GROUP BY with sign arithmetic no longer equals FINAL. " ~ fix) }}
+      {{ exceptions.raise_compiler_error(name ~ ": `ttl` may only move or recompress parts (`... TO DISK 'name'`, `... "
+          ~ "TO VOLUME 'name'`, `... RECOMPRESS CODEC(...)`); got `" ~ element | trim ~ "`, which removes or rolls up "
+          ~ "rows. A TTL removes rows part by part, so the state row (+1) and its cancel row (-1), which live in "
+          ~ "different parts, expire at different times and GROUP BY with sign arithmetic no longer equals FINAL. "
+          ~ fix) }}
     {%- endfor -%}
   {%- endfor -%}
 {% endmacro %}
@@ -277,7 +307,8 @@
       {%- set d = vcmt._edit_distance(key | string | lower, candidate) -%}
       {%- if d < best.distance -%}{%- set best.key = candidate -%}{%- set best.distance = d -%}{%- endif -%}
     {%- endfor -%}
-    {%- set hint = "did you mean `" ~ best.key ~ "`? " if best.distance <= [2, (key | string | length) // 3] | max else '' -%}
+    {%- set hint = "did you mean `" ~ best.key ~ "`? " if best.distance <= [2, (key | string | length) // 3] | max
+        else '' -%}
     {{ exceptions.raise_compiler_error(who ~ ": unknown config key `" ~ key ~ "`: " ~ hint ~ "vcmt_upsert reads "
         ~ vcmt_keys | join(', ') ~ ", besides dbt's and dbt-clickhouse's own keys. A key of your own belongs in "
         ~ "`meta`.") }}
@@ -291,7 +322,8 @@
   {%- for i in range(1, a | length + 1) -%}
     {%- set cur = [i] -%}
     {%- for j in range(1, b | length + 1) -%}
-      {%- do cur.append([row.prev[j] + 1, cur[j - 1] + 1, row.prev[j - 1] + (0 if a[i - 1] == b[j - 1] else 1)] | min) -%}
+      {%- do cur.append([row.prev[j] + 1, cur[j - 1] + 1, row.prev[j - 1] + (0 if a[i - 1] == b[j - 1]
+          else 1)] | min) -%}
     {%- endfor -%}
     {%- set row.prev = cur -%}
   {%- endfor -%}

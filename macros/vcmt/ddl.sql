@@ -18,7 +18,8 @@
   {%- for k, v in cfg.settings.items() -%}
     {%- do settings.update({k: vcmt._sql_string(v) if v is string else v}) -%}
   {%- endfor -%}
-  {%- set body = vcmt._columns_ddl(columns) + vcmt._index_clauses(cfg.indexes) + vcmt._projection_clauses(cfg.projections) -%}
+  {%- set body = vcmt._columns_ddl(columns) + vcmt._index_clauses(cfg.indexes)
+                 + vcmt._projection_clauses(cfg.projections) -%}
   create table {{ relation }} {{ on_cluster_clause(relation) }} (
     {{ body | join(',\n    ') }}
   )
@@ -42,7 +43,8 @@
 {#- On a cluster (dbt-clickhouse `cluster` set) the replicated engine keeps
     replicas in step; everywhere else the plain engine. -#}
 {% macro _engine_name(relation) %}
-  {{ return('ReplicatedVersionedCollapsingMergeTree' if on_cluster_clause(relation) | trim else 'VersionedCollapsingMergeTree') }}
+  {{ return('ReplicatedVersionedCollapsingMergeTree' if on_cluster_clause(relation) | trim
+      else 'VersionedCollapsingMergeTree') }}
 {% endmacro %}
 
 

@@ -21,16 +21,21 @@
 
   {%- set counts = [] -%}
   {%- for ch in checks -%}{%- do counts.append('countIf(' ~ ch.bad ~ ')') -%}{%- endfor -%}
-  {%- set found = run_query('select ' ~ counts | join(', ') ~ ' from (' ~ vcmt._user_sql(sql) ~ ') ' ~ vcmt._read_settings()).rows[0] -%}
+  {%- set found = run_query('select ' ~ counts | join(', ') ~ ' from (' ~ vcmt._user_sql(sql) ~ ') '
+      ~ vcmt._read_settings()).rows[0] -%}
   {%- for ch in checks -%}{%- set bad_rows = found[loop.index0] | int -%}{%- if bad_rows > 0 -%}
     {#- One thread reads the input in order, so the row number is its position. -#}
     {%- set settings = vcmt._pinned_query_settings() -%}
     {%- do settings.update({'max_threads': 1}) -%}
-    {%- set first = run_query('select _vcmt_row, toString(' ~ vcmt._quote(ch.name) ~ ') from (select *, rowNumberInAllBlocks() as _vcmt_row from ('
-                              ~ vcmt._user_sql(sql) ~ ')) where ' ~ ch.bad ~ ' limit 1 ' ~ vcmt._settings_clause(settings)).rows[0] -%}
-    {{ exceptions.raise_compiler_error(caller_name ~ ": row " ~ first[0] ~ " of the input (counting from 0) has `" ~ ch.name ~ "` = "
+    {%- set first = run_query('select _vcmt_row, toString(' ~ vcmt._quote(ch.name) ~ ') from (select *, '
+        ~ 'rowNumberInAllBlocks() as _vcmt_row from ('
+                              ~ vcmt._user_sql(sql) ~ ')) where ' ~ ch.bad ~ ' limit 1 '
+                              ~ vcmt._settings_clause(settings)).rows[0] -%}
+    {{ exceptions.raise_compiler_error(caller_name ~ ": row " ~ first[0] ~ " of the input (counting from 0) has `"
+        ~ ch.name ~ "` = "
         ~ (first[1] if first[1] is not none else 'NULL') ~ ", which cannot be stored as " ~ ch.type ~ " (" ~ bad_rows
-        ~ " such row(s): NULL, NaN, out of range or unparseable). Nothing was loaded; fix or filter these rows in the SELECT.") }}
+        ~ " such row(s): NULL, NaN, out of range or unparseable). Nothing was loaded; fix or filter these rows in the "
+        ~ "SELECT.") }}
   {%- endif -%}{%- endfor -%}
 {% endmacro %}
 
@@ -58,7 +63,8 @@
       {%- endfor -%}
       {%- set bad = 'toString(' ~ col ~ ') not in (' ~ names | join(', ') ~ ')' -%}
       {%- do checks.append({'name': c.name, 'type': c.data_type,
-                            'bad': '(' ~ col ~ ' is not null and ' ~ bad ~ ')' if nullable else '(' ~ col ~ ' is null or ' ~ bad ~ ')'}) -%}
+                            'bad': '(' ~ col ~ ' is not null and ' ~ bad ~ ')' if nullable else '(' ~ col
+                                ~ ' is null or ' ~ bad ~ ')'}) -%}
     {%- else -%}
       {%- set typed = 'accurateCastOrNull(' ~ col ~ ', ' ~ vcmt._sql_string(inner_type) ~ ')' -%}
       {%- set bad = typed ~ ' is null' -%}
@@ -66,7 +72,8 @@
           DateTime64(6) in a DateTime64(3) column, 0.125 in Decimal(10, 2)),
           which can merge two versions or two keys: refused as well. -#}
       {%- if modules.re.match('^(Nullable\()?(U?Int|Float|Decimal|DateTime|Date|BFloat)', input_types[c.name]) -%}
-        {%- set bad = '(' ~ bad ~ ' or cast(' ~ typed ~ ', ' ~ vcmt._sql_string(input_types[c.name]) ~ ') != ' ~ col ~ ')' -%}
+        {%- set bad = '(' ~ bad ~ ' or cast(' ~ typed ~ ', ' ~ vcmt._sql_string(input_types[c.name]) ~ ') != ' ~ col
+            ~ ')' -%}
       {%- endif -%}
       {%- do checks.append({'name': c.name, 'type': c.data_type,
                             'bad': '(' ~ col ~ ' is not null and ' ~ bad ~ ')' if nullable else bad}) -%}
@@ -82,7 +89,9 @@
 {% macro _scalar_type(data_type) %}
   {%- set t = data_type[15:-1] if data_type.startswith('LowCardinality(') else data_type -%}
   {%- set t = t[9:-1] if t.startswith('Nullable(') else t -%}
-  {%- if modules.re.match('^(Array|Map|Tuple|Nested|Variant|Dynamic|JSON|Object|AggregateFunction|SimpleAggregateFunction|Point|Ring|LineString|MultiLineString|Polygon|MultiPolygon|Geometry)\\b', t) -%}
+  {%- if modules.re.match('^(Array|Map|Tuple|Nested|Variant|Dynamic|JSON|Object|AggregateFunction|'
+                          ~ 'SimpleAggregateFunction|Point|Ring|LineString|MultiLineString|Polygon|'
+                          ~ 'MultiPolygon|Geometry)\\b', t) -%}
     {{ return(none) }}
   {%- endif -%}
   {{ return(t) }}

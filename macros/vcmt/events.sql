@@ -8,12 +8,14 @@
     without a sign column is all upserts. -#}
 {% macro _normalized_events_sql(cfg, columns, select_columns, sql) %}
   {%- set has_sign = cfg.sign in (select_columns | map(attribute='name') | list) -%}
-  {%- set sign_expr = 'if(' ~ vcmt._sign_number(cfg, select_columns) ~ ' < 0, toInt8(-1), toInt8(1))' if has_sign else 'toInt8(1)' -%}
+  {%- set sign_expr = 'if(' ~ vcmt._sign_number(cfg, select_columns) ~ ' < 0, toInt8(-1), toInt8(1))' if has_sign
+      else 'toInt8(1)' -%}
   {%- set types = {} -%}
   {%- for c in columns -%}{%- do types.update({c.name: c.data_type}) -%}{%- endfor -%}
   {%- set casts = [] -%}
   {%- for c in cfg.key_columns + vcmt._loaded_data_columns(cfg, columns, select_columns) + [cfg.version] -%}
-    {%- do casts.append('cast(_vcmt_in.' ~ vcmt._quote(c) ~ ', ' ~ vcmt._sql_string(types[c]) ~ ') as ' ~ vcmt._quote(c)) -%}
+    {%- do casts.append('cast(_vcmt_in.' ~ vcmt._quote(c) ~ ', ' ~ vcmt._sql_string(types[c]) ~ ') as '
+        ~ vcmt._quote(c)) -%}
   {%- endfor -%}
   {%- if cfg.watermark and cfg.watermark not in types -%}
     {%- do casts.append('_vcmt_in.' ~ vcmt._quote(cfg.watermark) ~ ' as ' ~ vcmt._quote(cfg.watermark)) -%}
@@ -57,7 +59,9 @@
   {%- if not u -%}{{ return(sql) }}{%- endif -%}
   {%- set stored = columns | map(attribute='name') | list -%}
   {%- if u not in stored -%}
-    {{ exceptions.raise_compiler_error("vcmt_upsert " ~ objs.target.identifier ~ ": `unavailable_column` `" ~ u ~ "` is not a column of the target, so unsent columns cannot be recognised and would be overwritten; nothing was loaded. Add the column with on_schema_change='append_new_columns' (or run with --full-refresh).") }}
+    {{ exceptions.raise_compiler_error("vcmt_upsert " ~ objs.target.identifier ~ ": `unavailable_column` `" ~ u
+        ~ "` is not a column of the target, so unsent columns cannot be recognised and would be overwritten; nothing "
+        ~ "was loaded. Add the column with on_schema_change='append_new_columns' (or run with --full-refresh).") }}
   {%- endif -%}
   {%- set input_types = {} -%}
   {%- for c in select_columns -%}{%- do input_types.update({c.name: c.data_type}) -%}{%- endfor -%}
@@ -65,9 +69,11 @@
   {%- for c in columns if c.name in input_types and c.name in vcmt._data_columns(cfg, columns) and c.name != u -%}
     {%- set col = vcmt._quote(c.name) -%}
     {#- The target type's default, as the input's (non-Nullable) type, so it converts back exactly. -#}
-    {%- set default = 'cast(defaultValueOfTypeName(' ~ vcmt._sql_string(vcmt._scalar_type(c.data_type) or c.data_type) ~ '), '
+    {%- set default = 'cast(defaultValueOfTypeName(' ~ vcmt._sql_string(vcmt._scalar_type(c.data_type) or c.data_type)
+        ~ '), '
                       ~ vcmt._sql_string(vcmt._scalar_type(input_types[c.name]) or input_types[c.name]) ~ ')' -%}
-    {%- do replaced.append('if(has(' ~ vcmt._quote(u) ~ ', ' ~ vcmt._sql_string(c.name) ~ '), ' ~ default ~ ', ' ~ col ~ ') as ' ~ col) -%}
+    {%- do replaced.append('if(has(' ~ vcmt._quote(u) ~ ', ' ~ vcmt._sql_string(c.name) ~ '), ' ~ default ~ ', ' ~ col
+        ~ ') as ' ~ col) -%}
   {%- endfor -%}
   {%- if not replaced -%}{{ return(sql) }}{%- endif -%}
   {{ return('select * replace (' ~ replaced | join(', ') ~ ') from (' ~ vcmt._user_sql(sql) ~ ') as _vcmt_unsent') }}

@@ -5,7 +5,8 @@
 
 {#- The fold's INSERT: each key's last event (docs/design.md#fold-or-rounds). -#}
 {% macro _fold_insert_sql(cfg, objs, data, events_sql) %}
-  insert into {{ vcmt._all_shards(objs, 'stage') }} ({{ vcmt._column_list(cfg.key_columns + data + [cfg.version, cfg.sign]) }})
+  insert into {{ vcmt._all_shards(objs, 'stage') }} ({{ vcmt._column_list(cfg.key_columns + data + [cfg.version,
+      cfg.sign]) }})
   {{ vcmt._fold_select_sql(cfg, data, events_sql, vcmt._fenced(objs.target)) }}
   {{ vcmt._stage_insert_settings(cfg) }}
 {% endmacro %}
@@ -37,7 +38,8 @@
   {%- set create = vcmt._replace_batch(objs) -%}
   {%- set batch_sql -%}
     {{ create }} engine = MergeTree order by tuple() as
-    select *, toUInt64(1) as _vcmt_round, rowNumberInAllBlocks() as _vcmt_pos from ({{ vcmt._fold_select_sql(cfg, data, events_sql, vcmt._fenced(objs.target)) }})
+    select *, toUInt64(1) as _vcmt_round, rowNumberInAllBlocks() as _vcmt_pos from ({{ vcmt._fold_select_sql(cfg, data,
+        events_sql, vcmt._fenced(objs.target)) }})
     {{ vcmt._stage_insert_settings(cfg) }}
   {%- endset -%}
   {%- call statement('vcmt_batch') -%}{{ batch_sql }}{%- endcall -%}

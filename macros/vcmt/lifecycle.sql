@@ -41,7 +41,8 @@
       swap may have left them on some nodes only). -#}
   {%- do vcmt._drop_objects(new, vcmt._existing_anywhere(new)) -%}
   {%- if vcmt._swaps_on_full_refresh(objs, found) -%}
-    {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': full refresh: building and loading new tables beside the old ones (' ~ new.target.identifier ~ ', ...); the old ones serve until the load has succeeded', info=true) }}
+    {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': full refresh: building and loading new tables beside the old '
+        ~ 'ones (' ~ new.target.identifier ~ ', ...); the old ones serve until the load has succeeded', info=true) }}
     {%- do vcmt._create_objects(cfg, new, columns, guarded=false, generation=vcmt._generation_comment()) -%}
     {{ return(new) }}
   {%- endif -%}
@@ -65,10 +66,12 @@
 {% macro _create_objects(cfg, objs, columns, guarded=none, generation=none) %}
   {%- set guarded = adapter.can_exchange(objs.target.schema, 'table') if guarded is none else guarded -%}
   {%- set marked = [] -%}
-  {%- for role in vcmt._swapped_roles(cfg, objs, columns) -%}{%- do marked.append('vcmt_create_' ~ role) -%}{%- endfor -%}
+  {%- for role in vcmt._swapped_roles(cfg, objs, columns) -%}{%- do marked.append('vcmt_create_'
+      ~ role) -%}{%- endfor -%}
   {%- for name, create_sql in vcmt._create_statements(cfg, objs, columns, guarded) -%}
     {%- do vcmt._check_fence(objs.target) -%}
-    {%- call statement(name) -%}{{ create_sql }}{{ '\n  comment ' ~ vcmt._sql_string(generation) if generation and name in marked }}{%- endcall -%}
+    {%- call statement(name) -%}{{ create_sql }}{{ '\n  comment ' ~ vcmt._sql_string(generation) if generation
+        and name in marked }}{%- endcall -%}
   {%- endfor -%}
 {% endmacro %}
 
@@ -110,18 +113,22 @@
   {%- endfor -%}
   {%- for role, to, select_sql in vcmt._views(cfg, objs, columns) -%}
     {%- if role == 'transform' -%}
-      {%- do statements.append(('vcmt_create_stage', vcmt._guard_stage_sql(objs.stage, columns) if guarded else vcmt._create_stage_sql(objs.stage, columns))) -%}
+      {%- do statements.append(('vcmt_create_stage', vcmt._guard_stage_sql(objs.stage, columns) if guarded
+          else vcmt._create_stage_sql(objs.stage, columns))) -%}
     {%- endif -%}
     {%- do statements.append(('vcmt_create_' ~ role, vcmt._create_view_sql(objs[role], to, select_sql))) -%}
   {%- endfor -%}
   {%- if guarded -%}
     {%- do statements.append(('vcmt_create_stage', vcmt._create_stage_sql(new.stage, columns))) -%}
-    {%- do statements.append(('vcmt_swap_stage', 'exchange tables ' ~ new.stage ~ ' and ' ~ objs.stage ~ ' ' ~ on_cluster_clause(objs.stage))) -%}
+    {%- do statements.append(('vcmt_swap_stage', 'exchange tables ' ~ new.stage ~ ' and ' ~ objs.stage ~ ' '
+        ~ on_cluster_clause(objs.stage))) -%}
     {%- do statements.append(('vcmt_drop_guard', vcmt._drop_sql(new.stage, if_exists=false))) -%}
   {%- endif -%}
   {%- if vcmt._sharded(objs) -%}
-    {%- do statements.append(('vcmt_create_distributed', vcmt._create_distributed_sql(cfg, objs.distributed, objs.target))) -%}
-    {%- do statements.append(('vcmt_create_distributed_stage', vcmt._create_distributed_sql(cfg, objs.distributed_stage, objs.stage))) -%}
+    {%- do statements.append(('vcmt_create_distributed', vcmt._create_distributed_sql(cfg, objs.distributed,
+        objs.target))) -%}
+    {%- do statements.append(('vcmt_create_distributed_stage', vcmt._create_distributed_sql(cfg, objs.distributed_stage,
+        objs.stage))) -%}
   {%- endif -%}
   {{ return(statements) }}
 {% endmacro %}
@@ -131,7 +138,8 @@
     views are attached; the message tells a writer what is going on. -#}
 {% macro _guard_stage_sql(relation, columns) %}
   create table {{ relation }} {{ on_cluster_clause(relation) }} (
-    {{ (vcmt._columns_ddl(columns) + ['constraint vcmt_upsert_stage_not_ready_yet_run_dbt_run check 0']) | join(',\n    ') }}
+    {{ (vcmt._columns_ddl(columns) + ['constraint vcmt_upsert_stage_not_ready_yet_run_dbt_run '
+        ~ 'check 0']) | join(',\n    ') }}
   ) engine = Null
 {% endmacro %}
 
@@ -180,7 +188,8 @@
   {%- if vcmt._sharded(objs) -%}
     {%- for role, local in [('distributed', 'target'), ('distributed_stage', 'stage')] -%}
       {%- do vcmt._check_fence(objs.target) -%}
-      {%- call statement('vcmt_replace_' ~ role) -%}{{ vcmt._create_distributed_sql(cfg, objs[role], objs[local], replace=true) }}{%- endcall -%}
+      {%- call statement('vcmt_replace_' ~ role) -%}{{ vcmt._create_distributed_sql(cfg, objs[role], objs[local],
+          replace=true) }}{%- endcall -%}
     {%- endfor -%}
   {%- endif -%}
   {#- The transform first: until it is rewritten, it applies the old query to
@@ -188,7 +197,8 @@
   {%- set wanted = [] -%}
   {%- set views = [] -%}
   {%- for view in vcmt._views(cfg, objs, columns) -%}
-    {%- if view[0] == 'transform' -%}{%- do views.insert(0, view) -%}{%- else -%}{%- do views.append(view) -%}{%- endif -%}
+    {%- if view[0] == 'transform' -%}{%- do views.insert(0, view) -%}{%-
+        else -%}{%- do views.append(view) -%}{%- endif -%}
   {%- endfor -%}
   {%- for role, to, select_sql in views -%}
     {%- do vcmt._check_fence(objs.target) -%}
@@ -199,7 +209,8 @@
       {%- endcall -%}
     {%- else -%}
       {%- call statement('vcmt_drop_' ~ role) -%}{{ vcmt._drop_sql(objs[role]) }}{%- endcall -%}
-      {%- call statement('vcmt_create_' ~ role) -%}{{ vcmt._create_view_sql(objs[role], to, select_sql) }}{%- endcall -%}
+      {%- call statement('vcmt_create_' ~ role) -%}{{ vcmt._create_view_sql(objs[role], to,
+          select_sql) }}{%- endcall -%}
     {%- endif -%}
   {%- endfor -%}
   {%- for role in ['cancels_writer'] if role not in wanted -%}
@@ -240,7 +251,8 @@
   {%- for row in rows -%}
     {%- do serving.setdefault(row.node, {}) -%}
     {%- if row.name in staging -%}{%- do leftovers.setdefault(row.name, []).append(row.node) -%}{%- endif -%}
-    {%- if row.comment.startswith(vcmt._generation_prefix()) and row.comment > st.generation -%}{%- set st.generation = row.comment -%}{%- endif -%}
+    {%- if row.comment.startswith(vcmt._generation_prefix())
+        and row.comment > st.generation -%}{%- set st.generation = row.comment -%}{%- endif -%}
   {%- endfor -%}
   {%- if not leftovers -%}{{ return(none) }}{%- endif -%}
   {%- set roles = vcmt._swapped_roles(cfg, objs, columns) -%}
@@ -249,8 +261,10 @@
   {%- for node in serving -%}
     {%- do swapped.update({node: {}}) -%}
     {%- for role in roles -%}
-      {%- set here = rows | selectattr('node', 'equalto', node) | selectattr('name', 'equalto', objs[role].identifier) | list -%}
-      {%- do swapped[node].update({role: st.generation != '' and here | length > 0 and here[0].comment == st.generation}) -%}
+      {%- set here = rows | selectattr('node', 'equalto', node) | selectattr('name', 'equalto',
+          objs[role].identifier) | list -%}
+      {%- do swapped[node].update({role: st.generation != '' and here | length > 0
+          and here[0].comment == st.generation}) -%}
     {%- endfor -%}
   {%- endfor -%}
   {%- set done = [] -%}
@@ -264,7 +278,8 @@
     {%- else -%}{%- do split.append(role) -%}{%- endif -%}
   {%- endfor -%}
   {%- set state = 'split' if split else ('unswapped' if not done else 'resumable') -%}
-  {{ return({'state': state, 'generation': st.generation, 'pending': pending, 'split': split, 'swapped': swapped, 'leftovers': leftovers}) }}
+  {{ return({'state': state, 'generation': st.generation, 'pending': pending, 'split': split, 'swapped': swapped,
+      'leftovers': leftovers}) }}
 {% endmacro %}
 
 
@@ -281,7 +296,9 @@
   {%- if found_swap.state == 'unswapped' -%}
     {#- Rolled back: the model's own tables serve on every node; what the
         full refresh built (on some nodes, or loaded on all) goes. -#}
-    {{ log('vcmt_upsert ' ~ model ~ ': a --full-refresh stopped before it swapped any table in; the model serves its own tables on every node, and the staging objects it left (' ~ found_swap.leftovers | list | join(', ') ~ ') are dropped on every node', info=true) }}
+    {{ log('vcmt_upsert ' ~ model ~ ': a --full-refresh stopped before it swapped any table in; the model serves its '
+        ~ 'own tables on every node, and the staging objects it left (' ~ found_swap.leftovers | list | join(', ')
+        ~ ') are dropped on every node', info=true) }}
     {%- do vcmt._check_fence(objs.target) -%}
     {%- do vcmt._drop_objects(new, found_swap.leftovers) -%}
     {{ return(false) }}
@@ -295,23 +312,31 @@
     {%- for node, roles in found_swap.swapped.items() -%}
       {%- set newer = [] -%}{%- set older = [] -%}
       {%- for role, yes in roles.items() -%}
-        {%- if yes -%}{%- do newer.append(objs[role].identifier) -%}{%- else -%}{%- do older.append(objs[role].identifier) -%}{%- endif -%}
+        {%- if yes -%}{%- do newer.append(objs[role].identifier) -%}{%-
+            else -%}{%- do older.append(objs[role].identifier) -%}{%- endif -%}
       {%- endfor -%}
-      {%- do lines.append(node ~ ' serves the rebuild for ' ~ (newer | join(', ') or 'no table') ~ ' and the previous tables for ' ~ (older | join(', ') or 'no table')) -%}
+      {%- do lines.append(node ~ ' serves the rebuild for ' ~ (newer | join(', ') or 'no table') ~ ' and the previous '
+          ~ 'tables for ' ~ (older | join(', ') or 'no table')) -%}
     {%- endfor -%}
     {#- The staging objects left, by the nodes they are on. -#}
     {%- set where = {} -%}
-    {%- for name, nodes in found_swap.leftovers.items() -%}{%- do where.setdefault(nodes | join(', '), []).append(name) -%}{%- endfor -%}
+    {%- for name, nodes in found_swap.leftovers.items() -%}{%- do where.setdefault(nodes | join(', '),
+        []).append(name) -%}{%- endfor -%}
     {%- set left = [] -%}
     {%- for nodes, names in where.items() -%}{%- do left.append(names | join(', ') ~ ' on ' ~ nodes) -%}{%- endfor -%}
-    {{ exceptions.raise_compiler_error("vcmt_upsert " ~ model ~ ": a --full-refresh stopped while it swapped its new tables in, and its EXCHANGE of "
+    {{ exceptions.raise_compiler_error("vcmt_upsert " ~ model ~ ": a --full-refresh stopped while it swapped its new "
+        ~ "tables in, and its EXCHANGE of "
         ~ named.split | join(', ') ~ " ran on some nodes only: the nodes serve different generations of the model ("
-        ~ "the rebuild is `" ~ found_swap.generation ~ "`), and reads through " ~ model ~ " mix them. " ~ lines | join('; ')
+        ~ "the rebuild is `" ~ found_swap.generation ~ "`), and reads through " ~ model ~ " mix them. "
+        ~ lines | join('; ')
         ~ ". Staging objects left: " ~ left | join('; ')
-        ~ ". Nothing was changed. ON CLUSTER DDL names tables, the same on every node, and an EXCHANGE run again swaps back where it had run, so the swap cannot be finished or undone on some nodes only: run `dbt run --select "
-        ~ model ~ " --full-refresh`, which drops the staging objects on every node and rebuilds the model from its SELECT on every node.") }}
+        ~ ". Nothing was changed. ON CLUSTER DDL names tables, the same on every node, and an EXCHANGE run again swaps "
+        ~ "back where it had run, so the swap cannot be finished or undone on some nodes only: run `dbt run --select "
+        ~ model ~ " --full-refresh`, which drops the staging objects on every node and rebuilds the model from its "
+        ~ "SELECT on every node.") }}
   {%- endif -%}
-  {{ log('vcmt_upsert ' ~ model ~ ': a --full-refresh (`' ~ found_swap.generation ~ '`) stopped after its load, while it swapped its new tables in; every node serves the same tables, so its swap is finished on every node ('
+  {{ log('vcmt_upsert ' ~ model ~ ': a --full-refresh (`' ~ found_swap.generation ~ '`) stopped after its load, while '
+      ~ 'it swapped its new tables in; every node serves the same tables, so its swap is finished on every node ('
          ~ ('exchanging ' ~ named.pending | join(', ') ~ ', then ' if found_swap.pending else '')
          ~ 'its Distributed tables and views, and its staging objects dropped)', info=true) }}
   {%- set found = vcmt._existing_objects(objs) -%}
@@ -332,17 +357,21 @@
   {%- if found_swap is none or found_swap.state == 'unswapped' -%}{{ return(none) }}{%- endif -%}
   {%- do vcmt._release_lock(objs.target) -%}
   {%- set model = vcmt._public_relation(objs).identifier -%}
-  {{ exceptions.raise_compiler_error(what ~ " " ~ model ~ ": a --full-refresh (`" ~ found_swap.generation ~ "`) stopped while it swapped its new tables in, so "
+  {{ exceptions.raise_compiler_error(what ~ " " ~ model ~ ": a --full-refresh (`" ~ found_swap.generation
+      ~ "`) stopped while it swapped its new tables in, so "
       ~ model ~ "'s tables are of two generations. Nothing was loaded. Run `dbt run --select " ~ model
-      ~ "` first: it finishes the swap on every node (or says what to run), then loads the model's own SELECT; then run this load again.") }}
+      ~ "` first: it finishes the swap on every node (or says what to run), then loads the model's own SELECT; then "
+      ~ "run this load again.") }}
 {% endmacro %}
 
 {% macro _check_existing_is_vcmt(objs, found) %}
   {%- set engine = found.get(objs.target.identifier, {}).get('engine', 'unknown') -%}
   {%- set has_stage = objs.stage.identifier in found -%}
   {%- if 'VersionedCollapsingMergeTree' not in engine or not has_stage -%}
-    {{ exceptions.raise_compiler_error("vcmt_upsert: " ~ objs.target ~ " exists but was not built by vcmt_upsert (engine " ~ engine ~ ", stage " ~ objs.stage.identifier ~ (" present" if has_stage else " missing") ~ ")"
-        ~ ("; a `dbt clone` copies a vcmt model's table only, not its stage, transform and helpers" if 'VersionedCollapsingMergeTree' in engine else "")
+    {{ exceptions.raise_compiler_error("vcmt_upsert: " ~ objs.target ~ " exists but was not built by vcmt_upsert "
+        ~ "(engine " ~ engine ~ ", stage " ~ objs.stage.identifier ~ (" present" if has_stage else " missing") ~ ")"
+        ~ ("; a `dbt clone` copies a vcmt model's table only, not its stage, transform and helpers"
+        if 'VersionedCollapsingMergeTree' in engine else "")
         ~ ". Nothing was changed. Run once with --full-refresh to rebuild it from the model's SELECT.") }}
   {%- endif -%}
 {% endmacro %}
@@ -362,21 +391,27 @@
   {%- set cfg = vcmt._config_for_plan(cfg, plan) -%}
   {%- set columns = plan.columns -%}
   {%- if plan.changed and cfg.on_schema_change != 'ignore' -%}
-    {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': schema change (' ~ cfg.on_schema_change ~ '): ' ~ plan.describe, info=true) }}
+    {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': schema change (' ~ cfg.on_schema_change ~ '): ' ~ plan.describe,
+        info=true) }}
     {%- if plan.added -%}
-      {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': the rows already stored hold the default of new column(s) ' ~ plan.added | join(', ') ~ " (0, '' or NULL for a Nullable type) until an event of their key sets it; to fill every key now, run with --full-refresh (it rebuilds the table from the SELECT)", info=true) }}
+      {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': the rows already stored hold the default of new column(s) '
+          ~ plan.added | join(', ') ~ " (0, '' or NULL for a Nullable type) until an event of their key sets it; to "
+          ~ "fill every key now, run with --full-refresh (it rebuilds the table from the SELECT)", info=true) }}
     {%- endif -%}
   {%- endif -%}
 
   {%- set transform = vcmt.transform_sql(cfg, objs, columns) -%}
   {%- set has_transform = objs.transform.identifier in found -%}
-  {%- set modify_transform = has_transform and (plan.refresh_transform or vcmt._sql_differs(found[objs.transform.identifier].as_select, transform)) -%}
+  {%- set modify_transform = has_transform and (plan.refresh_transform
+      or vcmt._sql_differs(found[objs.transform.identifier].as_select, transform)) -%}
   {%- if plan.before or plan.after or modify_transform or not has_transform -%}
     {%- do vcmt._check_plan(cfg, objs, found, plan) -%}
   {%- endif -%}
   {#- The Distributed tables copy their local table's columns at creation (docs/design.md#sharded-clusters). -#}
   {%- if vcmt._sharded(objs) and plan.changed and cfg.on_schema_change != 'ignore' -%}
-    {{ exceptions.raise_compiler_error("vcmt_upsert " ~ objs.distributed.identifier ~ ": a sharded model (`sharding_key`) does not change its tables in place; this run would apply: " ~ plan.describe ~ ". Nothing was changed. Run with --full-refresh to rebuild every shard from the SELECT.") }}
+    {{ exceptions.raise_compiler_error("vcmt_upsert " ~ objs.distributed.identifier ~ ": a sharded model "
+        ~ "(`sharding_key`) does not change its tables in place; this run would apply: " ~ plan.describe ~ ". Nothing "
+        ~ "was changed. Run with --full-refresh to rebuild every shard from the SELECT.") }}
   {%- endif -%}
   {%- for step in plan.before -%}
     {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': schema step: ' ~ step.name) }}
@@ -392,7 +427,8 @@
   {%- do vcmt._add_missing_loads_columns(objs, found) -%}
   {#- delete_mode: the new writer is attached before the old one goes, so no
       delete is ever left without a tombstone. -#}
-  {%- for role, to, select_sql in vcmt._views(cfg, objs, columns) if role != 'transform' and objs[role].identifier not in found -%}
+  {%- for role, to, select_sql in vcmt._views(cfg, objs, columns) if role != 'transform'
+      and objs[role].identifier not in found -%}
     {%- call statement('vcmt_create_' ~ role) -%}{{ vcmt._create_view_sql(objs[role], to, select_sql) }}{%- endcall -%}
   {%- endfor -%}
 
@@ -401,14 +437,16 @@
       {{ vcmt._create_view_sql(objs.transform, objs.target, transform) }}
     {%- endcall -%}
   {%- elif modify_transform -%}
-    {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': transform changed, updating it in place (MODIFY QUERY)', info=true) }}
+    {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': transform changed, updating it in place (MODIFY QUERY)',
+        info=true) }}
     {%- do vcmt._check_fence(objs.target) -%}
     {%- call statement('vcmt_modify_transform') -%}
       {{ vcmt._modify_view_sql(objs.transform, transform) }}
     {%- endcall -%}
   {%- endif -%}
   {%- if vcmt._sharded(objs) -%}
-    {%- for name, create_sql in vcmt._create_statements(cfg, objs, columns, false) if name in ['vcmt_create_distributed', 'vcmt_create_distributed_stage'] -%}
+    {%- for name, create_sql in vcmt._create_statements(cfg, objs, columns, false)
+        if name in ['vcmt_create_distributed', 'vcmt_create_distributed_stage'] -%}
       {%- if objs[name[12:]].identifier not in found -%}
         {%- call statement(name) -%}{{ create_sql }}{%- endcall -%}
       {%- endif -%}
@@ -416,7 +454,8 @@
     {%- do vcmt._repair_distributed(cfg, objs) -%}
   {%- endif -%}
   {%- if cfg.delete_mode == 'versioned' and objs.cancels_writer.identifier in found -%}
-    {%- call statement('vcmt_drop_cancels_writer') -%}{{ vcmt._drop_sql(objs.cancels_writer, if_exists=false) }}{%- endcall -%}
+    {%- call statement('vcmt_drop_cancels_writer') -%}{{ vcmt._drop_sql(objs.cancels_writer,
+        if_exists=false) }}{%- endcall -%}
   {%- endif -%}
 
   {%- for step in plan.after -%}
@@ -444,13 +483,16 @@
     {%- do names.extend([vcmt._sql_string(objs[role].identifier), vcmt._sql_string(objs[local].identifier)]) -%}
   {%- endfor -%}
   {#- One query per run: each table's columns, in order. -#}
-  {%- set rows = run_query("select table, toString(arrayMap(c -> (c.2, c.3), arraySort(groupArray((position, name, type))))) "
+  {%- set rows = run_query("select table, toString(arrayMap(c -> (c.2, c.3), arraySort(groupArray((position, name, "
+      ~ "type))))) "
       ~ "from system.columns where database = " ~ vcmt._sql_string(objs.target.schema) ~ " and table in ("
       ~ names | join(', ') ~ ") group by table").rows -%}
   {%- set columns = {} -%}
   {%- for row in rows -%}{%- do columns.update({row[0]: row[1]}) -%}{%- endfor -%}
   {%- for role, local in pairs if columns.get(objs[role].identifier) != columns.get(objs[local].identifier) -%}
-    {{ log('vcmt_upsert ' ~ objs[role].identifier ~ ': its columns differ from ' ~ objs[local].identifier ~ "'s (an interrupted --full-refresh); replacing it", info=true) }}
-    {%- call statement('vcmt_replace_' ~ role) -%}{{ vcmt._create_distributed_sql(cfg, objs[role], objs[local], replace=true) }}{%- endcall -%}
+    {{ log('vcmt_upsert ' ~ objs[role].identifier ~ ': its columns differ from ' ~ objs[local].identifier
+        ~ "'s (an interrupted --full-refresh); replacing it", info=true) }}
+    {%- call statement('vcmt_replace_' ~ role) -%}{{ vcmt._create_distributed_sql(cfg, objs[role], objs[local],
+        replace=true) }}{%- endcall -%}
   {%- endfor -%}
 {% endmacro %}

@@ -18,10 +18,12 @@
   {%- set events_sql = vcmt._normalized_events_sql(cfg, columns, select_columns, sql) -%}
   {%- set data = vcmt._loaded_data_columns(cfg, columns, select_columns) -%}
   {%- set keys = vcmt._column_list(cfg.key_columns) -%}
-  {%- set wm = vcmt._highest_as_text(vcmt._quote(cfg.watermark)) if cfg.watermark else 'cast(null as Nullable(String))' -%}
+  {%- set wm = vcmt._highest_as_text(vcmt._quote(cfg.watermark)) if cfg.watermark
+      else 'cast(null as Nullable(String))' -%}
 
   {%- if cfg.foldable -%}
-    {%- set stats_sql = 'select count(), countIf(_vcmt_sign < 0), uniqExact(' ~ keys ~ '), ' ~ wm ~ ' from (' ~ events_sql ~ ') ' ~ vcmt._read_settings() -%}
+    {%- set stats_sql = 'select count(), countIf(_vcmt_sign < 0), uniqExact(' ~ keys ~ '), ' ~ wm ~ ' from ('
+        ~ events_sql ~ ') ' ~ vcmt._read_settings() -%}
     {%- set stats = run_query(stats_sql).rows[0] -%}
     {%- set ran = [stats_sql] -%}
     {%- if stats[0] | int > 0 and cfg.virtual_shards == 1 -%}
@@ -53,7 +55,8 @@
       a long read keeps the lock alive as a long write does. -#}
   {%- set sql = '/* ' ~ vcmt._lock_holder(objs.target) ~ ' */\n' ~ sql -%}
   {#- Every value is checked before the first write, truncates included. -#}
-  {%- do vcmt._check_event_values(cfg, columns, select_columns, vcmt._without_truncates(cfg, sql), 'vcmt_upsert ' ~ objs.target.identifier) -%}
+  {%- do vcmt._check_event_values(cfg, columns, select_columns, vcmt._without_truncates(cfg, sql), 'vcmt_upsert '
+      ~ objs.target.identifier) -%}
   {%- if lock_for -%}
     {%- do vcmt._acquire_lock(objs, cfg.lock_timeout, lock_for) -%}
     {%- do vcmt._refuse_interrupted_swap(cfg, objs, columns, lock_for) -%}

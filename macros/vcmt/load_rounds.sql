@@ -23,8 +23,10 @@
 
   {#- Events, deletes and the watermark count every event read, redeliveries
       included; fed what reaches the stage or is skipped there as stale. -#}
-  {%- set wm_read = 'if(countIf(_vcmt_n > 0) = 0, null, toString(maxIf(_vcmt_wm, _vcmt_n > 0)))' if cfg.watermark else 'cast(null as Nullable(String))' -%}
-  {%- set stats = run_query('select sum(_vcmt_n), sumIf(_vcmt_n, _vcmt_sign < 0), countIf(_vcmt_n > 0) - sum(_vcmt_folded), max(_vcmt_round), '
+  {%- set wm_read = 'if(countIf(_vcmt_n > 0) = 0, null, toString(maxIf(_vcmt_wm, _vcmt_n > 0)))' if cfg.watermark
+      else 'cast(null as Nullable(String))' -%}
+  {%- set stats = run_query('select sum(_vcmt_n), sumIf(_vcmt_n, _vcmt_sign < 0), countIf(_vcmt_n > 0) - '
+      ~ 'sum(_vcmt_folded), max(_vcmt_round), '
                             ~ wm_read ~ ' from '
                             ~ objs.batch ~ ' ' ~ vcmt._read_settings()).rows[0] -%}
   {%- set rounds = stats[3] | int -%}
@@ -41,7 +43,8 @@
     {%- do vcmt._run_sharded(statements) -%}
     {%- if r == 1 -%}
       {%- do ran.extend(statements) -%}
-      {%- if rounds > 1 -%}{%- do ran.append('-- rounds 2 to ' ~ rounds ~ ': the same INSERT with _vcmt_round = 2, ...') -%}{%- endif -%}
+      {%- if rounds > 1 -%}{%- do ran.append('-- rounds 2 to ' ~ rounds ~ ': the same INSERT with _vcmt_round = '
+          ~ '2, ...') -%}{%- endif -%}
     {%- endif -%}
   {%- endfor -%}
   {%- do vcmt._check_fence(objs.target) -%}
@@ -78,9 +81,11 @@
   {%- set v = vcmt._quote(cfg.version) -%}
   {%- set wm = 'max(' ~ vcmt._quote(cfg.watermark) ~ ')' if cfg.watermark else 'toUInt8(0)' -%}
   {%- set row = 'tuple(' ~ (vcmt._column_list(data) if data else '0') ~ ')' -%}
-  {%- set ranked = '0' if folds is not none else 'row_number() over (partition by ' ~ keys ~ ' order by ' ~ v ~ ' asc, _vcmt_sign desc)' -%}
+  {%- set ranked = '0' if folds is not none else 'row_number() over (partition by ' ~ keys ~ ' order by ' ~ v
+      ~ ' asc, _vcmt_sign desc)' -%}
   {{ create }} engine = MergeTree order by _vcmt_round as
-  select {{ keys }}{% for c in data %}, _vcmt_row.{{ loop.index }} as {{ vcmt._quote(c) }}{% endfor %}, {{ v }}, _vcmt_sign,
+  select {{ keys }}{% for c in data %}, _vcmt_row.{{ loop.index }} as {{ vcmt._quote(c) }}{% endfor %},
+    {{ v }}, _vcmt_sign,
     _vcmt_n, _vcmt_wm, toUInt64(0) as _vcmt_folded, toUInt64({{ ranked }}) as _vcmt_round
   from (
     select {{ keys }}, {{ v }}, _vcmt_sign, any({{ row }}) as _vcmt_row, count() as _vcmt_n, {{ wm }} as _vcmt_wm
@@ -95,8 +100,10 @@
 {#- Round `r`'s INSERT: every key's r-th event, from `m__batch`; of the keys
     of one virtual shard when `shard` is a condition. -#}
 {% macro _round_insert_sql(cfg, objs, data, r, shard=none) %}
-  insert into {{ vcmt._all_shards(objs, 'stage') }} ({{ vcmt._column_list(cfg.key_columns + data + [cfg.version, cfg.sign]) }})
-  select {{ vcmt._column_list(cfg.key_columns) }}{% for c in data %}, {{ vcmt._quote(c) }}{% endfor %}, {{ vcmt._quote(cfg.version) }}, _vcmt_sign
+  insert into {{ vcmt._all_shards(objs, 'stage') }} ({{ vcmt._column_list(cfg.key_columns + data + [cfg.version,
+      cfg.sign]) }})
+  select {{ vcmt._column_list(cfg.key_columns) }}{% for c in data %}, {{ vcmt._quote(c) }}{% endfor %},
+    {{ vcmt._quote(cfg.version) }}, _vcmt_sign
   from {{ objs.batch }}
   where _vcmt_round = {{ r }}{% if shard %} and {{ shard }}{% endif %} and {{ vcmt._fenced(objs.target) }}
   {{ vcmt._stage_insert_settings(cfg) }}
@@ -110,7 +117,8 @@
   {%- if not cfg.folds -%}{{ return(none) }}{%- endif -%}
   {%- set folds = {} -%}
   {%- for c in columns if c.name in data -%}
-    {%- set agg = vcmt._fold_aggregate(cfg.merge.get(c.name, 'replace'), vcmt._quote(c.name), c.data_type, vcmt._quote(cfg.version)) -%}
+    {%- set agg = vcmt._fold_aggregate(cfg.merge.get(c.name, 'replace'), vcmt._quote(c.name), c.data_type,
+        vcmt._quote(cfg.version)) -%}
     {%- if agg is none -%}{{ return(none) }}{%- endif -%}
     {%- do folds.update({c.name: agg}) -%}
   {%- endfor -%}
@@ -141,8 +149,10 @@
   {%- set key_tuple = vcmt._key_tuple(cfg.key_columns) -%}
   {%- set v = q(cfg.version) -%}
   {%- set batch_keys = 'select ' ~ keys ~ ' from ' ~ objs.batch ~ ' where _vcmt_round = 0' -%}
-    insert into {{ objs.batch }} ({{ keys }}{% for c in data %}, {{ q(c) }}{% endfor %}, {{ v }}, _vcmt_sign, _vcmt_folded, _vcmt_round)
-    select {{ keys }}{% for c in data %}, _vcmt_f{{ loop.index0 }}{% endfor %}, _vcmt_fv, if(_vcmt_after, toInt8(1), toInt8(-1)), _vcmt_folded,
+    insert into {{ objs.batch }}
+      ({{ keys }}{% for c in data %}, {{ q(c) }}{% endfor %}, {{ v }}, _vcmt_sign, _vcmt_folded, _vcmt_round)
+    select {{ keys }}{% for c in data %}, _vcmt_f{{ loop.index0 }}{% endfor %}, _vcmt_fv,
+      if(_vcmt_after, toInt8(1), toInt8(-1)), _vcmt_folded,
       row_number() over (partition by {{ keys }} order by _vcmt_after asc)
     from (
       {#- Internal aliases: an alias named like a column would be read in its place. #}
@@ -169,8 +179,10 @@
           group by {{ keys }}
         ) as _vcmt_tomb using ({{ keys }})
         where _vcmt_e._vcmt_round = 0 and {{ vcmt._fenced(objs.target) }}
-          and (_vcmt_old._vcmt_found = 0 or {{ v }} > _vcmt_old._vcmt_lv or (_vcmt_sign < 0 and {{ v }} = _vcmt_old._vcmt_lv))
-          and (_vcmt_tomb._vcmt_found = 0 or {{ v }} > _vcmt_tomb._vcmt_tv or (_vcmt_sign < 0 and {{ v }} = _vcmt_tomb._vcmt_tv))
+          and (_vcmt_old._vcmt_found = 0 or {{ v }} > _vcmt_old._vcmt_lv
+               or (_vcmt_sign < 0 and {{ v }} = _vcmt_old._vcmt_lv))
+          and (_vcmt_tomb._vcmt_found = 0 or {{ v }} > _vcmt_tomb._vcmt_tv
+               or (_vcmt_sign < 0 and {{ v }} = _vcmt_tomb._vcmt_tv))
       )
       group by {{ keys }}, _vcmt_after
     )

@@ -34,7 +34,9 @@
 {% macro _lock_lease_s() %}
   {%- set value = var('vcmt_lock_lease_s', 30) -%}
   {%- if value is not number or value is boolean or value < 1 -%}
-    {{ exceptions.raise_compiler_error("vcmt: the project var `vcmt_lock_lease_s` must be a number of seconds (1 or more) a load may stay silent before another load takes its lock over; got `" ~ value ~ "`. Fix it in dbt_project.yml's vars or --vars, e.g. vcmt_lock_lease_s: 30.") }}
+    {{ exceptions.raise_compiler_error("vcmt: the project var `vcmt_lock_lease_s` must be a number of seconds (1 or "
+        ~ "more) a load may stay silent before another load takes its lock over; got `" ~ value ~ "`. Fix it in "
+        ~ "dbt_project.yml's vars or --vars, e.g. vcmt_lock_lease_s: 30.") }}
   {%- endif -%}
   {{ return(value | int) }}
 {% endmacro %}
@@ -45,7 +47,9 @@
 {% macro _validate_lock_timeout(value) %}
   {%- if value is none -%}{{ return(600) }}{%- endif -%}
   {%- if value is not number or value is boolean or value < 0 -%}
-    {{ exceptions.raise_compiler_error("vcmt_upsert: `lock_timeout` must be a number of seconds (0 or more) a load waits for another load of the same model; got `" ~ value ~ "`. Fix it in the model's config, e.g. lock_timeout=600.") }}
+    {{ exceptions.raise_compiler_error("vcmt_upsert: `lock_timeout` must be a number of seconds (0 or more) a load "
+        ~ "waits for another load of the same model; got `" ~ value ~ "`. Fix it in the model's config, e.g. "
+        ~ "lock_timeout=600.") }}
   {%- endif -%}
   {{ return(value) }}
 {% endmacro %}
@@ -59,7 +63,8 @@
     Plain ASCII: it appears in SQL text as it is. -#}
 {% macro _lock_holder(relation) %}
   {%- set model = vcmt._model_relation(relation) -%}
-  {{ return('vcmt load by dbt invocation ' ~ invocation_id ~ ' of ' ~ local_md5(model.schema ~ '.' ~ model.identifier)[:12]) }}
+  {{ return('vcmt load by dbt invocation ' ~ invocation_id ~ ' of ' ~ local_md5(model.schema ~ '.'
+      ~ model.identifier)[:12]) }}
 {% endmacro %}
 
 
@@ -71,9 +76,11 @@
   {%- set prefix = vcmt._sql_string(target.identifier ~ '__lock_') -%}
   {%- set tail = 'substring(name, length(' ~ prefix ~ ') + 1)' -%}
   {%- set source = 'system.tables where' if local else vcmt._lock_source(target, 'system', 'tables') -%}
-  {{ return("select toUInt64(" ~ tail ~ ") as gen, comment, dateDiff('second', metadata_modification_time, now()) as age, name "
+  {{ return("select toUInt64(" ~ tail ~ ") as gen, comment, dateDiff('second', metadata_modification_time, now()) as "
+      ~ "age, name "
       ~ "from " ~ source ~ " database = " ~ vcmt._sql_string(target.schema)
-      ~ " and startsWith(name, " ~ prefix ~ ") and match(" ~ tail ~ ", '^[0-9]{1,18}$')" ~ ('' if local else vcmt._lock_read_settings(target))) }}
+      ~ " and startsWith(name, " ~ prefix ~ ") and match(" ~ tail ~ ", '^[0-9]{1,18}$')" ~ ('' if local
+      else vcmt._lock_read_settings(target))) }}
 {% endmacro %}
 
 
@@ -116,7 +123,8 @@
 {% macro _lock_fence(relation) %}
   {%- set model = vcmt._model_relation(relation) -%}
   {%- set me = vcmt._lock_holder(model) -%}
-  {%- set message = 'vcmt_upsert ' ~ model.identifier ~ ': this load (' ~ me ~ ') no longer holds the lock of the model: '
+  {%- set message = 'vcmt_upsert ' ~ model.identifier ~ ': this load (' ~ me ~ ') no longer holds the lock of the '
+      ~ 'model: '
       ~ 'another load took it over after this one had been silent for ' ~ vcmt._lock_lease_s() ~ ' s. This statement '
       ~ 'was refused before writing anything, and what this load wrote before is exact. Run the model again.' -%}
   {{ return('(select throwIf(ifNull(argMax(comment, gen), \'\') != ' ~ vcmt._sql_string(me) ~ ', '
@@ -154,14 +162,17 @@
     and none means no lock. The newest generation always exists once there
     is one. -#}
 {% macro _lock_state(target, exists=true) %}
-  {%- if not exists and run_query('select 1 from (' ~ vcmt._lock_generations_sql(target) ~ ') limit 1').rows | length == 0 -%}
+  {%- if not exists and run_query('select 1 from (' ~ vcmt._lock_generations_sql(target)
+      ~ ') limit 1').rows | length == 0 -%}
     {{ return(none) }}
   {%- endif -%}
   {%- set prefix = modules.re.escape(target.identifier ~ '__lock_') -%}
   {%- set rows = "select _table as r_table, anyIf(what, kind = 'acquired') as r_what, "
       ~ "toString(minIf(at, kind = 'acquired')) as r_acquired, toString(max(at)) as r_renewed, "
-      ~ "countIf(kind = 'released') > 0 as r_released, count() as r_count, dateDiff('second', max(at), now64(3)) as r_silent "
-      ~ "from merge(" ~ vcmt._sql_string(target.schema) ~ ", " ~ vcmt._sql_string('^' ~ prefix ~ '[0-9]+$') ~ ") group by _table" -%}
+      ~ "countIf(kind = 'released') > 0 as r_released, count() as r_count, dateDiff('second', max(at), now64(3)) as "
+      ~ "r_silent "
+      ~ "from merge(" ~ vcmt._sql_string(target.schema) ~ ", " ~ vcmt._sql_string('^' ~ prefix ~ '[0-9]+$') ~ ") group "
+      ~ "by _table" -%}
   {%- set newest = "select max(gen) as g_gen, argMax(comment, gen) as g_comment, argMax(age, gen) as g_age, "
       ~ "argMax(name, gen) as g_name, arrayStringConcat(arrayReverseSort(groupArray(gen)), ',') as g_gens "
       ~ "from (" ~ vcmt._lock_generations_sql(target, local=true) ~ ") having count() > 0" -%}
@@ -190,7 +201,8 @@
     statement (and another load's same check) never finds itself. -#}
 {% macro _holder_statements(holder) %}
   {%- set name = 'concat(' ~ vcmt._sql_string(holder[:8]) ~ ', ' ~ vcmt._sql_string(holder[8:]) ~ ')' -%}
-  {{ return('query_id != queryID() and (position(query, ' ~ name ~ ') > 0 or Settings[\'log_comment\'] = ' ~ name ~ ')') }}
+  {{ return('query_id != queryID() and (position(query, ' ~ name ~ ') > 0 or Settings[\'log_comment\'] = ' ~ name
+      ~ ')') }}
 {% endmacro %}
 
 
@@ -198,7 +210,8 @@
     renewed for a while). -#}
 {% macro _holder_busy(holder, target) %}
   {%- set cluster = vcmt._lock_cluster(target) -%}
-  {%- set processes = 'clusterAllReplicas(' ~ vcmt._sql_string(cluster) ~ ', system.processes)' if cluster else 'system.processes' -%}
+  {%- set processes = 'clusterAllReplicas(' ~ vcmt._sql_string(cluster) ~ ', system.processes)' if cluster
+      else 'system.processes' -%}
   {%- set rows = run_query('select count() from ' ~ processes ~ ' where ' ~ vcmt._holder_statements(holder)
                            ~ vcmt._lock_read_settings(target)).rows -%}
   {{ return(rows[0][0] | int > 0) }}
@@ -254,16 +267,20 @@
         {%- set gen = (state.gen if state is not none else 0) + 1 -%}
         {%- set lock = target.incorporate(path={'identifier': target.identifier ~ '__lock_' ~ gen}) -%}
         {%- call statement('vcmt_lock') -%}
-          create table if not exists {{ lock }} {{ on_cluster_clause(lock) }} (holder String, kind String, what String, at DateTime64(3))
+          create table if not exists {{ lock }} {{ on_cluster_clause(lock) }}
+            (holder String, kind String, what String, at DateTime64(3))
           engine = MergeTree order by tuple() comment {{ vcmt._sql_string(me) }}
         {%- endcall -%}
         {%- set claimed = vcmt._lock_state(target) -%}
         {%- if claimed.holder == me and claimed.gen == gen -%}
           {%- if state is not none and not state.released -%}
-            {{ log('vcmt_upsert ' ~ target.identifier ~ ': took over the lock of ' ~ state.holder ~ ' (' ~ state.what ~ ', silent for ' ~ state.silent_s ~ ' s)', info=true) }}
+            {{ log('vcmt_upsert ' ~ target.identifier ~ ': took over the lock of ' ~ state.holder ~ ' (' ~ state.what
+                ~ ', silent for ' ~ state.silent_s ~ ' s)', info=true) }}
             {%- set st.previous = state -%}
           {%- endif -%}
-          {%- call statement('vcmt_lock_acquired') -%}insert into {{ vcmt._lock_rows_into(lock) }} {{ vcmt._lock_row_sql('acquired', what, target) }}{%- endcall -%}
+          {%- call statement('vcmt_lock_acquired') -%}
+            insert into {{ vcmt._lock_rows_into(lock) }} {{ vcmt._lock_row_sql('acquired', what, target) }}
+          {%- endcall -%}
           {%- set st.held = vcmt._lock_state(target) -%}
         {%- else -%}
           {%- set state = claimed -%}
@@ -271,10 +288,15 @@
       {%- endif -%}
       {%- if st.held is none -%}
         {%- if st.waited >= timeout_s + (1 if st.idle == 1 else 0) -%}
-          {{ exceptions.raise_compiler_error("vcmt_upsert " ~ target.identifier ~ ": another load of this model is running (" ~ state.what ~ "; " ~ state.holder ~ "; since " ~ state.acquired ~ ", last active " ~ state.renewed ~ "); waited " ~ st.waited ~ " s (`lock_timeout` = " ~ timeout_s ~ "). Nothing was changed. Run again when it has ended, or give the model a longer `lock_timeout`. A load that was killed holds the lock until it has been silent for " ~ lease ~ " s.") }}
+          {{ exceptions.raise_compiler_error("vcmt_upsert " ~ target.identifier ~ ": another load of this model is "
+              ~ "running (" ~ state.what ~ "; " ~ state.holder ~ "; since " ~ state.acquired ~ ", last active "
+              ~ state.renewed ~ "); waited " ~ st.waited ~ " s (`lock_timeout` = " ~ timeout_s ~ "). Nothing was "
+              ~ "changed. Run again when it has ended, or give the model a longer `lock_timeout`. A load that was "
+              ~ "killed holds the lock until it has been silent for " ~ lease ~ " s.") }}
         {%- endif -%}
         {%- if not st.said -%}
-          {{ log('vcmt_upsert ' ~ target.identifier ~ ': waiting for another load of this model (' ~ state.what ~ '; ' ~ state.holder ~ '; since ' ~ state.acquired ~ '), up to ' ~ timeout_s ~ ' s', info=true) }}
+          {{ log('vcmt_upsert ' ~ target.identifier ~ ': waiting for another load of this model (' ~ state.what ~ '; '
+              ~ state.holder ~ '; since ' ~ state.acquired ~ '), up to ' ~ timeout_s ~ ' s', info=true) }}
           {%- set st.said = true -%}
         {%- endif -%}
         {%- do run_query('select sleep(1)') -%}
@@ -283,7 +305,8 @@
     {%- endif -%}
   {%- endfor -%}
   {%- if st.said -%}
-    {{ log('vcmt_upsert ' ~ target.identifier ~ ': the other load has ended; this one goes on after ' ~ st.waited ~ ' s', info=true) }}
+    {{ log('vcmt_upsert ' ~ target.identifier ~ ': the other load has ended; this one goes on after ' ~ st.waited
+        ~ ' s', info=true) }}
   {%- endif -%}
   {%- if st.previous is not none -%}
     {%- do vcmt._wait_for_statements_of(target, st.previous, timeout_s) -%}
@@ -310,14 +333,19 @@
     {%- set st.busy = vcmt._holder_busy(previous.holder, target) -%}
     {%- if st.busy -%}
       {%- if second == 0 -%}
-        {{ log('vcmt_upsert ' ~ target.identifier ~ ': waiting for the statements of ' ~ previous.holder ~ ' that still run to end', info=true) }}
+        {{ log('vcmt_upsert ' ~ target.identifier ~ ': waiting for the statements of ' ~ previous.holder
+            ~ ' that still run to end', info=true) }}
       {%- endif -%}
       {%- do run_query('select sleep(1)') -%}
     {%- endif -%}
   {%- endfor -%}
   {%- if st.busy -%}
     {%- do vcmt._release_lock(target) -%}
-    {{ exceptions.raise_compiler_error("vcmt_upsert " ~ target.identifier ~ ": took over the lock of " ~ previous.holder ~ ", whose statements still run on the server after " ~ ([timeout_s | int, vcmt._lock_lease_s()] | max) ~ " s; it can write nothing more (its next statement is refused), but this load does not write beside a running one. Nothing was changed. Run again when they have ended (system.processes), or stop them with KILL QUERY.") }}
+    {{ exceptions.raise_compiler_error("vcmt_upsert " ~ target.identifier ~ ": took over the lock of " ~ previous.holder
+        ~ ", whose statements still run on the server after " ~ ([timeout_s | int, vcmt._lock_lease_s()] | max)
+        ~ " s; it can write nothing more (its next statement is refused), but this load does not write beside a "
+        ~ "running one. Nothing was changed. Run again when they have ended (system.processes), or stop them with KILL "
+        ~ "QUERY.") }}
   {%- endif -%}
 {% endmacro %}
 
@@ -330,7 +358,10 @@
   {%- set model = vcmt._model_relation(objs.target) -%}
   {%- set state = vcmt._lock_state(model) -%}
   {%- if state is none or state.holder != vcmt._lock_holder(model) or state.released -%}
-    {{ exceptions.raise_compiler_error("vcmt_upsert " ~ model.identifier ~ ": this load lost the model's lock to " ~ (state.holder if state else 'nobody') ~ " after it had been silent for " ~ vcmt._lock_lease_s() ~ " s with no statement running; it stops here. Run the model again: the rows it wrote are exact, and the rest is applied then.") }}
+    {{ exceptions.raise_compiler_error("vcmt_upsert " ~ model.identifier ~ ": this load lost the model's lock to "
+        ~ (state.holder if state else 'nobody') ~ " after it had been silent for " ~ vcmt._lock_lease_s() ~ " s with "
+        ~ "no statement running; it stops here. Run the model again: the rows it wrote are exact, and the rest is "
+        ~ "applied then.") }}
   {%- endif -%}
   {%- if state.silent_s >= [vcmt._lock_lease_s() // 5, 1] | max -%}
     {%- call statement('vcmt_lock_renew') -%}
@@ -360,7 +391,8 @@
         {%- if st.busy -%}{%- do run_query('select sleep(1)') -%}{%- endif -%}
       {%- endfor -%}
       {%- if st.busy -%}
-        {{ log('vcmt_upsert ' ~ model.identifier ~ ': statements of this failed load still run on the cluster; its lock is left to lapse once they have ended', info=true) }}
+        {{ log('vcmt_upsert ' ~ model.identifier ~ ': statements of this failed load still run on the cluster; its '
+            ~ 'lock is left to lapse once they have ended', info=true) }}
         {{ return(none) }}
       {%- endif -%}
     {%- elif failed and adapter.type() != 'chdb' -%}

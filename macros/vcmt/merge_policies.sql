@@ -1,10 +1,12 @@
 {% macro _validate_merge_policy(column, policy, keys, version, sign) %}
   {%- set builtins = ['replace', 'keep', 'greatest', 'least', 'sum', 'coalesce'] -%}
   {%- if column in keys or column in [version, sign] -%}
-    {{ exceptions.raise_compiler_error("vcmt_upsert: `merge` cannot set a policy for `" ~ column ~ "`: key, version and sign columns are never merged.") }}
+    {{ exceptions.raise_compiler_error("vcmt_upsert: `merge` cannot set a policy for `" ~ column ~ "`: key, version "
+        ~ "and sign columns are never merged.") }}
   {%- endif -%}
   {%- if policy is not string or (policy not in builtins and '{old}' not in policy and '{new}' not in policy) -%}
-    {{ exceptions.raise_compiler_error("vcmt_upsert: `merge` for column `" ~ column ~ "` must be one of " ~ builtins ~ " or a SQL expression using {old} and {new} (e.g. '{old} + {new}'); got `" ~ policy ~ "`.") }}
+    {{ exceptions.raise_compiler_error("vcmt_upsert: `merge` for column `" ~ column ~ "` must be one of " ~ builtins
+        ~ " or a SQL expression using {old} and {new} (e.g. '{old} + {new}'); got `" ~ policy ~ "`.") }}
   {%- endif -%}
 {% endmacro %}
 
@@ -22,9 +24,11 @@
   {%- elif policy == 'keep' -%}
     {%- set combined = old -%}
   {%- elif policy in ['greatest', 'least'] -%}
-    {%- set combined = 'if(isNull(' ~ new ~ '), ' ~ old ~ ', if(isNull(' ~ old ~ '), ' ~ new ~ ', ' ~ policy ~ '(' ~ old ~ ', ' ~ new ~ ')))' -%}
+    {%- set combined = 'if(isNull(' ~ new ~ '), ' ~ old ~ ', if(isNull(' ~ old ~ '), ' ~ new ~ ', ' ~ policy ~ '(' ~ old
+        ~ ', ' ~ new ~ ')))' -%}
   {%- elif policy == 'sum' -%}
-    {%- set combined = 'if(isNull(' ~ new ~ '), ' ~ old ~ ', if(isNull(' ~ old ~ '), ' ~ new ~ ', ' ~ old ~ ' + ' ~ new ~ '))' -%}
+    {%- set combined = 'if(isNull(' ~ new ~ '), ' ~ old ~ ', if(isNull(' ~ old ~ '), ' ~ new ~ ', ' ~ old ~ ' + ' ~ new
+        ~ '))' -%}
   {%- elif policy == 'coalesce' -%}
     {%- set combined = 'coalesce(' ~ new ~ ', ' ~ old ~ ')' -%}
   {%- else -%}

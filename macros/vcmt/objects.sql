@@ -30,7 +30,8 @@
     {%- do identifiers.update({role: target.identifier ~ '__' ~ suffix ~ (local if role == 'stage' else '')}) -%}
   {%- endfor -%}
   {%- if sharding_key -%}
-    {%- do identifiers.update({'distributed': target.identifier, 'distributed_stage': target.identifier ~ '__' ~ names.stage}) -%}
+    {%- do identifiers.update({'distributed': target.identifier, 'distributed_stage': target.identifier ~ '__'
+        ~ names.stage}) -%}
   {%- endif -%}
   {%- set objs = {} -%}
   {%- for role, identifier in identifiers.items() -%}
@@ -47,7 +48,8 @@
 {#- Drop every object of the model (only those in `found` when given), views
     first so no writer ever sees a stage without its transform. -#}
 {% macro _drop_objects(objs, found=none) %}
-  {%- set order = ['distributed_stage', 'distributed', 'transform', 'tombstones_writer', 'cancels_writer', 'applied_writer', 'stage'] -%}
+  {%- set order = ['distributed_stage', 'distributed', 'transform', 'tombstones_writer', 'cancels_writer',
+      'applied_writer', 'stage'] -%}
   {%- for role in objs.keys() if role not in order -%}{%- do order.append(role) -%}{%- endfor -%}
   {%- for role in order if role in objs and (found is none or objs[role].identifier in found) -%}
     {%- do vcmt._check_fence(objs.target) -%}
@@ -113,6 +115,7 @@
     {%- do sharding_key.append(node.config.get('sharding_key')) -%}
   {%- endfor -%}
   {%- set names = {} -%}
-  {%- for role, r in vcmt.objects(rel, sharding_key[0] if sharding_key else none).items() -%}{%- do names.update({role: r.identifier}) -%}{%- endfor -%}
+  {%- for role, r in vcmt.objects(rel, sharding_key[0] if sharding_key
+      else none).items() -%}{%- do names.update({role: r.identifier}) -%}{%- endfor -%}
   {{ log('vcmt_objects ' ~ tojson(names), info=true) }}
 {% endmacro %}

@@ -34,22 +34,29 @@
 {% macro _validate_projection(projection, sign) %}
   {%- set re = modules.re -%}
   {%- if projection is not mapping or 'name' not in projection or 'query' not in projection -%}
-    {{ exceptions.raise_compiler_error("vcmt_upsert: each entry of `projections` must be a dict with `name` and `query`, e.g. {'name': 'by_status', 'query': 'select status, sum(sign), sum(amount * sign) group by status'}; got `" ~ projection ~ "`.") }}
+    {{ exceptions.raise_compiler_error("vcmt_upsert: each entry of `projections` must be a dict with `name` and "
+        ~ "`query`, e.g. {'name': 'by_status', 'query': 'select status, sum(sign), sum(amount * sign) group by "
+        ~ "status'}; got `" ~ projection ~ "`.") }}
   {%- endif -%}
   {%- set unknown = projection.keys() | reject('in', ['name', 'query']) | list -%}
   {%- if unknown -%}
-    {{ exceptions.raise_compiler_error("vcmt_upsert: projection `" ~ projection['name'] ~ "` has unknown key(s) " ~ unknown ~ "; a projection is {'name': ..., 'query': ...} and nothing else. Remove them (a projection's settings live in the table's `settings`).") }}
+    {{ exceptions.raise_compiler_error("vcmt_upsert: projection `" ~ projection['name'] ~ "` has unknown key(s) "
+        ~ unknown ~ "; a projection is {'name': ..., 'query': ...} and nothing else. Remove them (a projection's "
+        ~ "settings live in the table's `settings`).") }}
   {%- endif -%}
   {%- set name = projection['name'] -%}
   {%- if not re.match('^[A-Za-z_][A-Za-z0-9_]*$', name) -%}
-    {{ exceptions.raise_compiler_error("vcmt_upsert: projection name `" ~ name ~ "` must be a plain identifier (letters, digits, underscore).") }}
+    {{ exceptions.raise_compiler_error("vcmt_upsert: projection name `" ~ name ~ "` must be a plain identifier "
+        ~ "(letters, digits, underscore).") }}
   {%- endif -%}
   {%- set query = projection['query'] -%}
   {%- if not re.search('(?i)\\bgroup\\s+by\\b', query) -%}
-    {{ exceptions.raise_compiler_error("vcmt_upsert: projection `" ~ name ~ "` must be an aggregating projection (select ... group by ...): a normal projection would keep cancel rows and is not needed for correctness.") }}
+    {{ exceptions.raise_compiler_error("vcmt_upsert: projection `" ~ name ~ "` must be an aggregating projection "
+        ~ "(select ... group by ...): a normal projection would keep cancel rows and is not needed for correctness.") }}
   {%- endif -%}
   {%- if not re.match('(?is)^\\s*select\\b', query) -%}
-    {{ exceptions.raise_compiler_error("vcmt_upsert: projection `" ~ name ~ "` must start with SELECT (no WITH); got `" ~ query ~ "`. Write the expressions inline.") }}
+    {{ exceptions.raise_compiler_error("vcmt_upsert: projection `" ~ name ~ "` must start with SELECT (no WITH); got `"
+        ~ query ~ "`. Write the expressions inline.") }}
   {%- endif -%}
 {% endmacro %}
 
@@ -60,12 +67,14 @@
   {%- if not cfg.projections or not execute -%}{{ return(none) }}{%- endif -%}
   {%- set aggregates = {'exact': [], 'ci': []} -%}
   {%- set volatile = {'exact': [], 'ci': []} -%}
-  {%- set rows = run_query("select name, case_insensitive, is_aggregate from system.functions where is_aggregate or deterministic = 0") -%}
+  {%- set rows = run_query("select name, case_insensitive, is_aggregate from system.functions where is_aggregate or "
+      ~ "deterministic = 0") -%}
   {%- for row in rows.rows -%}
     {%- set bucket = aggregates if row[2] | int == 1 else volatile -%}
     {%- do bucket['ci' if row[1] | int == 1 else 'exact'].append(row[0] | lower if row[1] | int == 1 else row[0]) -%}
   {%- endfor -%}
-  {%- set combinators = run_query("select name from system.aggregate_function_combinators").columns[0].values() | list -%}
+  {%- set combinators = run_query("select name from "
+      ~ "system.aggregate_function_combinators").columns[0].values() | list -%}
   {%- set fns = {'aggregates': aggregates, 'volatile': volatile, 'combinators': combinators} -%}
   {%- for p in cfg.projections -%}
     {%- do vcmt._check_projection_exact(p, cfg.sign, fns) -%}
@@ -82,7 +91,8 @@
   {%- set tree = vcmt._explain_ast(query) -%}
   {%- set selects = tree.children[0].children[0].children -%}
   {%- if selects | length != 1 or selects[0].kind != 'SelectQuery' -%}
-    {{ exceptions.raise_compiler_error("vcmt_upsert: `projections`: projection `" ~ name ~ "` must be one `select ... group by ...` query; got `" ~ query ~ "`.") }}
+    {{ exceptions.raise_compiler_error("vcmt_upsert: `projections`: projection `" ~ name ~ "` must be one `select ... "
+        ~ "group by ...` query; got `" ~ query ~ "`.") }}
   {%- endif -%}
   {%- set sums = [] -%}
   {%- do vcmt._ast_find(tree, 'Function', 'sum', sums) -%}
@@ -109,43 +119,63 @@
   {%- set sign = ctx.sign -%}
   {%- set head = "vcmt_upsert: `projections`: projection `" ~ ctx.name ~ "` " -%}
   {%- set got = "; got `" ~ ctx.query ~ "`." -%}
-  {%- set why = " Under collapsing only sum(" ~ sign ~ ") and sums of sign-weighted expressions such as sum(amount * " ~ sign ~ ") stay exact, because a cancel row subtracts exactly what its state row added; count(), min, max, avg, uniq and similar aggregates see both rows or keep values of cancelled states. Use sum(" ~ sign ~ ") for counts and divide sums by sum(" ~ sign ~ ") for averages at query time." -%}
+  {%- set why = " Under collapsing only sum(" ~ sign ~ ") and sums of sign-weighted expressions such as sum(amount * "
+      ~ sign ~ ") stay exact, because a cancel row subtracts exactly what its state row added; count(), min, max, avg, "
+      ~ "uniq and similar aggregates see both rows or keep values of cancelled states. Use sum(" ~ sign
+      ~ ") for counts and divide sums by sum(" ~ sign ~ ") for averages at query time." -%}
   {%- if node.kind in ['Subquery', 'SelectWithUnionQuery', 'SelectQuery', 'WindowDefinition', 'TablesInSelectQuery']
         or node.kind.endswith('Asterisk') or 'Matcher' in node.kind -%}
-    {{ exceptions.raise_compiler_error(head ~ "uses a subquery, a window or `*` (" ~ node.kind ~ "); only plain expressions of the row's columns can be checked to stay exact under collapsing" ~ got) }}
+    {{ exceptions.raise_compiler_error(head ~ "uses a subquery, a window or `*` (" ~ node.kind ~ "); only plain "
+        ~ "expressions of the row's columns can be checked to stay exact under collapsing" ~ got) }}
   {%- endif -%}
   {%- if node.alias == sign or (node.kind == 'Identifier' and vcmt._names_sign(node.name, sign)) -%}
-    {{ exceptions.raise_compiler_error(head ~ "uses `" ~ sign ~ "` outside a sign-weighted sum (in a GROUP BY key, a WHERE, an alias or another expression). A cancel row differs from its state row only in `" ~ sign ~ "`, so a key, filter or expression on it separates the pair; use it only as sum(" ~ sign ~ ") or sum(<expr> * " ~ sign ~ "), e.g. -1 * " ~ sign ~ " instead of -" ~ sign ~ got) }}
+    {{ exceptions.raise_compiler_error(head ~ "uses `" ~ sign ~ "` outside a sign-weighted sum (in a GROUP BY key, a "
+        ~ "WHERE, an alias or another expression). A cancel row differs from its state row only in `" ~ sign
+        ~ "`, so a key, filter or expression on it separates the pair; use it only as sum(" ~ sign
+        ~ ") or sum(<expr> * " ~ sign ~ "), e.g. -1 * " ~ sign ~ " instead of -" ~ sign ~ got) }}
   {%- endif -%}
   {%- if node.kind == 'Function' and vcmt._is_aggregate(node.name, ctx.fns) -%}
     {%- set is_sum = node.name | lower == 'sum' -%}
     {%- if is_sum -%}{%- do ctx.sums_seen.append(1) -%}{%- endif -%}
     {%- if not top -%}
-      {{ exceptions.raise_compiler_error(head ~ "uses the aggregate `" ~ node.name ~ "()` inside an expression; each aggregate must be a whole SELECT item, because a projection merges the stored aggregates part by part and does not recompute expressions over them: compute ratios such as sum(x * " ~ sign ~ ") / sum(" ~ sign ~ ") at query time" ~ got) }}
+      {{ exceptions.raise_compiler_error(head ~ "uses the aggregate `" ~ node.name ~ "()` inside an expression; each "
+          ~ "aggregate must be a whole SELECT item, because a projection merges the stored aggregates part by part and "
+          ~ "does not recompute expressions over them: compute ratios such as sum(x * " ~ sign ~ ") / sum(" ~ sign
+          ~ ") at query time" ~ got) }}
     {%- endif -%}
     {%- if not is_sum -%}
-      {%- set hint = " Write sumIf(x, cond) as sum(if(cond, x, 0) * " ~ sign ~ ")." if node.name | lower == 'sumif' else "" -%}
-      {{ exceptions.raise_compiler_error(head ~ "uses the aggregate `" ~ node.name ~ "()`, which collapsing cannot keep correct." ~ why ~ hint ~ " Got `" ~ ctx.query ~ "`.") }}
+      {%- set hint = " Write sumIf(x, cond) as sum(if(cond, x, 0) * " ~ sign ~ ")." if node.name | lower == 'sumif'
+          else "" -%}
+      {{ exceptions.raise_compiler_error(head ~ "uses the aggregate `" ~ node.name ~ "()`, which collapsing cannot "
+          ~ "keep correct." ~ why ~ hint ~ " Got `" ~ ctx.query ~ "`.") }}
     {%- endif -%}
     {%- set text = ctx.sum_texts[ctx.sums_seen | length - 1] if ctx.sum_texts else '...' -%}
-    {%- set args = node.children[0].children if node.children | length == 1 and node.children[0].kind == 'ExpressionList' else [] -%}
+    {%- set args = node.children[0].children if node.children | length == 1
+        and node.children[0].kind == 'ExpressionList' else [] -%}
     {%- set factors = vcmt._product_factors(args[0]) if args | length == 1 else [] -%}
     {%- set bare = [] -%}
-    {%- for f in factors if f.kind == 'Identifier' and f.name == sign and not f.alias -%}{%- do bare.append(f) -%}{%- endfor -%}
+    {%- for f in factors if f.kind == 'Identifier' and f.name == sign
+        and not f.alias -%}{%- do bare.append(f) -%}{%- endfor -%}
     {%- set others = [] -%}
-    {%- for f in factors if not (f.kind == 'Identifier' and f.name == sign and not f.alias) -%}{%- do others.append(f) -%}{%- endfor -%}
+    {%- for f in factors if not (f.kind == 'Identifier' and f.name == sign
+        and not f.alias) -%}{%- do others.append(f) -%}{%- endfor -%}
     {%- set mentions = [] -%}
     {%- for f in others -%}{%- do vcmt._ast_find(f, 'Identifier', none, mentions) -%}{%- endfor -%}
     {%- set signed = [] -%}
     {%- for m in mentions if vcmt._names_sign(m.name, sign) -%}{%- do signed.append(m) -%}{%- endfor -%}
     {%- if bare | length != 1 or signed -%}
-      {{ exceptions.raise_compiler_error(head ~ "uses `sum(" ~ text ~ ")`, which is not weighted by `" ~ sign ~ "`: the argument must be `" ~ sign ~ "` or `<expr> * " ~ sign ~ "`, with `" ~ sign ~ "` exactly once as a top-level factor and nowhere inside <expr> (sum(x * " ~ sign ~ " * " ~ sign ~ ") or sum(" ~ sign ~ " * if(" ~ sign ~ " > 0, x, -x)) count a cancel row like a state row)." ~ why ~ " Got `" ~ ctx.query ~ "`.") }}
+      {{ exceptions.raise_compiler_error(head ~ "uses `sum(" ~ text ~ ")`, which is not weighted by `" ~ sign
+          ~ "`: the argument must be `" ~ sign ~ "` or `<expr> * " ~ sign ~ "`, with `" ~ sign ~ "` exactly once as a "
+          ~ "top-level factor and nowhere inside <expr> (sum(x * " ~ sign ~ " * " ~ sign ~ ") or sum(" ~ sign ~ " * if("
+          ~ sign ~ " > 0, x, -x)) count a cancel row like a state row)." ~ why ~ " Got `" ~ ctx.query ~ "`.") }}
     {%- endif -%}
     {%- for f in others -%}{%- do vcmt._ast_check(f, ctx, false) -%}{%- endfor -%}
     {{ return(none) }}
   {%- endif -%}
   {%- if node.kind == 'Function' and vcmt._is_volatile(node.name, ctx.fns) -%}
-    {{ exceptions.raise_compiler_error(head ~ "uses `" ~ node.name ~ "()`, whose result can differ between a state row and the cancel row written later (the engine marks it non-deterministic), so the pair would not cancel; use only deterministic expressions of the row's columns" ~ got) }}
+    {{ exceptions.raise_compiler_error(head ~ "uses `" ~ node.name ~ "()`, whose result can differ between a state row "
+        ~ "and the cancel row written later (the engine marks it non-deterministic), so the pair would not cancel; use "
+        ~ "only deterministic expressions of the row's columns" ~ got) }}
   {%- endif -%}
   {%- for child in node.children -%}{%- do vcmt._ast_check(child, ctx, false) -%}{%- endfor -%}
 {% endmacro %}
@@ -155,7 +185,8 @@
 {% macro _product_factors(node) %}
   {%- if node.kind == 'Function' and node.name == 'multiply' and not node.alias
         and node.children | length == 1 and node.children[0].children | length == 2 -%}
-    {{ return(vcmt._product_factors(node.children[0].children[0]) + vcmt._product_factors(node.children[0].children[1])) }}
+    {{ return(vcmt._product_factors(node.children[0].children[0])
+              + vcmt._product_factors(node.children[0].children[1])) }}
   {%- endif -%}
   {{ return([node]) }}
 {% endmacro %}

@@ -24,7 +24,8 @@
       ('truncates', 'UInt64', 'truncate events read (not counted in events)'),
       ('truncated_rows', 'UInt64', 'live rows a truncate removed'),
       ('ignored_below_truncate', 'UInt64', 'events read at or below a truncate, ignored'),
-      ('watermark', 'Nullable(String)', 'the highest `watermark` value loaded so far; NULL when this load moved nothing'),
+      ('watermark', 'Nullable(String)', 'the highest `watermark` value loaded so far; NULL when this load moved '
+          ~ 'nothing'),
       ('seconds', 'Float64', 'duration of the load'),
   ]) }}
 {% endmacro %}
@@ -43,7 +44,8 @@
       ~ ' (at most one event per key per round)' ~ ': '
       ~ n.inserted ~ ' inserted, ' ~ n.updated ~ ' updated, ' ~ n.deleted ~ ' deleted, '
       ~ n.skipped ~ ' skipped (stale, duplicate, or a delete of a key with no live row)'
-      ~ ('; ' ~ c(n.truncates, 'truncate') ~ ': ' ~ c(n.truncated_rows, 'row') ~ ' at or below version ' ~ n.truncated_to ~ ' deleted' if n.truncated_to is not none else '')
+      ~ ('; ' ~ c(n.truncates, 'truncate') ~ ': ' ~ c(n.truncated_rows, 'row') ~ ' at or below version '
+      ~ n.truncated_to ~ ' deleted' if n.truncated_to is not none else '')
       ~ ('; ' ~ c(n.truncates, 'truncate') ~ ' already applied' if n.truncates > 0 and n.truncated_to is none else '')
       ~ '; ' ~ c(n.rows_written, 'row') ~ ' written'
       ~ ('; watermark not moved (this load\'s `' ~ n.watermark_column ~ '` reaches ' ~ n.watermark_not_moved
@@ -113,7 +115,8 @@
 
 {% macro _create_loads_sql(relation) %}
   {%- set columns = [] -%}
-  {%- for name, type, _ in vcmt._loads_fields() -%}{%- do columns.append(vcmt._quote(name) ~ ' ' ~ type) -%}{%- endfor -%}
+  {%- for name, type, _ in vcmt._loads_fields() -%}{%- do columns.append(vcmt._quote(name) ~ ' '
+      ~ type) -%}{%- endfor -%}
   create table {{ relation }} {{ on_cluster_clause(relation) }} (
     {{ columns | join(',\n    ') }}
   ) engine = MergeTree order by loaded_at
@@ -127,7 +130,8 @@
   {%- if not stored -%}{{ return(none) }}{%- endif -%}
   {%- for name, type, _ in vcmt._loads_fields() if not modules.re.search('[(,]\\s*`?' ~ name ~ '`?\\s', stored) -%}
     {%- call statement('vcmt_loads_add_' ~ name) -%}
-      alter table {{ objs.loads }} {{ on_cluster_clause(objs.loads) }} add column if not exists {{ vcmt._quote(name) }} {{ type }}
+      alter table {{ objs.loads }} {{ on_cluster_clause(objs.loads) }}
+      add column if not exists {{ vcmt._quote(name) }} {{ type }}
     {%- endcall -%}
   {%- endfor -%}
 {% endmacro %}
@@ -144,10 +148,12 @@
       {%- do values.append('now64(3)') -%}
     {%- else -%}
       {%- set value = invocation_id if name == 'invocation_id' else stats[name] -%}
-      {%- do values.append('cast(' ~ ('null' if value is none else vcmt._sql_string(value)) ~ ', ' ~ vcmt._sql_string(type) ~ ')') -%}
+      {%- do values.append('cast(' ~ ('null' if value is none else vcmt._sql_string(value)) ~ ', '
+          ~ vcmt._sql_string(type) ~ ')') -%}
     {%- endif -%}
   {%- endfor -%}
   {%- call statement('vcmt_log_load') -%}
-    insert into {{ objs.loads }} ({{ names | join(', ') }}) select {{ values | join(', ') }} where {{ vcmt._fenced(objs.target) }}
+    insert into {{ objs.loads }} ({{ names | join(', ') }})
+    select {{ values | join(', ') }} where {{ vcmt._fenced(objs.target) }}
   {%- endcall -%}
 {% endmacro %}

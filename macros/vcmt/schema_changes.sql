@@ -31,18 +31,24 @@
   {%- set added = [] -%}{%- set removed = [] -%}{%- set changed = [] -%}
   {%- for c in wanted if c.name not in current_types -%}{%- do added.append(c) -%}{%- endfor -%}
   {%- for c in current if c.name not in wanted_types -%}{%- do removed.append(c.name) -%}{%- endfor -%}
-  {%- for c in wanted if c.name in current_types and current_types[c.name] != c.data_type -%}{%- do changed.append(c) -%}{%- endfor -%}
-  {%- set describe = 'added ' ~ (added | map(attribute='name') | list) ~ ', removed ' ~ removed ~ ', type changed ' ~ (changed | map(attribute='name') | list) -%}
+  {%- for c in wanted if c.name in current_types
+      and current_types[c.name] != c.data_type -%}{%- do changed.append(c) -%}{%- endfor -%}
+  {%- set describe = 'added ' ~ (added | map(attribute='name') | list) ~ ', removed ' ~ removed ~ ', type changed '
+      ~ (changed | map(attribute='name') | list) -%}
 
   {%- set merge = {} -%}
   {%- set result = [] -%}
   {%- if added or removed or changed -%}
     {%- set protected = cfg.key_columns + [cfg.version, cfg.sign] -%}
-    {%- for name in (added | map(attribute='name') | list) + removed + (changed | map(attribute='name') | list) if name in protected -%}
-      {{ exceptions.raise_compiler_error("vcmt_upsert: the schema of " ~ objs.target ~ " changed in key, version or sign column `" ~ name ~ "` (" ~ describe ~ "); that needs a rebuild: run with --full-refresh.") }}
+    {%- for name in (added | map(attribute='name') | list) + removed + (changed | map(attribute='name') | list)
+        if name in protected -%}
+      {{ exceptions.raise_compiler_error("vcmt_upsert: the schema of " ~ objs.target ~ " changed in key, version or "
+          ~ "sign column `" ~ name ~ "` (" ~ describe ~ "); that needs a rebuild: run with --full-refresh.") }}
     {%- endfor -%}
     {%- if cfg.on_schema_change == 'fail' -%}
-      {{ exceptions.raise_compiler_error("vcmt_upsert: the model's columns no longer match " ~ objs.target ~ " (" ~ describe ~ "). Set on_schema_change='append_new_columns' or 'sync_all_columns', or run with --full-refresh.") }}
+      {{ exceptions.raise_compiler_error("vcmt_upsert: the model's columns no longer match " ~ objs.target ~ " ("
+          ~ describe ~ "). Set on_schema_change='append_new_columns' or 'sync_all_columns', or run with "
+          ~ "--full-refresh.") }}
     {%- endif -%}
   {%- endif -%}
   {%- set sync = cfg.on_schema_change == 'sync_all_columns' -%}
@@ -64,7 +70,8 @@
   {%- set result_types = vcmt._types_by_name(result) -%}
   {%- set dropped = [] -%}{%- set retyped = [] -%}
   {%- for c in current if c.name not in result_types -%}{%- do dropped.append(c.name) -%}{%- endfor -%}
-  {%- for c in current if c.name in result_types and result_types[c.name] != c.data_type -%}{%- do retyped.append(c.name) -%}{%- endfor -%}
+  {%- for c in current if c.name in result_types
+      and result_types[c.name] != c.data_type -%}{%- do retyped.append(c.name) -%}{%- endfor -%}
 
   {#- Projections: which exist, which are configured, which block a column change. -#}
   {%- set existing = vcmt._existing_projections(objs.target) -%}
@@ -80,11 +87,13 @@
     {%- set uses = vcmt._columns_used_by(query, dropped + retyped) -%}
     {%- if name not in wanted_projections -%}
       {%- do drop_projections.append(name) -%}
-      {%- do before.append({'on': 'target', 'action': 'drop projection ' ~ q(name), 'name': 'drop projection ' ~ name ~ ' (no longer configured)'}) -%}
+      {%- do before.append({'on': 'target', 'action': 'drop projection ' ~ q(name), 'name': 'drop projection ' ~ name
+          ~ ' (no longer configured)'}) -%}
     {%- elif vcmt._sql_differs(query, wanted_projections[name]) or uses -%}
       {%- do drop_projections.append(name) -%}
       {%- set why = 'its query changed' if not uses else 'it uses column(s) ' ~ uses ~ ', which change' -%}
-      {%- do before.append({'on': 'target', 'action': 'drop projection ' ~ q(name), 'name': 'drop projection ' ~ name ~ ' (' ~ why ~ '; it is rebuilt below)'}) -%}
+      {%- do before.append({'on': 'target', 'action': 'drop projection ' ~ q(name), 'name': 'drop projection ' ~ name
+          ~ ' (' ~ why ~ '; it is rebuilt below)'}) -%}
     {%- endif -%}
   {%- endfor -%}
 
@@ -92,10 +101,12 @@
       writing the columns it knows, an added column takes its default in both
       the cancel row and the new state, so sums stay exact. -#}
   {%- for c in result if c.name not in current_types -%}
-    {%- do before.append({'on': 'target', 'action': 'add column if not exists ' ~ q(c.name) ~ ' ' ~ c.data_type, 'name': 'add column ' ~ c.name ~ ' to the target'}) -%}
+    {%- do before.append({'on': 'target', 'action': 'add column if not exists ' ~ q(c.name) ~ ' ' ~ c.data_type,
+        'name': 'add column ' ~ c.name ~ ' to the target'}) -%}
   {%- endfor -%}
   {%- for name in retyped -%}
-    {%- do before.append({'on': 'target', 'action': 'modify column ' ~ q(name) ~ ' ' ~ result_types[name], 'name': 'change the type of ' ~ name ~ ' to ' ~ result_types[name] ~ ' in the target'}) -%}
+    {%- do before.append({'on': 'target', 'action': 'modify column ' ~ q(name) ~ ' ' ~ result_types[name],
+        'name': 'change the type of ' ~ name ~ ' to ' ~ result_types[name] ~ ' in the target'}) -%}
   {%- endfor -%}
 
   {#- The stage is compared on its own: an interrupted run may have left it
@@ -104,9 +115,11 @@
   {%- set stage_drops = [] -%}
   {%- for c in result -%}
     {%- if c.name not in stage_types -%}
-      {%- do before.append({'on': 'stage', 'action': 'add column if not exists ' ~ q(c.name) ~ ' ' ~ c.data_type, 'name': 'add column ' ~ c.name ~ ' to the stage'}) -%}
+      {%- do before.append({'on': 'stage', 'action': 'add column if not exists ' ~ q(c.name) ~ ' ' ~ c.data_type,
+          'name': 'add column ' ~ c.name ~ ' to the stage'}) -%}
     {%- elif stage_types[c.name] != c.data_type -%}
-      {%- do before.append({'on': 'stage', 'action': 'modify column ' ~ q(c.name) ~ ' ' ~ c.data_type, 'name': 'change the type of ' ~ c.name ~ ' to ' ~ c.data_type ~ ' in the stage'}) -%}
+      {%- do before.append({'on': 'stage', 'action': 'modify column ' ~ q(c.name) ~ ' ' ~ c.data_type,
+          'name': 'change the type of ' ~ c.name ~ ' to ' ~ c.data_type ~ ' in the stage'}) -%}
     {%- endif -%}
   {%- endfor -%}
 
@@ -114,25 +127,32 @@
       updates it in between): first the stage, then the target. -#}
   {%- for name in stage_types.keys() if name not in result_types -%}
     {%- do stage_drops.append(name) -%}
-    {%- do after.append({'on': 'stage', 'action': 'drop column if exists ' ~ q(name), 'name': 'drop column ' ~ name ~ ' from the stage'}) -%}
+    {%- do after.append({'on': 'stage', 'action': 'drop column if exists ' ~ q(name), 'name': 'drop column ' ~ name
+        ~ ' from the stage'}) -%}
   {%- endfor -%}
   {%- for name in dropped -%}
-    {%- do after.append({'on': 'target', 'action': 'drop column if exists ' ~ q(name), 'name': 'drop column ' ~ name ~ ' from the target'}) -%}
+    {%- do after.append({'on': 'target', 'action': 'drop column if exists ' ~ q(name), 'name': 'drop column ' ~ name
+        ~ ' from the target'}) -%}
   {%- endfor -%}
 
   {%- set create_query = found.get(objs.target.identifier, {}).get('create_table_query', '') -%}
   {%- if wanted_projections and 'deduplicate_merge_projection_mode' not in create_query -%}
     {#- ClickHouse refuses projections on collapsing tables unless merges may rebuild them. -#}
-    {%- do after.append({'on': 'target', 'action': "modify setting deduplicate_merge_projection_mode = 'rebuild'", 'name': 'allow projections on the collapsing target'}) -%}
+    {%- do after.append({'on': 'target', 'action': "modify setting deduplicate_merge_projection_mode = 'rebuild'",
+        'name': 'allow projections on the collapsing target'}) -%}
   {%- endif -%}
   {%- for name, query in wanted_projections.items() if name not in existing or name in drop_projections -%}
-    {%- do after.append({'on': 'target', 'action': 'add projection ' ~ q(name) ~ ' (' ~ vcmt._user_sql(query) ~ ')', 'name': 'add projection ' ~ name, 'log': 'adding projection ' ~ name ~ ' and materializing it for existing data'}) -%}
-    {%- do after.append({'on': 'target', 'action': 'materialize projection ' ~ q(name) ~ ' settings mutations_sync = 2', 'name': 'materialize projection ' ~ name}) -%}
+    {%- do after.append({'on': 'target', 'action': 'add projection ' ~ q(name) ~ ' (' ~ vcmt._user_sql(query) ~ ')',
+        'name': 'add projection ' ~ name, 'log': 'adding projection ' ~ name ~ ' and materializing it for '
+        ~ 'existing data'}) -%}
+    {%- do after.append({'on': 'target', 'action': 'materialize projection ' ~ q(name) ~ ' settings mutations_sync = 2',
+        'name': 'materialize projection ' ~ name}) -%}
   {%- endfor -%}
 
   {#- The transform's stored column types follow the stage: rewrite it after any column change. -#}
   {%- set column_steps = [] -%}
-  {%- for step in before + after if ' column ' in ' ' ~ step.action -%}{%- do column_steps.append(step) -%}{%- endfor -%}
+  {%- for step in before + after if ' column ' in ' '
+      ~ step.action -%}{%- do column_steps.append(step) -%}{%- endfor -%}
   {{ return({
       'columns': result,
       'merge': merge,
@@ -168,23 +188,31 @@
   {%- if not (dropped or retyped) -%}{{ return(none) }}{%- endif -%}
   {%- set names = [] -%}
   {%- for n in dropped + retyped -%}{%- do names.append(vcmt._sql_string(n)) -%}{%- endfor -%}
-  {%- set where = "database = " ~ vcmt._sql_string(objs.target.schema) ~ " and table = " ~ vcmt._sql_string(objs.target.identifier) -%}
-  {%- set rows = run_query("select name, is_in_partition_key, is_in_sorting_key, is_in_primary_key, is_in_sampling_key from system.columns where "
+  {%- set where = "database = " ~ vcmt._sql_string(objs.target.schema) ~ " and table = "
+      ~ vcmt._sql_string(objs.target.identifier) -%}
+  {%- set rows = run_query("select name, is_in_partition_key, is_in_sorting_key, is_in_primary_key, is_in_sampling_key "
+      ~ "from system.columns where "
                            ~ where ~ " and name in (" ~ names | join(', ') ~ ")") -%}
   {%- for row in rows.rows -%}
     {%- set keys = [] -%}
-    {%- for flag, label in [(row[1], 'partition key'), (row[2], 'sorting key'), (row[3], 'primary key'), (row[4], 'sampling key')] if flag | int == 1 -%}
+    {%- for flag, label in [(row[1], 'partition key'), (row[2], 'sorting key'), (row[3], 'primary key'), (row[4],
+        'sampling key')] if flag | int == 1 -%}
       {%- do keys.append(label) -%}
     {%- endfor -%}
     {%- if keys -%}
-      {{ exceptions.raise_compiler_error("vcmt_upsert: cannot " ~ ('drop' if row[0] in dropped else 'change the type of') ~ " column `" ~ row[0] ~ "` of " ~ objs.target ~ " in place: it is part of the table's " ~ keys | join(' and ') ~ " (" ~ describe ~ "). Nothing was changed. Keep returning the column with its type, or run with --full-refresh to rebuild the table.") }}
+      {{ exceptions.raise_compiler_error("vcmt_upsert: cannot " ~ ('drop' if row[0] in dropped
+          else 'change the type of') ~ " column `" ~ row[0] ~ "` of " ~ objs.target ~ " in place: it is part of the "
+          ~ "table's " ~ keys | join(' and ') ~ " (" ~ describe ~ "). Nothing was changed. Keep returning the column "
+          ~ "with its type, or run with --full-refresh to rebuild the table.") }}
     {%- endif -%}
   {%- endfor -%}
   {%- set indexes = run_query("select name, expr from system.data_skipping_indices where " ~ where) -%}
   {%- for row in indexes.rows -%}
     {%- set uses = vcmt._columns_used_by(row[1], dropped + retyped) -%}
     {%- if uses -%}
-      {{ exceptions.raise_compiler_error("vcmt_upsert: cannot change column(s) " ~ uses ~ " of " ~ objs.target ~ ": skip index `" ~ row[0] ~ "` uses them (" ~ describe ~ "). Nothing was changed. Drop the index first (ALTER TABLE " ~ objs.target ~ " DROP INDEX " ~ row[0] ~ "), or run with --full-refresh.") }}
+      {{ exceptions.raise_compiler_error("vcmt_upsert: cannot change column(s) " ~ uses ~ " of " ~ objs.target
+          ~ ": skip index `" ~ row[0] ~ "` uses them (" ~ describe ~ "). Nothing was changed. Drop the index first "
+          ~ "(ALTER TABLE " ~ objs.target ~ " DROP INDEX " ~ row[0] ~ "), or run with --full-refresh.") }}
     {%- endif -%}
   {%- endfor -%}
   {%- set create_query = found.get(objs.target.identifier, {}).get('create_table_query', '') -%}
@@ -192,13 +220,17 @@
   {%- if ttl -%}
     {%- set uses = vcmt._columns_used_by(ttl.group(1), dropped + retyped) -%}
     {%- if uses -%}
-      {{ exceptions.raise_compiler_error("vcmt_upsert: cannot change column(s) " ~ uses ~ " of " ~ objs.target ~ ": the table's TTL (" ~ ttl.group(1) ~ ") uses them (" ~ describe ~ "). Nothing was changed. Keep returning the column with its type, or change `ttl` and run with --full-refresh.") }}
+      {{ exceptions.raise_compiler_error("vcmt_upsert: cannot change column(s) " ~ uses ~ " of " ~ objs.target
+          ~ ": the table's TTL (" ~ ttl.group(1) ~ ") uses them (" ~ describe ~ "). Nothing was changed. Keep "
+          ~ "returning the column with its type, or change `ttl` and run with --full-refresh.") }}
     {%- endif -%}
   {%- endif -%}
   {%- for name, query in wanted_projections.items() -%}
     {%- set uses = vcmt._columns_used_by(query, dropped) -%}
     {%- if uses -%}
-      {{ exceptions.raise_compiler_error("vcmt_upsert: projection `" ~ name ~ "` is still configured but uses column(s) " ~ uses ~ ", which the model no longer returns (" ~ describe ~ "). Nothing was changed. Remove the projection from `projections` (it is then dropped before the column) or change its query.") }}
+      {{ exceptions.raise_compiler_error("vcmt_upsert: projection `" ~ name ~ "` is still configured but uses "
+          ~ "column(s) " ~ uses ~ ", which the model no longer returns (" ~ describe ~ "). Nothing was changed. Remove "
+          ~ "the projection from `projections` (it is then dropped before the column) or change its query.") }}
     {%- endif -%}
   {%- endfor -%}
 {% endmacro %}
@@ -214,12 +246,17 @@
   {%- if not checks -%}{{ return(none) }}{%- endif -%}
   {%- set counts = [] -%}
   {%- for ch in checks -%}{%- do counts.append('countIf(' ~ ch.bad ~ ')') -%}{%- endfor -%}
-  {%- set found = run_query('select ' ~ counts | join(', ') ~ ' from ' ~ objs.target ~ ' ' ~ vcmt._read_settings()).rows[0] -%}
+  {%- set found = run_query('select ' ~ counts | join(', ') ~ ' from ' ~ objs.target ~ ' '
+      ~ vcmt._read_settings()).rows[0] -%}
   {%- for ch in checks -%}{%- if found[loop.index0] | int > 0 -%}
-    {%- set sample = run_query('select toString(' ~ vcmt._quote(ch.name) ~ ') from ' ~ objs.target ~ ' where ' ~ ch.bad ~ ' limit 1').rows[0][0] -%}
-    {{ exceptions.raise_compiler_error("vcmt_upsert: cannot change the type of column `" ~ ch.name ~ "` of `" ~ objs.target ~ "` from "
-        ~ current_types[ch.name] ~ " to " ~ ch.type ~ ": " ~ found[loop.index0] ~ " stored row(s) cannot take it without losing or changing their value, e.g. "
-        ~ (sample if sample is not none else 'NULL') ~ ". Nothing was changed. Keep returning the column with its type (cast in the SELECT), or run with --full-refresh to reload it from the SELECT.") }}
+    {%- set sample = run_query('select toString(' ~ vcmt._quote(ch.name) ~ ') from ' ~ objs.target ~ ' where ' ~ ch.bad
+        ~ ' limit 1').rows[0][0] -%}
+    {{ exceptions.raise_compiler_error("vcmt_upsert: cannot change the type of column `" ~ ch.name ~ "` of `"
+        ~ objs.target ~ "` from "
+        ~ current_types[ch.name] ~ " to " ~ ch.type ~ ": " ~ found[loop.index0] ~ " stored row(s) cannot take it "
+        ~ "without losing or changing their value, e.g. "
+        ~ (sample if sample is not none else 'NULL') ~ ". Nothing was changed. Keep returning the column with its type "
+        ~ "(cast in the SELECT), or run with --full-refresh to reload it from the SELECT.") }}
   {%- endif -%}{%- endfor -%}
 {% endmacro %}
 
@@ -229,7 +266,8 @@
 {% macro _columns_used_by(sql, columns) %}
   {%- set used = [] -%}
   {%- for name in columns -%}
-    {%- set pattern = '(?<![A-Za-z0-9_`"])' ~ modules.re.escape(name) ~ '(?![A-Za-z0-9_`"])|[`"]' ~ modules.re.escape(name) ~ '[`"]' -%}
+    {%- set pattern = '(?<![A-Za-z0-9_`"])' ~ modules.re.escape(name) ~ '(?![A-Za-z0-9_`"])|[`"]'
+        ~ modules.re.escape(name) ~ '[`"]' -%}
     {%- if modules.re.search(pattern, sql) -%}{%- do used.append(name) -%}{%- endif -%}
   {%- endfor -%}
   {{ return(used) }}

@@ -87,11 +87,14 @@
     sizes, ...) but may not change a pinned setting: refused before any DDL. -#}
 {% macro _validate_insert_settings(settings) %}
   {%- if settings is not mapping -%}
-    {{ exceptions.raise_compiler_error("vcmt_upsert: `insert_settings` must be a dict of ClickHouse settings, e.g. {'max_insert_threads': 2}; got `" ~ settings ~ "`.") }}
+    {{ exceptions.raise_compiler_error("vcmt_upsert: `insert_settings` must be a dict of ClickHouse settings, e.g. "
+        ~ "{'max_insert_threads': 2}; got `" ~ settings ~ "`.") }}
   {%- endif -%}
   {%- set pinned = vcmt._pinned_insert_settings() -%}
   {%- for name, value in settings.items() if name in pinned and (value | string) != (pinned[name] | string) -%}
-    {{ exceptions.raise_compiler_error("vcmt_upsert: `insert_settings` cannot set `" ~ name ~ "` to `" ~ value ~ "`: vcmt pins it to `" ~ pinned[name] ~ "` because another value changes which events are applied (see docs/design.md#pinned-settings). Remove it from `insert_settings`.") }}
+    {{ exceptions.raise_compiler_error("vcmt_upsert: `insert_settings` cannot set `" ~ name ~ "` to `" ~ value
+        ~ "`: vcmt pins it to `" ~ pinned[name] ~ "` because another value changes which events are applied (see "
+        ~ "docs/design.md#pinned-settings). Remove it from `insert_settings`.") }}
   {%- endfor -%}
 {% endmacro %}
 

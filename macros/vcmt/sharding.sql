@@ -46,9 +46,11 @@
   {%- if not cfg.sharding_key -%}{{ return(none) }}{%- endif -%}
   {%- set expr = cfg.sharding_key -%}
   {%- set what = "vcmt_upsert " ~ target.identifier ~ ": `sharding_key` (" ~ expr ~ ")" -%}
-  {%- set fix = " Write it over the key only, e.g. sharding_key='cityHash64(" ~ cfg.key_columns | join(', ') ~ ")'. Nothing was created or changed." -%}
+  {%- set fix = " Write it over the key only, e.g. sharding_key='cityHash64(" ~ cfg.key_columns | join(', ')
+      ~ ")'. Nothing was created or changed." -%}
   {#- The syntax was checked with the rest of the config (_check_syntax). -#}
-  {%- set select_list = vcmt._explain_ast('select (' ~ vcmt._user_sql(expr) ~ ')').children[0].children[0].children[0].children[0] -%}
+  {%- set select_list = vcmt._explain_ast('select (' ~ vcmt._user_sql(expr)
+      ~ ')').children[0].children[0].children[0].children[0] -%}
   {%- set names = {'Identifier': [], 'Function': []} -%}
   {%- for kind in names.keys() -%}
     {%- set nodes = [] -%}
@@ -57,15 +59,22 @@
   {%- endfor -%}
   {%- set others = names.Identifier | reject('in', cfg.key_columns) | list -%}
   {%- if others -%}
-    {{ exceptions.raise_compiler_error(what ~ " must be a function of `unique_key` " ~ cfg.key_columns ~ " only, but it reads " ~ others ~ ". The shard of a key must never change: when two events of one key are routed to two shards, each shard keeps a live row and neither can collapse them." ~ fix) }}
+    {{ exceptions.raise_compiler_error(what ~ " must be a function of `unique_key` " ~ cfg.key_columns ~ " only, but "
+        ~ "it reads " ~ others ~ ". The shard of a key must never change: when two events of one key are routed to two "
+        ~ "shards, each shard keeps a live row and neither can collapse them." ~ fix) }}
   {%- endif -%}
-  {%- set deterministic = run_query("select count() from system.columns where database = 'system' and table = 'functions' and name = 'deterministic'").rows[0][0] | int -%}
+  {%- set deterministic = run_query("select count() from system.columns where database = 'system' and table = "
+      ~ "'functions' and name = 'deterministic'").rows[0][0] | int -%}
   {%- if deterministic and names.Function -%}
     {%- set quoted = [] -%}
     {%- for f in names.Function -%}{%- do quoted.append(vcmt._sql_string(f)) -%}{%- endfor -%}
-    {%- set varying = run_query("select arrayStringConcat(arraySort(groupArray(name)), ', ') from system.functions where ifNull(deterministic, 0) != 1 and name in (" ~ quoted | join(', ') ~ ')').rows[0][0] -%}
+    {%- set varying = run_query("select arrayStringConcat(arraySort(groupArray(name)), ', ') from system.functions "
+        ~ "where ifNull(deterministic, 0) != 1 and name in (" ~ quoted | join(', ') ~ ')').rows[0][0] -%}
     {%- if varying -%}
-      {{ exceptions.raise_compiler_error(what ~ " must give a key the same value every time, but " ~ varying ~ " can return another value for the same `unique_key` " ~ cfg.key_columns ~ " (the engine does not mark it deterministic; a SQL function is never marked), which would send events of one key to two shards." ~ fix) }}
+      {{ exceptions.raise_compiler_error(what ~ " must give a key the same value every time, but " ~ varying
+          ~ " can return another value for the same `unique_key` " ~ cfg.key_columns ~ " (the engine does not mark it "
+          ~ "deterministic; a SQL function is never marked), which would send events of one key to two shards."
+          ~ fix) }}
     {%- endif -%}
   {%- endif -%}
   {%- set types = {} -%}
@@ -74,12 +83,17 @@
   {%- for k in cfg.key_columns -%}
     {%- do keys.append('defaultValueOfTypeName(' ~ vcmt._sql_string(types[k]) ~ ') as ' ~ vcmt._quote(k)) -%}
   {%- endfor -%}
-  {%- set type = run_query('select toTypeName((' ~ vcmt._user_sql(expr) ~ ')) from (select ' ~ keys | join(', ') ~ ')').rows[0][0] -%}
+  {%- set type = run_query('select toTypeName((' ~ vcmt._user_sql(expr) ~ ')) from (select ' ~ keys | join(', ')
+      ~ ')').rows[0][0] -%}
   {%- if not modules.re.match('^U?Int(8|16|32|64|128|256)$', type) -%}
-    {{ exceptions.raise_compiler_error(what ~ " must return an integer (the Distributed engine picks shard number `value % total weight`); it returns " ~ type ~ "." ~ fix) }}
+    {{ exceptions.raise_compiler_error(what ~ " must return an integer (the Distributed engine picks shard number "
+        ~ "`value % total weight`); it returns " ~ type ~ "." ~ fix) }}
   {%- endif -%}
   {%- if vcmt._cluster_name() is none -%}
-    {{ exceptions.raise_compiler_error("vcmt_upsert " ~ target.identifier ~ ": `sharding_key` needs dbt-clickhouse's `cluster` in the profile: the model becomes a Distributed table over one local table per shard of that cluster, and without a cluster there is one node and nothing to shard. Set `cluster: <name>` in the profile target, or remove `sharding_key` from the model. Nothing was created or changed.") }}
+    {{ exceptions.raise_compiler_error("vcmt_upsert " ~ target.identifier ~ ": `sharding_key` needs dbt-clickhouse's "
+        ~ "`cluster` in the profile: the model becomes a Distributed table over one local table per shard of that "
+        ~ "cluster, and without a cluster there is one node and nothing to shard. Set `cluster: <name>` in the profile "
+        ~ "target, or remove `sharding_key` from the model. Nothing was created or changed.") }}
   {%- endif -%}
 {% endmacro %}
 
@@ -89,7 +103,8 @@
     reads gather every shard (docs/design.md#sharded-clusters). -#}
 {% macro _create_distributed_sql(cfg, relation, local, replace=false) %}
   create {{ 'or replace ' if replace }}table {{ relation }} {{ on_cluster_clause(relation) }} as {{ local }}
-  engine = Distributed({{ vcmt._sql_string(vcmt._cluster_name()) }}, {{ vcmt._sql_string(local.schema) }}, {{ vcmt._sql_string(local.identifier) }}, {{ vcmt._user_sql(cfg.sharding_key) }})
+  engine = Distributed({{ vcmt._sql_string(vcmt._cluster_name()) }}, {{ vcmt._sql_string(local.schema) }},
+                       {{ vcmt._sql_string(local.identifier) }}, {{ vcmt._user_sql(cfg.sharding_key) }})
 {% endmacro %}
 
 
@@ -97,12 +112,18 @@
     would send a stored key's next events to another shard
     (docs/design.md#sharded-clusters). Part of _check_stored_layout. -#}
 {% macro _check_stored_routing(cfg, objs, found, refresh) %}
-  {%- for role, local in [('distributed', 'target'), ('distributed_stage', 'stage')] if role in objs and objs[role].identifier in found -%}
+  {%- for role, local in [('distributed', 'target'), ('distributed_stage', 'stage')] if role in objs
+      and objs[role].identifier in found -%}
     {#- A Distributed table created AS its local table copies its comment (a full refresh's generation). -#}
-    {%- set stored_engine = modules.re.sub(" COMMENT '(?:[^'\\\\]|\\\\.)*'$", '', found[objs[role].identifier].create_table_query.split(' ENGINE = ')[-1]) -%}
-    {%- set wanted_engine = run_query("select formatQuerySingleLine(" ~ vcmt._sql_string(vcmt._create_distributed_sql(cfg, objs[role], objs[local])) ~ ")").rows[0][0].split(' ENGINE = ')[-1] -%}
+    {%- set stored_engine = modules.re.sub(" COMMENT '(?:[^'\\\\]|\\\\.)*'$", '',
+        found[objs[role].identifier].create_table_query.split(' ENGINE = ')[-1]) -%}
+    {%- set wanted_engine = run_query("select formatQuerySingleLine("
+        ~ vcmt._sql_string(vcmt._create_distributed_sql(cfg, objs[role], objs[local]))
+        ~ ")").rows[0][0].split(' ENGINE = ')[-1] -%}
     {%- if stored_engine != wanted_engine -%}
-      {{ exceptions.raise_compiler_error("vcmt_upsert: `sharding_key` (or the profile's `cluster`) changed, but " ~ objs[role] ~ " routes by what it was created with: stored `" ~ stored_engine ~ "`; got `" ~ wanted_engine ~ "`. A key's next events would go to another shard than its stored row." ~ refresh) }}
+      {{ exceptions.raise_compiler_error("vcmt_upsert: `sharding_key` (or the profile's `cluster`) changed, but "
+          ~ objs[role] ~ " routes by what it was created with: stored `" ~ stored_engine ~ "`; got `" ~ wanted_engine
+          ~ "`. A key's next events would go to another shard than its stored row." ~ refresh) }}
     {%- endif -%}
   {%- endfor -%}
 {% endmacro %}

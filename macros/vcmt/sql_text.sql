@@ -69,6 +69,7 @@
 {#- Whether two SQL texts differ once both went through the engine's
     formatter: spacing, case of keywords and optional quoting never count. -#}
 {% macro _sql_differs(a, b) %}
-  {%- set rows = run_query("select formatQuery(" ~ vcmt._sql_string(a) ~ ") != formatQuery(" ~ vcmt._sql_string(b) ~ ")").columns[0].values() -%}
+  {%- set rows = run_query("select formatQuery(" ~ vcmt._sql_string(a) ~ ") != formatQuery(" ~ vcmt._sql_string(b)
+      ~ ")").columns[0].values() -%}
   {{ return(rows[0] | int == 1) }}
 {% endmacro %}

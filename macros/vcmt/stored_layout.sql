@@ -9,15 +9,19 @@
     formatted by the same formatQuery, so only a real change counts. -#}
 {% macro _check_stored_layout(cfg, objs, columns, found) %}
   {%- set target = objs.target -%}
-  {%- set refresh = " Run once with --full-refresh to rebuild `" ~ target.identifier ~ "` from the SELECT (the SELECT must then return every live row), or restore the old value." -%}
+  {%- set refresh = " Run once with --full-refresh to rebuild `" ~ target.identifier ~ "` from the SELECT (the SELECT "
+      ~ "must then return every live row), or restore the old value." -%}
 
   {#- The key: the tombstones table is ordered by exactly the key columns. -#}
   {%- if objs.tombstones.identifier in found -%}
-    {%- set stored_keys = run_query("select name from system.columns where database = " ~ vcmt._sql_string(objs.tombstones.schema)
+    {%- set stored_keys = run_query("select name from system.columns where database = "
+        ~ vcmt._sql_string(objs.tombstones.schema)
                                     ~ " and table = " ~ vcmt._sql_string(objs.tombstones.identifier)
                                     ~ " and is_in_sorting_key order by position").columns[0].values() | list -%}
     {%- if stored_keys and stored_keys | sort != cfg.key_columns | sort -%}
-      {{ exceptions.raise_compiler_error("vcmt_upsert: `unique_key` changed, but " ~ target ~ " and its tombstones are keyed by " ~ stored_keys ~ ": rows and deletes recorded under the old key cannot be matched by the new one; got `" ~ cfg.key_columns ~ "`." ~ refresh) }}
+      {{ exceptions.raise_compiler_error("vcmt_upsert: `unique_key` changed, but " ~ target ~ " and its tombstones are "
+          ~ "keyed by " ~ stored_keys ~ ": rows and deletes recorded under the old key cannot be matched by the new "
+          ~ "one; got `" ~ cfg.key_columns ~ "`." ~ refresh) }}
     {%- endif -%}
   {%- endif -%}
 
@@ -25,13 +29,18 @@
   {%- do vcmt._check_stored_indexes(cfg, objs, refresh) -%}
 
   {%- set stored = vcmt._ddl_clauses(found[target.identifier].create_table_query) -%}
-  {%- set wanted_sql = run_query("select formatQuerySingleLine(" ~ vcmt._sql_string(vcmt.create_target_sql(cfg, target, columns)) ~ ")").columns[0].values()[0] -%}
+  {%- set wanted_sql = run_query("select formatQuerySingleLine(" ~ vcmt._sql_string(vcmt.create_target_sql(cfg, target,
+      columns)) ~ ")").columns[0].values()[0] -%}
   {%- set wanted = vcmt._ddl_clauses(wanted_sql) -%}
 
-  {%- for setting, clause, how in [('partition_by', 'PARTITION BY', ''), ('order_by', 'ORDER BY', ''), ('primary_key', 'PRIMARY KEY', ''),
-                                   ('ttl', 'TTL', " (a TTL can also be changed in place with ALTER TABLE ... MODIFY TTL, keeping the config in step)")] -%}
+  {%- for setting, clause, how in [('partition_by', 'PARTITION BY', ''), ('order_by', 'ORDER BY', ''), ('primary_key',
+      'PRIMARY KEY', ''),
+                                   ('ttl', 'TTL', " (a TTL can also be changed in place with ALTER TABLE ... MODIFY "
+                                       ~ "TTL, keeping the config in step)")] -%}
     {%- if stored.get(clause, '') != wanted.get(clause, '') -%}
-      {{ exceptions.raise_compiler_error("vcmt_upsert: `" ~ setting ~ "` changed, but the existing table " ~ target ~ " keeps the " ~ clause ~ " it was created with: stored `" ~ (stored.get(clause) or 'none') ~ "`; got `" ~ (wanted.get(clause) or 'none') ~ "`." ~ refresh ~ how) }}
+      {{ exceptions.raise_compiler_error("vcmt_upsert: `" ~ setting ~ "` changed, but the existing table " ~ target
+          ~ " keeps the " ~ clause ~ " it was created with: stored `" ~ (stored.get(clause) or 'none') ~ "`; got `"
+          ~ (wanted.get(clause) or 'none') ~ "`." ~ refresh ~ how) }}
     {%- endif -%}
   {%- endfor -%}
 
@@ -39,17 +48,20 @@
       mode the package manages itself, is not a change the user made. -#}
   {%- set stored_settings = vcmt._parse_settings_clause(stored.get('SETTINGS', '')) -%}
   {%- set wanted_settings = vcmt._parse_settings_clause(wanted.get('SETTINGS', '')) -%}
-  {%- set managed = [] if 'deduplicate_merge_projection_mode' in cfg.settings else ['deduplicate_merge_projection_mode'] -%}
+  {%- set managed = [] if 'deduplicate_merge_projection_mode' in cfg.settings
+      else ['deduplicate_merge_projection_mode'] -%}
   {%- set changes = [] -%}
   {%- for name, value in wanted_settings.items() if name not in managed and stored_settings.get(name) != value -%}
     {%- do changes.append([name, stored_settings.get(name), value]) -%}
   {%- endfor -%}
   {%- set dropped = [] -%}
-  {%- for name in stored_settings.keys() if name not in wanted_settings and name not in managed -%}{%- do dropped.append(name) -%}{%- endfor -%}
+  {%- for name in stored_settings.keys() if name not in wanted_settings
+      and name not in managed -%}{%- do dropped.append(name) -%}{%- endfor -%}
   {%- if dropped -%}
     {%- set defaults = {} -%}
     {%- set quoted = [] -%}{%- for n in dropped -%}{%- do quoted.append(vcmt._sql_string(n)) -%}{%- endfor -%}
-    {%- for row in run_query("select name, value from system.merge_tree_settings where name in (" ~ quoted | join(', ') ~ ")").rows -%}
+    {%- for row in run_query("select name, value from system.merge_tree_settings where name in (" ~ quoted | join(', ')
+        ~ ")").rows -%}
       {%- do defaults.update({row[0]: row[1]}) -%}
     {%- endfor -%}
     {%- for name in dropped if stored_settings[name] | replace("'", '') != defaults.get(name) -%}
@@ -59,9 +71,13 @@
   {%- if changes -%}
     {%- set described = [] -%}
     {%- for name, old, new in changes -%}
-      {%- do described.append(name ~ ": " ~ (old if old is not none else 'default') ~ " -> " ~ (new if new is not none else 'default')) -%}
+      {%- do described.append(name ~ ": " ~ (old if old is not none else 'default') ~ " -> " ~ (new if new is not none
+          else 'default')) -%}
     {%- endfor -%}
-    {{ exceptions.raise_compiler_error("vcmt_upsert: `settings` changed, but the existing table " ~ target ~ " keeps the settings it was created with; got `" ~ described | join(', ') ~ "`." ~ refresh ~ " A setting the engine can change in place may instead be applied with ALTER TABLE ... MODIFY SETTING, keeping the config in step.") }}
+    {{ exceptions.raise_compiler_error("vcmt_upsert: `settings` changed, but the existing table " ~ target
+        ~ " keeps the settings it was created with; got `" ~ described | join(', ') ~ "`." ~ refresh ~ " A setting the "
+        ~ "engine can change in place may instead be applied with ALTER TABLE ... MODIFY SETTING, keeping the config "
+        ~ "in step.") }}
   {%- endif -%}
 {% endmacro %}
 
@@ -99,7 +115,8 @@
   {%- if not cfg.indexes -%}{{ return(none) }}{%- endif -%}
   {%- set target = objs.target -%}
   {%- set stored = [] -%}
-  {%- for row in run_query("select name from system.data_skipping_indices where database = " ~ vcmt._sql_string(target.schema)
+  {%- for row in run_query("select name from system.data_skipping_indices where database = "
+      ~ vcmt._sql_string(target.schema)
                            ~ " and table = " ~ vcmt._sql_string(target.identifier)).rows -%}
     {%- do stored.append(row[0]) -%}
   {%- endfor -%}
@@ -108,8 +125,12 @@
   {%- if missing -%}
     {%- set statements = [] -%}
     {%- for index in missing -%}
-      {%- do statements.append('ALTER TABLE ' ~ target ~ ' ' ~ on_cluster_clause(target) ~ ' ADD INDEX ' ~ vcmt._quote(index.name) ~ ' ' ~ index.definition | trim ~ '; ALTER TABLE ' ~ target ~ ' ' ~ on_cluster_clause(target) ~ ' MATERIALIZE INDEX ' ~ vcmt._quote(index.name) ~ ';') -%}
+      {%- do statements.append('ALTER TABLE ' ~ target ~ ' ' ~ on_cluster_clause(target) ~ ' ADD INDEX '
+          ~ vcmt._quote(index.name) ~ ' ' ~ index.definition | trim ~ '; ALTER TABLE ' ~ target ~ ' '
+          ~ on_cluster_clause(target) ~ ' MATERIALIZE INDEX ' ~ vcmt._quote(index.name) ~ ';') -%}
     {%- endfor -%}
-    {{ exceptions.raise_compiler_error("vcmt_upsert: `indexes` lists " ~ (missing | map(attribute='name') | list) ~ ", which the existing table " ~ target ~ " does not have (skip indexes are created with the table). Add them in place: " ~ statements | join(' ') ~ refresh) }}
+    {{ exceptions.raise_compiler_error("vcmt_upsert: `indexes` lists " ~ (missing | map(attribute='name') | list)
+        ~ ", which the existing table " ~ target ~ " does not have (skip indexes are created with the table). Add them "
+        ~ "in place: " ~ statements | join(' ') ~ refresh) }}
   {%- endif -%}
 {% endmacro %}

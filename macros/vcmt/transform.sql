@@ -19,17 +19,20 @@
   {%- set data = vcmt._data_columns(cfg, columns) -%}
   {%- set v = q(cfg.version) -%}
   {%- set s = q(cfg.sign) -%}
-  {%- set deletes_apply = '_vcmt_has_old' if cfg.delete_mode == 'unconditional' else '_vcmt_has_old and _vcmt_nv >= _vcmt_ov' -%}
+  {%- set deletes_apply = '_vcmt_has_old' if cfg.delete_mode == 'unconditional'
+      else '_vcmt_has_old and _vcmt_nv >= _vcmt_ov' -%}
 select
   {%- for k in cfg.key_columns %}
   _vcmt_k{{ loop.index0 }} as {{ q(k) }},
   {%- endfor %}
   {%- set unsent = '_vcmt_n' ~ data.index(cfg.unavailable_column) if cfg.unavailable_column in data else none %}
   {%- for c in data %}
-  {%- set merged = vcmt.merge_expression(cfg.merge.get(c, 'replace'), '_vcmt_o' ~ loop.index0, '_vcmt_n' ~ loop.index0, '_vcmt_has_old') %}
+  {%- set merged = vcmt.merge_expression(cfg.merge.get(c, 'replace'), '_vcmt_o' ~ loop.index0, '_vcmt_n' ~ loop.index0,
+      '_vcmt_has_old') %}
   {%- if unsent and c != cfg.unavailable_column %}
     {#- A column the event did not send keeps the stored value. -#}
-    {%- set merged = 'if(has(' ~ unsent ~ ', ' ~ vcmt._sql_string(c) ~ '), _vcmt_o' ~ loop.index0 ~ ', ' ~ merged ~ ')' %}
+    {%- set merged = 'if(has(' ~ unsent ~ ', ' ~ vcmt._sql_string(c) ~ '), _vcmt_o' ~ loop.index0 ~ ', ' ~ merged
+        ~ ')' %}
   {%- endif %}
   if(_vcmt_s = -1, _vcmt_o{{ loop.index0 }}, {{ merged }}) as {{ q(c) }},
   {%- endfor %}
@@ -40,7 +43,8 @@ from (
     *,
     arrayJoin(multiIf(
       _vcmt_ns < 0, if({{ deletes_apply }}, [-1], []),
-      (not _vcmt_has_old or _vcmt_nv > _vcmt_ov) and (not _vcmt_has_tomb or _vcmt_nv > _vcmt_tv), if(_vcmt_has_old, [-1, 1], [1]),
+      (not _vcmt_has_old or _vcmt_nv > _vcmt_ov) and (not _vcmt_has_tomb or _vcmt_nv > _vcmt_tv),
+      if(_vcmt_has_old, [-1, 1], [1]),
       []
     )) as _vcmt_s
   from (
@@ -84,7 +88,8 @@ from (
   {%- set settings = {} -%}
   {#- A view definition may not carry query-construction settings (limit, offset):
       for those the INSERT's own settings, which the view inherits, decide. -#}
-  {%- for k, v in vcmt._pinned_query_settings().items() if k not in ['limit', 'offset'] and not k.startswith('input_format') -%}
+  {%- for k, v in vcmt._pinned_query_settings().items() if k not in ['limit', 'offset']
+      and not k.startswith('input_format') -%}
     {%- do settings.update({k: v}) -%}
   {%- endfor -%}
   {%- do settings.update({'do_not_merge_across_partitions_select_final': 1}) -%}

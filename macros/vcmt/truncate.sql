@@ -37,7 +37,8 @@
     over all its rows (a batch of only truncates or ignored events is read). -#}
 {% macro _apply_truncates(cfg, objs, columns, select_columns, sql) %}
   {%- if not cfg.truncate_when -%}
-    {{ return({'sql': sql, 'truncates': 0, 'truncated_to': none, 'truncated_rows': 0, 'ignored': 0, 'ignored_deletes': 0,
+    {{ return({'sql': sql, 'truncates': 0, 'truncated_to': none, 'truncated_rows': 0, 'ignored': 0,
+        'ignored_deletes': 0,
               'watermark': none}) }}
   {%- endif -%}
   {%- set vtype = vcmt._sql_string((columns | selectattr('name', 'equalto', cfg.version) | first).data_type) -%}
@@ -46,16 +47,25 @@
   {%- set floor = vcmt._truncate_floor_sql(objs) -%}
   {%- set returned = select_columns | map(attribute='name') | list -%}
   {#- An unconditional delete applies whatever its version. -#}
-  {%- set is_delete = 'ifNull(' ~ vcmt._sign_number(cfg, select_columns) ~ ' < 0, 0)' if cfg.sign in returned else '0' -%}
+  {%- set is_delete = 'ifNull(' ~ vcmt._sign_number(cfg, select_columns) ~ ' < 0, 0)' if cfg.sign in returned
+      else '0' -%}
   {%- set any_version = is_delete if cfg.delete_mode == 'unconditional' else '0' -%}
-  {%- set rows = 'select ' ~ vcmt._truncate_condition(cfg) ~ ' as _vcmt_t, accurateCastOrNull(' ~ v ~ ', ' ~ vtype ~ ') as _vcmt_v, '
-                 ~ any_version ~ ' as _vcmt_any, ' ~ is_delete ~ ' as _vcmt_del, ' ~ (vcmt._quote(cfg.watermark) if cfg.watermark else 'null') ~ ' as _vcmt_w from (' ~ vcmt._user_sql(sql) ~ ') as _vcmt_src' -%}
+  {%- set rows = 'select ' ~ vcmt._truncate_condition(cfg) ~ ' as _vcmt_t, accurateCastOrNull(' ~ v ~ ', ' ~ vtype
+      ~ ') as _vcmt_v, '
+                 ~ any_version ~ ' as _vcmt_any, ' ~ is_delete ~ ' as _vcmt_del, ' ~ (vcmt._quote(cfg.watermark)
+                 if cfg.watermark else 'null') ~ ' as _vcmt_w from (' ~ vcmt._user_sql(sql) ~ ') as _vcmt_src' -%}
   {%- set below = 'not _vcmt_t and not _vcmt_any and _vcmt_v <= _vcmt_floor' -%}
-  {%- set seen = run_query('with ' ~ floor ~ ' as _vcmt_floor select countIf(_vcmt_t), countIf(_vcmt_t and _vcmt_v is null), '
-        ~ 'countIf(_vcmt_t and _vcmt_v is not null and (_vcmt_floor is null or _vcmt_v > _vcmt_floor)), countIf(' ~ below ~ '), '
-        ~ vcmt._highest_as_text('_vcmt_w') ~ ', countIf(' ~ below ~ ' and _vcmt_del)' ~ ' from (' ~ rows ~ ') ' ~ vcmt._read_settings()).rows[0] -%}
+  {%- set seen = run_query('with ' ~ floor ~ ' as _vcmt_floor select countIf(_vcmt_t), countIf(_vcmt_t and _vcmt_v is '
+      ~ 'null), '
+        ~ 'countIf(_vcmt_t and _vcmt_v is not null and (_vcmt_floor is null or _vcmt_v > _vcmt_floor)), countIf('
+        ~ below ~ '), '
+        ~ vcmt._highest_as_text('_vcmt_w') ~ ', countIf(' ~ below ~ ' and _vcmt_del)' ~ ' from (' ~ rows ~ ') '
+        ~ vcmt._read_settings()).rows[0] -%}
   {%- if seen[1] | int > 0 -%}
-    {{ exceptions.raise_compiler_error("vcmt_upsert " ~ objs.target.identifier ~ ": " ~ seen[1] ~ " truncate event(s) (rows where `truncate_when`: " ~ cfg.truncate_when ~ ") have a `" ~ cfg.version ~ "` that is NULL or does not fit " ~ vtype ~ "; a truncate's version says which rows it removes. Nothing was loaded. Give truncate rows their source position.") }}
+    {{ exceptions.raise_compiler_error("vcmt_upsert " ~ objs.target.identifier ~ ": " ~ seen[1] ~ " truncate event(s) "
+        ~ "(rows where `truncate_when`: " ~ cfg.truncate_when ~ ") have a `" ~ cfg.version ~ "` that is NULL or does "
+        ~ "not fit " ~ vtype ~ "; a truncate's version says which rows it removes. Nothing was loaded. Give truncate "
+        ~ "rows their source position.") }}
   {%- endif -%}
   {%- set result = {'truncates': seen[0] | int, 'truncated_to': none, 'truncated_rows': 0, 'ignored': seen[3] | int,
                     'ignored_deletes': seen[5] | int, 'watermark': seen[4]} -%}
@@ -68,12 +78,14 @@
       {{ vcmt._read_settings() }}
     {%- endcall -%}
   {%- endif -%}
-  {%- set pending = run_query('select maxOrNull(version) as f, f is not null and (maxIfOrNull(version, rows_deleted is not null) is null '
+  {%- set pending = run_query('select maxOrNull(version) as f, f is not null and (maxIfOrNull(version, rows_deleted is '
+      ~ 'not null) is null '
                               ~ 'or f > maxIfOrNull(version, rows_deleted is not null)), toString(f) from ' ~ truncates
                               ~ ' ' ~ vcmt._read_settings()).rows[0] -%}
   {%- if pending[1] | int == 1 -%}
     {%- set before = vcmt._applied_totals(objs) -%}
-    {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': truncate at ' ~ cfg.version ~ ' ' ~ pending[2] ~ ': deleting every row at or below it', info=true) }}
+    {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': truncate at ' ~ cfg.version ~ ' ' ~ pending[2] ~ ': deleting '
+        ~ 'every row at or below it', info=true) }}
     {%- set deletes_sql = vcmt._truncate_deletes_sql(cfg, objs, columns) -%}
     {%- call statement('vcmt_truncate') -%}{{ deletes_sql }}{%- endcall -%}
     {%- do result.update({'ran': [deletes_sql]}) -%}
@@ -85,14 +97,16 @@
     {%- endcall -%}
     {%- do result.update({'truncated_to': pending[2], 'truncated_rows': deleted}) -%}
     {%- if seen[2] | int > 0 -%}
-      {%- set ignored = run_query('with ' ~ floor ~ ' as _vcmt_floor select countIf(' ~ below ~ '), countIf(' ~ below ~ ' and _vcmt_del) from ('
+      {%- set ignored = run_query('with ' ~ floor ~ ' as _vcmt_floor select countIf(' ~ below ~ '), countIf(' ~ below
+          ~ ' and _vcmt_del) from ('
                                   ~ rows ~ ') ' ~ vcmt._read_settings()).rows[0] -%}
       {%- do result.update({'ignored': ignored[0] | int, 'ignored_deletes': ignored[1] | int}) -%}
     {%- endif -%}
   {%- endif -%}
 
   {#- A version that does not fit is not filtered here: the loader's checks report it. -#}
-  {%- set keep = 'not ' ~ vcmt._truncate_condition(cfg) ~ ' and (' ~ any_version ~ ' or ifNull(accurateCastOrNull(' ~ v ~ ', ' ~ vtype ~ ') > ' ~ floor ~ ', 1))' -%}
+  {%- set keep = 'not ' ~ vcmt._truncate_condition(cfg) ~ ' and (' ~ any_version ~ ' or ifNull(accurateCastOrNull(' ~ v
+      ~ ', ' ~ vtype ~ ') > ' ~ floor ~ ', 1))' -%}
   {%- do result.update({'sql': 'select * from (' ~ vcmt._user_sql(sql) ~ ') as _vcmt_src where ' ~ keep}) -%}
   {{ return(result) }}
 {% endmacro %}
@@ -113,6 +127,7 @@
   insert into {{ vcmt._all_shards(objs, 'stage') }} ({{ vcmt._column_list(cols + [cfg.version, cfg.sign]) }})
   select {{ vcmt._column_list(cols) }}, assumeNotNull({{ floor }}), toInt8(-1)
   from {{ vcmt._all_shards(objs, 'target') }} final
-  where {{ vcmt._quote(cfg.sign) }} = 1 and {{ vcmt._quote(cfg.version) }} <= {{ floor }} and {{ vcmt._fenced(objs.target) }}
+  where {{ vcmt._quote(cfg.sign) }} = 1 and {{ vcmt._quote(cfg.version) }} <= {{ floor }}
+    and {{ vcmt._fenced(objs.target) }}
   {{ vcmt._stage_insert_settings(cfg) }}
 {% endmacro %}

@@ -12,10 +12,12 @@
   {%- if value is none -%}{{ return(1) }}{%- endif -%}
   {%- set fix = " Fix it in the model's config, e.g. virtual_shards=2 (unset or 1: off)." -%}
   {%- if value is string -%}
-    {{ exceptions.raise_compiler_error("vcmt_upsert: `virtual_shards` must be a number, not the string `'" ~ value ~ "'`." ~ fix) }}
+    {{ exceptions.raise_compiler_error("vcmt_upsert: `virtual_shards` must be a number, not the string `'" ~ value
+        ~ "'`." ~ fix) }}
   {%- endif -%}
   {%- if value is not number or value is boolean or value != (value | int) or value < 1 or value > 64 -%}
-    {{ exceptions.raise_compiler_error("vcmt_upsert: `virtual_shards` must be a whole number of parallel streams from 1 to 64; got `" ~ value ~ "`." ~ fix) }}
+    {{ exceptions.raise_compiler_error("vcmt_upsert: `virtual_shards` must be a whole number of parallel streams from "
+        ~ "1 to 64; got `" ~ value ~ "`." ~ fix) }}
   {%- endif -%}
   {{ return(value | int) }}
 {% endmacro %}

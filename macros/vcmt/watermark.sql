@@ -16,7 +16,8 @@
   {%- set fallback = default if default is not none else 'null' -%}
   {%- if not execute -%}{{ return(fallback) }}{%- endif -%}
   {%- if config.get('watermark') is none -%}
-    {{ exceptions.raise_compiler_error("vcmt.watermark(): model `" ~ this.identifier ~ "` sets no `watermark` config; set watermark='<input column>' (e.g. '_batch_id').") }}
+    {{ exceptions.raise_compiler_error("vcmt.watermark(): model `" ~ this.identifier ~ "` sets no `watermark` config; "
+        ~ "set watermark='<input column>' (e.g. '_batch_id').") }}
   {%- endif -%}
   {%- set objs = vcmt.objects(this.incorporate(type='table'), config.get('sharding_key')) -%}
   {%- if not vcmt._relation_exists(objs.loads) or should_full_refresh() -%}
@@ -41,7 +42,8 @@
   {%- set scalar = vcmt._sql_string(vcmt._scalar_type(typed.data_type) or 'String') -%}
   {%- set batch = vcmt._sql_string(batch_max) -%}
   {%- set previous = '(' ~ vcmt._recorded_watermark_sql(objs) ~ ')' -%}
-  {{ return('ifNull((select toString(max(_vcmt_x)) from (select arrayJoin([accurateCastOrNull(' ~ batch ~ ', ' ~ scalar ~ '), accurateCastOrNull('
+  {{ return('ifNull((select toString(max(_vcmt_x)) from (select arrayJoin([accurateCastOrNull(' ~ batch ~ ', ' ~ scalar
+      ~ '), accurateCastOrNull('
             ~ previous ~ ', ' ~ scalar ~ ')]) as _vcmt_x)), ' ~ batch ~ ')') }}
 {% endmacro %}
 
@@ -55,7 +57,8 @@
 
 
 {% macro _recorded_watermark_sql(objs) %}
-  {{ return('select watermark from ' ~ vcmt._all_shards(objs, 'loads') ~ ' where watermark is not null order by loaded_at desc limit 1') }}
+  {{ return('select watermark from ' ~ vcmt._all_shards(objs, 'loads') ~ ' where watermark is not null order by '
+      ~ 'loaded_at desc limit 1') }}
 {% endmacro %}
 
 
