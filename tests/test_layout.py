@@ -4,7 +4,8 @@
   Spark-only macro, and its wheel ships nothing else;
 - public macros are dispatched and documented; no macro line is longer than 120 characters;
 - README "Layout" matches the tree; every relative link of the docs lands on a file (and heading);
-- the staging contract has one list of kinds and reasons, which the example project's vars repeat.
+- the staging contract has one list of kinds and reasons, which the example project's vars repeat;
+- one version number: pyproject.toml's, which every copy repeats and CHANGELOG.md's newest release names.
 """
 
 from __future__ import annotations
@@ -213,3 +214,36 @@ def test_the_example_repeats_the_staging_contract() -> None:
     spelled = re.findall(r"cdc_reason\('(\w+)'\)", sql)
     assert spelled == list(contract.SIMPLE_REASONS), spelled
     assert not re.search(r"then '(" + "|".join(contract.REASONS) + ")'", sql), "a reason spelled without cdc_reason()"
+
+
+def _version_copies() -> dict[str, str]:
+    """Every copy of the package's version (integration_tests/dbt_project.yml versions its own project)."""
+    import tomllib
+
+    copies = {path: yaml.safe_load((ROOT / path).read_text())["version"]
+              for path in ("dbt_project.yml", "examples/cdc/dbt_project.yml")}
+    copies["lab/pyproject.toml"] = tomllib.loads((ROOT / "lab" / "pyproject.toml").read_text())["project"]["version"]
+    for adapter in ("chdb", "vcmt_spark"):
+        path = f"dbt/adapters/{adapter}/__version__.py"
+        found = re.findall(r'^version = "([^"]*)"$', (ROOT / path).read_text(), re.M)
+        assert len(found) == 1, f"{path}: expected one line version = \"x.y.z\", found {found}"
+        copies[path] = found[0]
+    return copies
+
+
+def test_one_version_number() -> None:
+    """pyproject.toml holds the package's version; every copy repeats it, and CHANGELOG.md's newest released
+    section (## [x.y.z] - YYYY-MM-DD, below ## Unreleased) is that version."""
+    import tomllib
+
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert re.fullmatch(r"\d+\.\d+\.\d+", version), f"pyproject.toml version is not x.y.z: {version!r}"
+    differ = {path: v for path, v in _version_copies().items() if v != version}
+    assert not differ, f"copies of the version that differ from pyproject.toml's {version}: {differ}"
+    headings = re.findall(r"^## (.*)$", (ROOT / "CHANGELOG.md").read_text(), re.M)
+    odd = [h for h in headings if h != "Unreleased" and not re.fullmatch(r"\[\d+\.\d+\.\d+\] - \d{4}-\d{2}-\d{2}", h)]
+    assert not odd, f"CHANGELOG.md sections are '## Unreleased' or '## [x.y.z] - YYYY-MM-DD': {odd}"
+    released = [h[1:].split("]")[0] for h in headings if h != "Unreleased"]
+    assert released and released[0] == version, (
+        f"CHANGELOG.md's newest released section is {released[:1]}, pyproject.toml's version is {version}: "
+        f"move the Unreleased entries under '## [{version}] - <date>' when the version is set")
