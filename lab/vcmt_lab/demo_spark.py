@@ -6,7 +6,7 @@
     --spark-server HOST:PORT   use that running server instead of starting one here
 
 Without --spark-server, connect and thrift start a server from PySpark's own
-install on 127.0.0.1 (vcmt_lab.spark_servers) with separate executor JVMs,
+install on 127.0.0.1 (vcmt_lab.spark_local_cluster) with separate executor JVMs,
 and stop it when the demo ends. Spark's log goes to <work>/logs/spark.log
 (a started server's to its own server.log); the report names both.
 """
@@ -19,7 +19,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from vcmt_lab.spark_servers import SparkServer, quiet_spark, start_server
+from vcmt_lab.spark_local_cluster import SparkServer, quiet_spark, start_server
 
 TARGETS = {"session": "spark", "connect": "spark_connect", "thrift": "spark_thrift"}
 # The profile variables (profiles.yml) that name each server.

@@ -1,7 +1,7 @@
 """The Spark Connect and Thrift servers the tests in this folder run on, owned by one session fixture.
 
 Both start once per pytest session, side by side, from PySpark's own install
-(vcmt_lab.spark_servers): 127.0.0.1 only, free ports, master
+(vcmt_lab.spark_local_cluster): 127.0.0.1 only, free ports, master
 local-cluster[2,1,1024] (two executor JVMs each), a watchdog that stops them
 if pytest dies, and bounded waits. A server that does not come up fails the
 tests with its log tail; nothing here skips.
@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from vcmt_lab.spark_servers import SparkServer, SparkServerError, launch_server
+from vcmt_lab.spark_local_cluster import SparkServer, SparkServerError, launch_server
 
 START_TIMEOUT_S = 300  # two servers starting at once on 2 shared cores
 MAX_LIFETIME_S = 3600  # the watchdog's hard stop, whatever happens to pytest

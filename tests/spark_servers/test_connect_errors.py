@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 
 from tests.conftest import make_project
-from vcmt_lab.spark_servers import free_port
+from vcmt_lab.spark_local_cluster import free_port
 
 
 def test_unreachable_spark_connect_server_fails_within_connect_timeout(tmp_path: Path, chdb_path: Path,

@@ -12,7 +12,7 @@ import threading
 import time
 from pathlib import Path
 
-from vcmt_lab.spark_servers import free_port
+from vcmt_lab.spark_local_cluster import free_port
 
 COMMAND = str(Path(sys.executable).with_name("vcmt-spark-server"))
 READY_TIMEOUT_S = 300

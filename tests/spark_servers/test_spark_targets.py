@@ -25,7 +25,7 @@ import pytest
 from tests.cdc.reference import parse_lake
 from tests.cdc.test_python_staging_model import STAGED_BY_BATCH, python_staging_project, run_two_batches
 from tests.cdc.test_staging_spark import CHANGES, _partition_values, _read_staged, _staged_multiset
-from vcmt_lab.spark_servers import SparkServer
+from vcmt_lab.spark_local_cluster import SparkServer
 
 pytestmark = pytest.mark.spark
 

@@ -172,7 +172,7 @@ def _watch(parent: int, max_seconds: float, cmd: list[str]) -> int:
         time.sleep(0.5)
     if child.poll() is not None:
         return child.returncode
-    print(f"vcmt_lab.spark_servers watchdog: stopping the server ({stop['why']})", file=sys.stderr, flush=True)
+    print(f"vcmt_lab.spark_local_cluster watchdog: stopping the server ({stop['why']})", file=sys.stderr, flush=True)
     # The server first (it stops its workers and their executors), then whatever is left of the group.
     child.terminate()
     try:
@@ -185,7 +185,7 @@ def _watch(parent: int, max_seconds: float, cmd: list[str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="vcmt_lab.spark_servers")
+    parser = argparse.ArgumentParser(prog="vcmt_lab.spark_local_cluster")
     parser.add_argument("--watch", type=int, required=True, help="pid whose end stops the command")
     parser.add_argument("--max-seconds", type=float, default=3600)
     parser.add_argument("cmd", nargs=argparse.REMAINDER)
