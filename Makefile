@@ -84,9 +84,10 @@ capture-fixtures: java ## re-capture the Debezium fixtures (PostgreSQL, MariaDB 
 	@$(CAPTURE_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r lab/capture/requirements.txt
 	@$(CAPTURE_VENV)/bin/python lab/capture/capture.py $(ARGS)
 
-lint: venv ## sqlfluff on the models, ruff on the Python
+lint: venv ## sqlfluff on the models, ruff check and ruff format --check on the Python
 	@$(BIN)/sqlfluff lint examples/cdc/models integration_tests/models
 	@$(BIN)/ruff check .
+	@$(BIN)/ruff format --check .
 
 clean: ## remove every generated folder (.local, target, logs, ...)
 	rm -rf .local target logs .demo integration_tests/.local integration_tests/target integration_tests/logs \

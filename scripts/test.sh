@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # make test: pytest, dbt build of integration_tests on chdb and on a served node (dbt-core 1.11), on chdb with
-# dbt-core 1.12, sqlfluff lint, ruff.
+# dbt-core 1.12, sqlfluff lint, ruff check and ruff format --check.
 # Prints a progress line per phase and one summary line at the end.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -90,8 +90,8 @@ else
   failed+=("sqlfluff"); results+=("sqlfluff: violations")
 fi
 
-phase 5/5 "ruff"
-if ruff check . ; then results+=("ruff: clean"); else failed+=("ruff"); results+=("ruff: violations"); fi
+phase 5/5 "ruff (lint, then format: \`ruff format .\` applies it)"
+if ruff check . && ruff format --check . ; then results+=("ruff: clean"); else failed+=("ruff"); results+=("ruff: violations"); fi
 
 elapsed=$(( $(date +%s) - start ))
 summary=$(printf '%s; ' "${results[@]}"); summary=${summary%; }

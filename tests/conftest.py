@@ -133,7 +133,11 @@ def engine(request, chdb_path: Path) -> Engine:
 def make_project(root: Path, name: str, chdb_path: Path, lab_dir: Path, **options) -> DbtProject:
     """A dbt project under `root` that installs this package with `local:`, in its own schema."""
     return DbtProject(
-        root=root, package_root=PACKAGE_ROOT, chdb_path=chdb_path, schema=_schema_for(name), lab_dir=lab_dir,
+        root=root,
+        package_root=PACKAGE_ROOT,
+        chdb_path=chdb_path,
+        schema=_schema_for(name),
+        lab_dir=lab_dir,
         **options,
     )
 
@@ -150,8 +154,9 @@ def project(request, tmp_path: Path, chdb_path: Path, lab_dir: Path, engine: Eng
 def module_project(request, tmp_path_factory, chdb_path: Path, lab_dir: Path, engine: Engine) -> Iterator[DbtProject]:
     """One project shared by a test module (per engine): a full dbt parse of a fresh project costs seconds."""
     name = request.module.__name__.rsplit(".", 1)[-1].removeprefix("test_")
-    proj = make_project(tmp_path_factory.mktemp(f"{name}_{engine.kind}") / "proj", name, chdb_path, lab_dir,
-                        engine=engine)
+    proj = make_project(
+        tmp_path_factory.mktemp(f"{name}_{engine.kind}") / "proj", name, chdb_path, lab_dir, engine=engine
+    )
     yield proj
     proj.close()
 

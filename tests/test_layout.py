@@ -24,8 +24,16 @@ ROOT = Path(__file__).resolve().parents[1]
 MACRO = re.compile(r"\{%-?\s*macro\s+([A-Za-z_][A-Za-z0-9_]*)\s*\((.*?)\)\s*-?%\}(.*?)\{%-?\s*endmacro", re.S)
 PRODUCT_PYTHON = ("dbt", "vcmt_tools")
 # Markdown that a user or a maintainer reads: every relative link in it must resolve.
-DOCS = ("README.md", "CHANGELOG.md", "docs", "examples/cdc/README.md", "lab/README.md", "lab/bench/README.md",
-        "lab/capture/README.md", "lab/bench/results/staging-history.md")
+DOCS = (
+    "README.md",
+    "CHANGELOG.md",
+    "docs",
+    "examples/cdc/README.md",
+    "lab/README.md",
+    "lab/bench/README.md",
+    "lab/capture/README.md",
+    "lab/bench/results/staging-history.md",
+)
 
 
 def _macros() -> dict[str, str]:
@@ -48,7 +56,9 @@ def test_public_macros_are_dispatched_and_documented() -> None:
     public = {n for n in macros if not n.startswith(("_", "default__", "test_"))}
     assert len(public) >= 8, f"the scan found too few macros: {sorted(public)}"
     undocumented = public - _documented()
-    assert not undocumented, f"public macros missing from a macros yml (document them or prefix _): {sorted(undocumented)}"
+    assert not undocumented, (
+        f"public macros missing from a macros yml (document them or prefix _): {sorted(undocumented)}"
+    )
     not_dispatched = sorted(n for n in public if f"adapter.dispatch('{n}', 'vcmt')" not in macros[n])
     assert not not_dispatched, f"public macros that are not dispatched: {not_dispatched}"
     stale = {n for n in _documented() - set(macros) if f"default__{n}" not in macros}
@@ -58,14 +68,21 @@ def test_public_macros_are_dispatched_and_documented() -> None:
 def test_the_package_imports_nothing_from_the_lab() -> None:
     sources = [p for top in PRODUCT_PYTHON for p in (ROOT / top).rglob("*.py")]
     assert len(sources) >= 15, f"the scan found too few sources: {sources}"
-    importing = [str(p.relative_to(ROOT)) for p in sources
-                 if re.search(r"^\s*(from|import)\s+(vcmt_lab|tests)\b", p.read_text(), re.M)]
-    assert not importing, f"the package imports the lab (the lab may import the package, never the reverse): {importing}"
+    importing = [
+        str(p.relative_to(ROOT))
+        for p in sources
+        if re.search(r"^\s*(from|import)\s+(vcmt_lab|tests)\b", p.read_text(), re.M)
+    ]
+    assert not importing, (
+        f"the package imports the lab (the lab may import the package, never the reverse): {importing}"
+    )
 
 
 # What only Spark runs: dbt-spark's strategies and config, Spark SQL functions, the SQL staging's macros.
-SPARK_ONLY = re.compile(r"(?i)\b(try_variant_get|variant_get|parse_json|insert_overwrite|file_format|location_root|"
-                        r"spark\.sql|cdc_\w+)\b")
+SPARK_ONLY = re.compile(
+    r"(?i)\b(try_variant_get|variant_get|parse_json|insert_overwrite|file_format|location_root|"
+    r"spark\.sql|cdc_\w+)\b"
+)
 
 
 def test_the_package_holds_only_clickhouse_macros() -> None:
@@ -73,8 +90,11 @@ def test_the_package_holds_only_clickhouse_macros() -> None:
     in the example project."""
     files = sorted((ROOT / "macros").rglob("*.sql"))
     assert len(files) >= 20, files
-    spark = {str(p.relative_to(ROOT)): sorted(set(SPARK_ONLY.findall(p.read_text()))) for p in files
-             if SPARK_ONLY.search(p.read_text())}
+    spark = {
+        str(p.relative_to(ROOT)): sorted(set(SPARK_ONLY.findall(p.read_text())))
+        for p in files
+        if SPARK_ONLY.search(p.read_text())
+    }
     assert not spark, f"Spark-only SQL in the package's macros (it belongs in examples/cdc/macros): {spark}"
     project = yaml.safe_load((ROOT / "dbt_project.yml").read_text())
     assert project["macro-paths"] == ["macros"] and project["model-paths"] == [], project
@@ -88,14 +108,33 @@ MACRO_LINE = 120
 def test_macro_lines_fit_the_line_length() -> None:
     files = sorted((ROOT / "macros").rglob("*.sql"))
     assert len(files) >= 20, files
-    long = [f"{p.relative_to(ROOT)}:{n} ({len(line)} characters)" for p in files
-            for n, line in enumerate(p.read_text().splitlines(), 1) if len(line) > MACRO_LINE]
+    long = [
+        f"{p.relative_to(ROOT)}:{n} ({len(line)} characters)"
+        for p in files
+        for n, line in enumerate(p.read_text().splitlines(), 1)
+        if len(line) > MACRO_LINE
+    ]
     assert not long, f"macro lines longer than {MACRO_LINE} characters (break them inside a tag):\n" + "\n".join(long)
 
 
 def test_the_wheel_ships_the_package_only(tmp_path) -> None:
-    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-q",
-                           "-w", str(tmp_path), str(ROOT)], capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-build-isolation",
+            "--no-deps",
+            "-q",
+            "-w",
+            str(tmp_path),
+            str(ROOT),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     (wheel,) = tmp_path.glob("vcmt-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
@@ -115,8 +154,10 @@ def test_installed_packages_name_every_source_folder() -> None:
         code = {path.parent.relative_to(root) for top in tops for path in (root / top).rglob("*.py")}
         packages = {".".join(folder.parts[:n]) for folder in code for n in range(1, len(folder.parts) + 1)}
         assert len(packages) >= 4, f"the scan found too few packages: {sorted(packages)}"
-        assert listed == packages, (f"{root / 'pyproject.toml'} [tool.setuptools] packages: add "
-                                    f"{sorted(packages - listed)}, drop {sorted(listed - packages)}")
+        assert listed == packages, (
+            f"{root / 'pyproject.toml'} [tool.setuptools] packages: add "
+            f"{sorted(packages - listed)}, drop {sorted(listed - packages)}"
+        )
 
 
 def _layout_paths() -> list[str]:
@@ -141,8 +182,10 @@ def test_readme_layout_matches_the_tree() -> None:
         f"{top}/{p.name}"
         for top in ("macros", "vcmt_tools", "dbt/adapters", "examples", "lab")
         for p in sorted((ROOT / top).iterdir())
-        if (p.is_dir() or top == "vcmt_tools") and not p.name.startswith(("_", "."))
-        and p.name not in ("work", "pyproject.toml", "README.md") and not p.name.endswith(".egg-info")
+        if (p.is_dir() or top == "vcmt_tools")
+        and not p.name.startswith(("_", "."))
+        and p.name not in ("work", "pyproject.toml", "README.md")
+        and not p.name.endswith(".egg-info")
         and not any(f"{top}/{p.name}" == item or item.startswith(f"{top}/{p.name}/") for item in listed)
     ]
     assert not unlisted, f"folders missing from README Layout: {unlisted}"
@@ -156,7 +199,9 @@ def _anchor(heading: str) -> str:
 def _anchors(path: Path) -> set[str]:
     text = path.read_text()
     text = re.sub(r"```.*?```", "", text, flags=re.S)
-    return {_anchor(h) for h in re.findall(r"^#+\s+(.*)$", text, re.M)} | set(re.findall(r'<a (?:name|id)="([^"]+)"', text))
+    return {_anchor(h) for h in re.findall(r"^#+\s+(.*)$", text, re.M)} | set(
+        re.findall(r'<a (?:name|id)="([^"]+)"', text)
+    )
 
 
 def _markdown_files() -> list[Path]:
@@ -192,14 +237,18 @@ def test_design_pointers_land_on_headings() -> None:
     broken = []
     for path in ROOT.rglob("*"):
         if path.suffix not in {".sql", ".py", ".md", ".yml"} or any(
-                p in path.parts for p in (".venv", ".git", ".local", "target", "work", "dbt_packages")):
+            p in path.parts for p in (".venv", ".git", ".local", "target", "work", "dbt_packages")
+        ):
             continue
         text = path.read_text(errors="ignore")
         # Any spelling of a design doc other than the repository's own (e.g. an upper-case brief kept elsewhere).
         elsewhere = {m for m in re.findall(r"(?i)\bdesign\.md\b", text) if m != "design.md"}
         assert not elsewhere, f"{path.relative_to(ROOT)} points to {elsewhere}; point to docs/design.md instead"
-        broken += [f"{path.relative_to(ROOT)}: #{a}" for a in re.findall(r"design\.md#([A-Za-z0-9_-]+)", text)
-                   if a not in anchors]
+        broken += [
+            f"{path.relative_to(ROOT)}: #{a}"
+            for a in re.findall(r"design\.md#([A-Za-z0-9_-]+)", text)
+            if a not in anchors
+        ]
     assert not broken, f"pointers to docs/design.md sections that do not exist: {broken}"
 
 
@@ -220,13 +269,15 @@ def _version_copies() -> dict[str, str]:
     """Every copy of the package's version (integration_tests/dbt_project.yml versions its own project)."""
     import tomllib
 
-    copies = {path: yaml.safe_load((ROOT / path).read_text())["version"]
-              for path in ("dbt_project.yml", "examples/cdc/dbt_project.yml")}
+    copies = {
+        path: yaml.safe_load((ROOT / path).read_text())["version"]
+        for path in ("dbt_project.yml", "examples/cdc/dbt_project.yml")
+    }
     copies["lab/pyproject.toml"] = tomllib.loads((ROOT / "lab" / "pyproject.toml").read_text())["project"]["version"]
     for adapter in ("chdb", "vcmt_spark"):
         path = f"dbt/adapters/{adapter}/__version__.py"
         found = re.findall(r'^version = "([^"]*)"$', (ROOT / path).read_text(), re.M)
-        assert len(found) == 1, f"{path}: expected one line version = \"x.y.z\", found {found}"
+        assert len(found) == 1, f'{path}: expected one line version = "x.y.z", found {found}'
         copies[path] = found[0]
     return copies
 
@@ -246,4 +297,5 @@ def test_one_version_number() -> None:
     released = [h[1:].split("]")[0] for h in headings if h != "Unreleased"]
     assert released and released[0] == version, (
         f"CHANGELOG.md's newest released section is {released[:1]}, pyproject.toml's version is {version}: "
-        f"move the Unreleased entries under '## [{version}] - <date>' when the version is set")
+        f"move the Unreleased entries under '## [{version}] - <date>' when the version is set"
+    )

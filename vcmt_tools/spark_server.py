@@ -64,8 +64,9 @@ def spark_home(root: Path, conf_dir: Path) -> Path:
     return home
 
 
-def server_command(kind: str, home: Path, port: int, root: Path, master: str, conf: dict[str, str],
-                   host: str = "127.0.0.1") -> list[str]:
+def server_command(
+    kind: str, home: Path, port: int, root: Path, master: str, conf: dict[str, str], host: str = "127.0.0.1"
+) -> list[str]:
     """spark-submit of a `connect` or `thrift` server listening on host:port, its state under `root`."""
     settings = {
         "spark.ui.enabled": "false",
@@ -76,29 +77,48 @@ def server_command(kind: str, home: Path, port: int, root: Path, master: str, co
         "spark.local.dir": str(root / "local"),
         "spark.sql.catalogImplementation": "hive",
         "spark.sql.warehouse.dir": str(root / "warehouse"),
-        "spark.hadoop.javax.jdo.option.ConnectionURL":
-            f"jdbc:derby:;databaseName={root / 'metastore_db'};create=true",
+        "spark.hadoop.javax.jdo.option.ConnectionURL": f"jdbc:derby:;databaseName={root / 'metastore_db'};create=true",
         "spark.driver.extraJavaOptions": f"-Dderby.system.home={root}",
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.shuffle.partitions": "2",
-        **({"spark.connect.grpc.binding.address": host, "spark.connect.grpc.binding.port": str(port)}
-           if kind == "connect" else {}),
+        **(
+            {"spark.connect.grpc.binding.address": host, "spark.connect.grpc.binding.port": str(port)}
+            if kind == "connect"
+            else {}
+        ),
         **conf,
     }
-    cmd = [str(home / "bin" / "spark-submit"), "--master", master, "--class", SERVER_CLASSES[kind],
-           "--name", f"vcmt {kind} server"]
+    cmd = [
+        str(home / "bin" / "spark-submit"),
+        "--master",
+        master,
+        "--class",
+        SERVER_CLASSES[kind],
+        "--name",
+        f"vcmt {kind} server",
+    ]
     for key, value in settings.items():
         cmd += ["--conf", f"{key}={value}"]
     if kind == "thrift":
-        cmd += ["spark-internal", "--hiveconf", f"hive.server2.thrift.port={port}",
-                "--hiveconf", f"hive.server2.thrift.bind.host={host}"]
+        cmd += [
+            "spark-internal",
+            "--hiveconf",
+            f"hive.server2.thrift.port={port}",
+            "--hiveconf",
+            f"hive.server2.thrift.bind.host={host}",
+        ]
     return cmd
 
 
 def server_env(home: Path, conf_dir: Path) -> dict[str, str]:
     """The environment a server runs in: this PySpark's install, the given conf, never a Connect client."""
-    env = {**os.environ, "SPARK_HOME": str(home), "SPARK_CONF_DIR": str(conf_dir), "SPARK_LOCAL_IP": "127.0.0.1",
-           "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable)}
+    env = {
+        **os.environ,
+        "SPARK_HOME": str(home),
+        "SPARK_CONF_DIR": str(conf_dir),
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable),
+    }
     env.pop("SPARK_REMOTE", None)
     env.pop("SPARK_CONNECT_MODE_ENABLED", None)
     return env
@@ -117,32 +137,45 @@ def _conf(pairs: Sequence[str]) -> dict[str, str]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="vcmt-spark-server",
-        description="Run a Spark Connect server in the foreground for `method: connect` targets (Ctrl-C stops it).")
-    parser.add_argument("--dir", type=Path, default=Path(".vcmt-spark"),
-                        help="where the server keeps its warehouse, Hive metastore and scratch (default .vcmt-spark)")
+        description="Run a Spark Connect server in the foreground for `method: connect` targets (Ctrl-C stops it).",
+    )
+    parser.add_argument(
+        "--dir",
+        type=Path,
+        default=Path(".vcmt-spark"),
+        help="where the server keeps its warehouse, Hive metastore and scratch (default .vcmt-spark)",
+    )
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")
     parser.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
-    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
-                        help="a Spark setting of the server, repeatable")
+    parser.add_argument(
+        "--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting of the server, repeatable"
+    )
     args = parser.parse_args(argv)
     conf = _conf(args.conf)
     if (problem := java_problem()) is not None:
         print(f"vcmt-spark-server: {problem}", file=sys.stderr)
         return 2
     if port_open(args.host, args.port):
-        print(f"vcmt-spark-server: {args.host}:{args.port} is already in use (another server?). Stop it, or pass "
-              "--port with a free port (and the same port in the profile).", file=sys.stderr)
+        print(
+            f"vcmt-spark-server: {args.host}:{args.port} is already in use (another server?). Stop it, or pass "
+            "--port with a free port (and the same port in the profile).",
+            file=sys.stderr,
+        )
         return 2
     root = args.dir.resolve()
     root.mkdir(parents=True, exist_ok=True)
     conf_dir = write_log_config(root / "conf", None, level="warn")
     home = spark_home(root, conf_dir)
     cmd = server_command("connect", home, args.port, root, args.master, conf, host=args.host)
-    print(f"vcmt-spark-server: starting a Spark Connect server on {args.host}:{args.port} (master {args.master}; "
-          f"warehouse and metastore in {root}); Spark's warnings follow.", flush=True)
-    process = subprocess.Popen(cmd, env=server_env(home, conf_dir), cwd=root, start_new_session=True,
-                               preexec_fn=die_with_parent)
+    print(
+        f"vcmt-spark-server: starting a Spark Connect server on {args.host}:{args.port} (master {args.master}; "
+        f"warehouse and metastore in {root}); Spark's warnings follow.",
+        flush=True,
+    )
+    process = subprocess.Popen(
+        cmd, env=server_env(home, conf_dir), cwd=root, start_new_session=True, preexec_fn=die_with_parent
+    )
     stopping = {"why": ""}
 
     def on_signal(signum: int, frame: object) -> None:
@@ -154,15 +187,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     while process.poll() is None and not stopping["why"]:
         if not ready and port_open(args.host, args.port):
             ready = True
-            print(f"vcmt-spark-server: ready after {time.monotonic() - started:.0f} s. Profile lines: "
-                  f"type: vcmt_spark, method: connect, host: {args.host}, port: {args.port}. Ctrl-C stops it.",
-                  flush=True)
+            print(
+                f"vcmt-spark-server: ready after {time.monotonic() - started:.0f} s. Profile lines: "
+                f"type: vcmt_spark, method: connect, host: {args.host}, port: {args.port}. Ctrl-C stops it.",
+                flush=True,
+            )
         elif not ready and time.monotonic() - started > READY_TIMEOUT_S:
             stopping["why"] = f"not listening after {READY_TIMEOUT_S} s"
         time.sleep(0.5)
     if process.poll() is not None and not stopping["why"]:
-        print(f"vcmt-spark-server: the server exited with code {process.returncode}; see Spark's messages above.",
-              file=sys.stderr)
+        print(
+            f"vcmt-spark-server: the server exited with code {process.returncode}; see Spark's messages above.",
+            file=sys.stderr,
+        )
         return process.returncode or 1
     print(f"vcmt-spark-server: stopping ({stopping['why']})", flush=True)
     # The server's process group: the server and any executors it started.

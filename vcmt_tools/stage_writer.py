@@ -29,15 +29,20 @@ from typing import Any
 
 from vcmt_tools.dbt_invoke import invoke
 
-FORMATS = {".parquet": "Parquet", ".csv": "CSVWithNames", ".jsonl": "JSONEachRow", ".ndjson": "JSONEachRow",
-           ".json": "JSONEachRow"}
+FORMATS = {
+    ".parquet": "Parquet",
+    ".csv": "CSVWithNames",
+    ".jsonl": "JSONEachRow",
+    ".ndjson": "JSONEachRow",
+    ".json": "JSONEachRow",
+}
 # Text formats reach the loader's cast as written: the engine must not guess
 # types first (a CSV key `01234` read as the number 1234, `1.10` as 1.1, a JSON
 # string that looks like a date turned into one).
 NO_GUESSING = {
     "CSVWithNames": "input_format_csv_use_best_effort_in_schema_inference = 0",
     "JSONEachRow": "input_format_try_infer_dates = 0, input_format_try_infer_datetimes = 0, "
-                   "input_format_json_try_infer_numbers_from_strings = 0",
+    "input_format_json_try_infer_numbers_from_strings = 0",
 }
 GLOB = set("*?{}[]")
 ROWS_PER_GROUP = 100_000
@@ -61,16 +66,34 @@ def file_select(path: Path) -> str:
     return f"select * from file('{literal}', '{fmt}'){settings}"
 
 
-def load_select(sql: str, model: str, project_dir: Path, profiles_dir: Path | None = None,
-                target: str | None = None, extra_args: Sequence[str] = (), local_file: Path | None = None,
-                move_watermark: bool = False) -> str:
+def load_select(
+    sql: str,
+    model: str,
+    project_dir: Path,
+    profiles_dir: Path | None = None,
+    target: str | None = None,
+    extra_args: Sequence[str] = (),
+    local_file: Path | None = None,
+    move_watermark: bool = False,
+) -> str:
     """Run `vcmt.load_stage` for `sql`; returns its one-line report. `local_file`: the file of this machine
     that `sql` reads, which a server target cannot reach (the macro refuses it there). The model's
     `watermark` stays where it is unless `move_watermark` (docs/design.md#watermark)."""
-    operation = {"model": model, "sql": sql, **({"local_file": str(local_file)} if local_file else {}),
-                 **({"move_watermark": True} if move_watermark else {})}
-    args = ["run-operation", "vcmt.load_stage", "--args", json.dumps(operation),
-            "--project-dir", str(project_dir), *extra_args]
+    operation = {
+        "model": model,
+        "sql": sql,
+        **({"local_file": str(local_file)} if local_file else {}),
+        **({"move_watermark": True} if move_watermark else {}),
+    }
+    args = [
+        "run-operation",
+        "vcmt.load_stage",
+        "--args",
+        json.dumps(operation),
+        "--project-dir",
+        str(project_dir),
+        *extra_args,
+    ]
     if profiles_dir:
         args += ["--profiles-dir", str(profiles_dir)]
     if target:
@@ -138,13 +161,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--project-dir", type=Path, default=Path.cwd(), help="the dbt project (default: .)")
     parser.add_argument("--profiles-dir", type=Path, help="where profiles.yml is (default: as dbt finds it)")
     parser.add_argument("--target", help="the profile target (default: the profile's own)")
-    parser.add_argument("--move-watermark", action="store_true",
-                        help="let this load move the model's watermark (by default it stays: the next dbt run "
-                             "still reads every batch of the model's own source above it)")
+    parser.add_argument(
+        "--move-watermark",
+        action="store_true",
+        help="let this load move the model's watermark (by default it stays: the next dbt run "
+        "still reads every batch of the model's own source above it)",
+    )
     args = parser.parse_args(argv)
     try:
-        print(load_file(args.file, args.model, args.project_dir, profiles_dir=args.profiles_dir, target=args.target,
-                        move_watermark=args.move_watermark))
+        print(
+            load_file(
+                args.file,
+                args.model,
+                args.project_dir,
+                profiles_dir=args.profiles_dir,
+                target=args.target,
+                move_watermark=args.move_watermark,
+            )
+        )
     except LoadError as ex:
         print(ex, file=sys.stderr)
         return 2

@@ -32,8 +32,9 @@ def orders(rng: random.Random) -> None:
         tenant, order = rng.randint(1, 3), rng.randint(1, 15)
         sign = -1 if rng.random() < 0.15 else 1
         created = f"2024-0{rng.randint(1, 3)}-1{rng.randint(0, 9)} 10:00:00"
-        rows.append([tenant, order, rng.choice(["new", "paid", "shipped"]), rng.randint(1, 500) / 4, created,
-                     version, sign])
+        rows.append(
+            [tenant, order, rng.choice(["new", "paid", "shipped"]), rng.randint(1, 500) / 4, created, version, sign]
+        )
         version += rng.choice([1, 1, 3])
     rows += [list(r) for r in rng.sample(rows, 15)]
     rng.shuffle(rows)
@@ -41,14 +42,23 @@ def orders(rng: random.Random) -> None:
     oracle = Oracle(["status", "amount", "created_at"])
     oracle.apply_batch(Event((r[0], r[1]), r[5], r[6], dict(zip(header[2:5], r[2:5], strict=True))) for r in rows)
     live = sorted(oracle.live_rows().items())
-    _write("it_orders_expected", header[:-1],
-           [[*k, row["status"], row["amount"], row["created_at"], v] for k, (v, row) in live])
+    _write(
+        "it_orders_expected",
+        header[:-1],
+        [[*k, row["status"], row["amount"], row["created_at"], v] for k, (v, row) in live],
+    )
 
 
 def customers(rng: random.Random) -> None:
     header = ["customer_id", "email", "tier", "lifetime_value", "visits", "first_seen", "score", "_version", "sign"]
-    merge = {"email": "coalesce", "tier": "coalesce", "lifetime_value": "greatest", "visits": "sum",
-             "first_seen": "keep", "score": lambda old, new: None if old is None or new is None else old * 2 + new}
+    merge = {
+        "email": "coalesce",
+        "tier": "coalesce",
+        "lifetime_value": "greatest",
+        "visits": "sum",
+        "first_seen": "keep",
+        "score": lambda old, new: None if old is None or new is None else old * 2 + new,
+    }
     rows = []
     for version in range(150):
         customer = rng.randint(1, 12)
@@ -57,16 +67,29 @@ def customers(rng: random.Random) -> None:
         def maybe(value):
             return None if rng.random() < 0.4 else value
 
-        rows.append([customer, maybe(f"c{customer}.{version}@x.io"), maybe(rng.choice(["gold", "silver"])),
-                     maybe(rng.randint(0, 1000)), rng.randint(1, 3), f"2024-01-{10 + version % 18:02d}",
-                     rng.randint(0, 5), version, sign])
+        rows.append(
+            [
+                customer,
+                maybe(f"c{customer}.{version}@x.io"),
+                maybe(rng.choice(["gold", "silver"])),
+                maybe(rng.randint(0, 1000)),
+                rng.randint(1, 3),
+                f"2024-01-{10 + version % 18:02d}",
+                rng.randint(0, 5),
+                version,
+                sign,
+            ]
+        )
     rows += [list(r) for r in rng.sample(rows, 10)]
     rng.shuffle(rows)
     _write("it_customer_events", header, rows)
     oracle = Oracle(header[1:7], merge)
     oracle.apply_batch(Event((r[0],), r[7], r[8], dict(zip(header[1:7], r[1:7], strict=True))) for r in rows)
-    _write("it_customers_expected", header[:-1],
-           [[k[0], *[row[c] for c in header[1:7]], v] for k, (v, row) in sorted(oracle.live_rows().items())])
+    _write(
+        "it_customers_expected",
+        header[:-1],
+        [[k[0], *[row[c] for c in header[1:7]], v] for k, (v, row) in sorted(oracle.live_rows().items())],
+    )
 
 
 def main() -> None:

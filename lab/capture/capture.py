@@ -59,8 +59,12 @@ VARIANTS = [
     ("noschemas-double", False, "double", CAPTURE_TRUNCATE),
     ("noschemas-string", False, "string", CAPTURE_TRUNCATE),
     ("noschemas-precise-default-skipped-ops", False, "precise", {}),
-    ("noschemas-precise-nonrow-topics", False, "precise",
-     {**CAPTURE_TRUNCATE, "provide.transaction.metadata": "true", "heartbeat.interval.ms": "500"}),
+    (
+        "noschemas-precise-nonrow-topics",
+        False,
+        "precise",
+        {**CAPTURE_TRUNCATE, "provide.transaction.metadata": "true", "heartbeat.interval.ms": "500"},
+    ),
 ]
 # The MySQL connector's schema-change topic (named after topic.prefix) is large
 # with schemas enabled and does not depend on decimal.handling.mode, so it is
@@ -78,8 +82,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def run(cmd: list[str], *, user: str | None = None, input: str | None = None,
-        check: bool = True, timeout: int = WAIT_S) -> str:
+def run(
+    cmd: list[str], *, user: str | None = None, input: str | None = None, check: bool = True, timeout: int = WAIT_S
+) -> str:
     if user is not None and os.geteuid() == 0:
         cmd = ["runuser", "-u", user, "--", *cmd]
     env = {**os.environ, "PGCLIENTENCODING": "UTF8"}
@@ -100,6 +105,7 @@ def wait_for(pred, what: str, timeout: float = WAIT_S) -> None:
 
 # --------------------------------------------------------------------------- data
 
+
 def big_text() -> str:
     """9,000 pseudo-random letters: compresses poorly, so PostgreSQL stores it
     out of line (TOAST) and an unchanged value is not in the WAL."""
@@ -108,6 +114,7 @@ def big_text() -> str:
 
 
 # ------------------------------------------------------------------------ servers
+
 
 class Postgres:
     flavour = "postgres"
@@ -136,23 +143,71 @@ class Postgres:
 
     def start(self) -> None:
         data = self.dir / "data"
-        run([str(self.bindir / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust",
-             "-E", "UTF8", "--locale=C"], user=self.user)
-        opts = (f"-c listen_addresses=127.0.0.1 -p {self.port} -c unix_socket_directories={self.dir}"
-                " -c wal_level=logical -c max_wal_senders=4 -c max_replication_slots=4"
-                " -c timezone=UTC -c fsync=off -c shared_buffers=32MB")
-        run([str(self.bindir / "pg_ctl"), "-D", str(data), "-o", opts, "-l",
-             str(self.dir / "server.log"), "-w", "-t", "60", "start"], user=self.user)
+        run(
+            [
+                str(self.bindir / "initdb"),
+                "-D",
+                str(data),
+                "-U",
+                "postgres",
+                "--auth=trust",
+                "-E",
+                "UTF8",
+                "--locale=C",
+            ],
+            user=self.user,
+        )
+        opts = (
+            f"-c listen_addresses=127.0.0.1 -p {self.port} -c unix_socket_directories={self.dir}"
+            " -c wal_level=logical -c max_wal_senders=4 -c max_replication_slots=4"
+            " -c timezone=UTC -c fsync=off -c shared_buffers=32MB"
+        )
+        run(
+            [
+                str(self.bindir / "pg_ctl"),
+                "-D",
+                str(data),
+                "-o",
+                opts,
+                "-l",
+                str(self.dir / "server.log"),
+                "-w",
+                "-t",
+                "60",
+                "start",
+            ],
+            user=self.user,
+        )
 
     def stop(self) -> None:
         data = self.dir / "data"
         if (data / "postmaster.pid").exists():
-            run([str(self.bindir / "pg_ctl"), "-D", str(data), "-m", "fast", "-w", "-t", "60",
-                 "stop"], user=self.user, check=False)
+            run(
+                [str(self.bindir / "pg_ctl"), "-D", str(data), "-m", "fast", "-w", "-t", "60", "stop"],
+                user=self.user,
+                check=False,
+            )
 
     def sql(self, text: str, db: str = "shop") -> str:
-        return run(["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", "127.0.0.1", "-p",
-                    str(self.port), "-U", "postgres", "-d", db, "-At"], input=text)
+        return run(
+            [
+                "psql",
+                "-X",
+                "-q",
+                "-v",
+                "ON_ERROR_STOP=1",
+                "-h",
+                "127.0.0.1",
+                "-p",
+                str(self.port),
+                "-U",
+                "postgres",
+                "-d",
+                db,
+                "-At",
+            ],
+            input=text,
+        )
 
     def reset(self) -> None:
         self.sql("DROP DATABASE IF EXISTS shop; CREATE DATABASE shop;", db="postgres")
@@ -205,8 +260,7 @@ INSERT INTO audit VALUES (1, 'before truncate 1', 1.00), (2, 'before truncate 2'
  (6, 'zeta', 6, false, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL);""")
         s("UPDATE items SET price = NULL, attrs = NULL WHERE id = 1;")  # set columns to NULL
         s("UPDATE items SET qty = qty + 1 WHERE id = 3;")  # TOASTed body unchanged
-        s("UPDATE items SET name = 'beta2', created_tz = '2025-05-05 05:05:05.5+00',"
-          " price = -123.45 WHERE id = 2;")
+        s("UPDATE items SET name = 'beta2', created_tz = '2025-05-05 05:05:05.5+00', price = -123.45 WHERE id = 2;")
         s("DELETE FROM items WHERE id = 4;")
         s("UPDATE items SET id = 40 WHERE id = 6;")  # primary-key change
         s("""BEGIN;
@@ -219,8 +273,10 @@ COMMIT;""")
         s("TRUNCATE audit;")
         s("INSERT INTO audit VALUES (10, 'after truncate', 10.10), (11, 'after truncate 2', NULL);")
         # logical decoding messages (op m), one transactional, one not
-        s("BEGIN; SELECT pg_logical_emit_message(true, 'vcmt', 'in a transaction');"
-          " UPDATE audit SET note = 'after truncate, updated' WHERE id = 10; COMMIT;")
+        s(
+            "BEGIN; SELECT pg_logical_emit_message(true, 'vcmt', 'in a transaction');"
+            " UPDATE audit SET note = 'after truncate, updated' WHERE id = 10; COMMIT;"
+        )
         s("SELECT pg_logical_emit_message(false, 'vcmt', 'outside a transaction');")
         s(f"INSERT INTO audit VALUES ({SENTINEL_ID}, 'end of workload', 0.01);")
 
@@ -231,8 +287,10 @@ COMMIT;""")
             (out / f"{t}.csv").write_text(text, encoding="utf-8")
 
     def after_capture(self) -> None:
-        self.sql("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots;"
-                 " DROP PUBLICATION IF EXISTS dbz_publication;")
+        self.sql(
+            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots;"
+            " DROP PUBLICATION IF EXISTS dbz_publication;"
+        )
 
     def connector(self, name: str) -> dict[str, str]:
         return {
@@ -282,31 +340,59 @@ class MariaDB:
     def start(self) -> None:
         data = self.dir / "data"
         as_user = [f"--user={self.user}"] if self.user else []
-        run(["mariadb-install-db", "--no-defaults", f"--datadir={data}", *as_user,
-             "--auth-root-authentication-method=socket", "--skip-test-db"], timeout=300)
-        args = ["mariadbd", "--no-defaults", f"--datadir={data}", *as_user,
-                f"--socket={self.sock}", f"--port={self.port}", "--bind-address=127.0.0.1",
-                f"--pid-file={self.dir / 'mysqld.pid'}", f"--log-error={self.dir / 'error.log'}",
-                "--log-bin=mysql-bin", "--binlog-format=ROW", "--server-id=1",
-                "--default-time-zone=+00:00", "--character-set-server=utf8mb4",
-                "--collation-server=utf8mb4_unicode_ci", "--innodb-buffer-pool-size=64M",
-                "--innodb-log-file-size=16M", "--skip-name-resolve",
-                # Debezium's MySQL connector reads SELECT VERSION(): from a major
-                # version above 8 it expects MySQL 8.4's SHOW BINARY LOG STATUS,
-                # which MariaDB lacks. The prefix MariaDB itself puts in its
-                # handshake for old clients ("5.5.5-") makes the connector use
-                # SHOW MASTER STATUS, which MariaDB has.
-                f"--version=5.5.5-{self.short_version()}"]
+        run(
+            [
+                "mariadb-install-db",
+                "--no-defaults",
+                f"--datadir={data}",
+                *as_user,
+                "--auth-root-authentication-method=socket",
+                "--skip-test-db",
+            ],
+            timeout=300,
+        )
+        args = [
+            "mariadbd",
+            "--no-defaults",
+            f"--datadir={data}",
+            *as_user,
+            f"--socket={self.sock}",
+            f"--port={self.port}",
+            "--bind-address=127.0.0.1",
+            f"--pid-file={self.dir / 'mysqld.pid'}",
+            f"--log-error={self.dir / 'error.log'}",
+            "--log-bin=mysql-bin",
+            "--binlog-format=ROW",
+            "--server-id=1",
+            "--default-time-zone=+00:00",
+            "--character-set-server=utf8mb4",
+            "--collation-server=utf8mb4_unicode_ci",
+            "--innodb-buffer-pool-size=64M",
+            "--innodb-log-file-size=16M",
+            "--skip-name-resolve",
+            # Debezium's MySQL connector reads SELECT VERSION(): from a major
+            # version above 8 it expects MySQL 8.4's SHOW BINARY LOG STATUS,
+            # which MariaDB lacks. The prefix MariaDB itself puts in its
+            # handshake for old clients ("5.5.5-") makes the connector use
+            # SHOW MASTER STATUS, which MariaDB has.
+            f"--version=5.5.5-{self.short_version()}",
+        ]
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wait_for(lambda: self.sock.exists() and self._ping(), "MariaDB to accept connections")
-        self.sql("CREATE USER 'dbz'@'127.0.0.1' IDENTIFIED BY 'dbz';"
-                 " GRANT ALL PRIVILEGES ON *.* TO 'dbz'@'127.0.0.1';", db=None)
+        self.sql(
+            "CREATE USER 'dbz'@'127.0.0.1' IDENTIFIED BY 'dbz'; GRANT ALL PRIVILEGES ON *.* TO 'dbz'@'127.0.0.1';",
+            db=None,
+        )
 
     def _ping(self) -> bool:
         if self.proc is not None and self.proc.poll() is not None:
             raise RuntimeError(f"mariadbd exited with {self.proc.returncode}; see its error log")
-        p = subprocess.run(["mariadb-admin", f"--socket={self.sock}", f"-u{self.admin}", "ping"],
-                           capture_output=True, text=True, timeout=10)
+        p = subprocess.run(
+            ["mariadb-admin", f"--socket={self.sock}", f"-u{self.admin}", "ping"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
         return p.returncode == 0
 
     def stop(self) -> None:
@@ -320,8 +406,13 @@ class MariaDB:
             self.proc.wait(timeout=30)
 
     def sql(self, text: str, db: str | None = "shop", batch: bool = False) -> str:
-        cmd = ["mariadb", "--no-defaults", f"--socket={self.sock}", f"-u{self.admin}",
-               "--default-character-set=utf8mb4"]
+        cmd = [
+            "mariadb",
+            "--no-defaults",
+            f"--socket={self.sock}",
+            f"-u{self.admin}",
+            "--default-character-set=utf8mb4",
+        ]
         if batch:
             cmd.append("--batch")
         if db:
@@ -371,8 +462,7 @@ INSERT INTO audit VALUES (1, 'before truncate 1', 1.00), (2, 'before truncate 2'
  (6, 'zeta', 6, false, NULL, NULL, NULL, NULL, NULL, NULL);""")
         s("UPDATE items SET price = NULL, note = NULL WHERE id = 1;")
         s("UPDATE items SET qty = qty + 1 WHERE id = 3;")
-        s("UPDATE items SET name = 'beta2', created_ts = '2025-05-05 05:05:05', price = -123.45"
-          " WHERE id = 2;")
+        s("UPDATE items SET name = 'beta2', created_ts = '2025-05-05 05:05:05', price = -123.45 WHERE id = 2;")
         s("DELETE FROM items WHERE id = 4;")
         s("UPDATE items SET id = 40 WHERE id = 6;")
         s("""BEGIN;
@@ -452,6 +542,7 @@ def batch_to_csv(text: str) -> str:
 
 # ------------------------------------------------------------------------ capture
 
+
 class Collector:
     """Receives batches from the engine thread and keeps (topic, key, value)."""
 
@@ -501,12 +592,14 @@ def write_topics(records, out: Path) -> None:
         part = out / "topics" / topic / "partition=0"
         part.mkdir(parents=True, exist_ok=True)
         for start in range(0, len(recs), FLUSH_SIZE):
-            chunk = recs[start:start + FLUSH_SIZE]
+            chunk = recs[start : start + FLUSH_SIZE]
             stem = f"{topic}+0+{start:010d}"
             (part / f"{stem}.json").write_text(
-                "".join(("null" if v is None else v) + "\n" for _, v in chunk), encoding="utf-8")
+                "".join(("null" if v is None else v) + "\n" for _, v in chunk), encoding="utf-8"
+            )
             (part / f"{stem}.keys.json").write_text(
-                "".join(("null" if k is None else k) + "\n" for k, _ in chunk), encoding="utf-8")
+                "".join(("null" if k is None else k) + "\n" for k, _ in chunk), encoding="utf-8"
+            )
 
 
 def capture_variant(server, variant: tuple[str, bool, str, dict[str, str]], tmp: Path) -> dict:
@@ -530,9 +623,11 @@ def capture_variant(server, variant: tuple[str, bool, str, dict[str, str]], tmp:
         **extra,
     }
     collector = Collector(server.topic("audit"))
-    engine = DebeziumJsonEngine(properties=props, handler=make_handler(collector),
-                                jvm_opts=[f"-Dlog4j2.configurationFile={LOG4J}",
-                                          "-Duser.timezone=UTC", "-Xmx1g"])
+    engine = DebeziumJsonEngine(
+        properties=props,
+        handler=make_handler(collector),
+        jvm_opts=[f"-Dlog4j2.configurationFile={LOG4J}", "-Duser.timezone=UTC", "-Xmx1g"],
+    )
     failure: list[BaseException] = []
 
     def run_engine() -> None:
@@ -545,6 +640,7 @@ def capture_variant(server, variant: tuple[str, bool, str, dict[str, str]], tmp:
     t0 = time.monotonic()
     thread.start()
     try:
+
         def snapshot_or_fail() -> bool:
             if failure or not thread.is_alive():
                 raise RuntimeError(f"engine stopped before the snapshot ended: {failure!r}")
@@ -575,12 +671,27 @@ def capture_variant(server, variant: tuple[str, bool, str, dict[str, str]], tmp:
         records = [r for r in records if r[0] != server.schema_change_topic]
     write_topics(records, out)
     server.dump(out / "dump")
-    settings = {k: v for k, v in props.items()
-                if k not in ("database.hostname", "database.port", "database.password", "name",
-                             "offset.storage", "offset.flush.interval.ms")}
-    (out / "capture.json").write_text(json.dumps(
-        {"connector": settings, "records_captured": len(collector.records),
-         "records_written": len(records)}, indent=2, sort_keys=True) + "\n")
+    settings = {
+        k: v
+        for k, v in props.items()
+        if k
+        not in (
+            "database.hostname",
+            "database.port",
+            "database.password",
+            "name",
+            "offset.storage",
+            "offset.flush.interval.ms",
+        )
+    }
+    (out / "capture.json").write_text(
+        json.dumps(
+            {"connector": settings, "records_captured": len(collector.records), "records_written": len(records)},
+            indent=2,
+            sort_keys=True,
+        )
+        + "\n"
+    )
     log(f"{server.flavour}/{name}: {len(records)} records in {time.monotonic() - t0:.1f}s")
     return {"records": len(records)}
 
@@ -596,8 +707,7 @@ def debezium_version() -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--flavour", choices=["postgres", "mysql", "all"], default="all")
-    ap.add_argument("--variant", action="append",
-                    help="only these variant directories (default: all)")
+    ap.add_argument("--variant", action="append", help="only these variant directories (default: all)")
     args = ap.parse_args(argv)
 
     variants = VARIANTS

@@ -56,8 +56,22 @@ NODE_TIMEOUT_S = 600
 # -- ON CLUSTER statements -------------------------------------------------------------------------------------------
 
 # Statements that may carry ON CLUSTER: right after the object's name, before any column list, query or condition.
-_DDL_WORDS = ("CREATE", "DROP", "ALTER", "RENAME", "EXCHANGE", "TRUNCATE", "ATTACH", "DETACH", "OPTIMIZE",
-              "DELETE", "UPDATE", "GRANT", "REVOKE", "SYSTEM")
+_DDL_WORDS = (
+    "CREATE",
+    "DROP",
+    "ALTER",
+    "RENAME",
+    "EXCHANGE",
+    "TRUNCATE",
+    "ATTACH",
+    "DETACH",
+    "OPTIMIZE",
+    "DELETE",
+    "UPDATE",
+    "GRANT",
+    "REVOKE",
+    "SYSTEM",
+)
 _CLAUSE_ENDS = ("AS", "SELECT", "WHERE", "WITH")
 _REPLICATED = re.compile(r"Replicated(\w*MergeTree)")
 
@@ -90,8 +104,7 @@ def fan_out_statement(sql: str) -> tuple[str, str] | None:
         if toks[i].text in ("(", "=") or toks[i].is_word(*_CLAUSE_ENDS):
             return None  # past the object's name: an `on cluster` further on is not the clause
         name = toks[code[n + 2]]
-        if toks[i].is_word("ON") and toks[code[n + 1]].is_word("CLUSTER") and \
-                name.kind in ("word", "quoted", "string"):
+        if toks[i].is_word("ON") and toks[code[n + 1]].is_word("CLUSTER") and name.kind in ("word", "quoted", "string"):
             # The clause and the spaces inside it (the text around it, comments included, stays as it was).
             drop = set(range(i, code[n + 2] + 1))
             kept = [t for j, t in enumerate(toks) if j not in drop]
@@ -109,17 +122,23 @@ def _plain_engines(toks: list[Token]) -> list[Token]:
     out = list(toks)
     drop: set[int] = set()
     for n, i in enumerate(code):
-        before = [out[j] for j in code[max(0, n - 2):n]]
-        after_engine = (before and before[-1].is_word("ENGINE")) or \
-            (len(before) == 2 and before[0].is_word("ENGINE") and before[1].text == "=")
+        before = [out[j] for j in code[max(0, n - 2) : n]]
+        after_engine = (before and before[-1].is_word("ENGINE")) or (
+            len(before) == 2 and before[0].is_word("ENGINE") and before[1].text == "="
+        )
         m = _REPLICATED.fullmatch(out[i].text) if out[i].kind == "word" and after_engine else None
         if not m:
             continue
         out[i] = Token("word", m.group(1))
-        following = [out[j] for j in code[n + 1:n + 6]]
+        following = [out[j] for j in code[n + 1 : n + 6]]
         texts = [t.text for t in following]
-        if len(following) >= 4 and texts[0] == "(" and following[1].kind == "string" and texts[2] == "," \
-                and following[3].kind == "string":
+        if (
+            len(following) >= 4
+            and texts[0] == "("
+            and following[1].kind == "string"
+            and texts[2] == ","
+            and following[3].kind == "string"
+        ):
             # Drop the path and the replica name, and the comma after them if more arguments follow.
             end = n + 4 + (1 if len(texts) > 4 and texts[4] == "," else 0)
             drop.update(range(code[n + 2], code[end] + 1))
@@ -128,8 +147,17 @@ def _plain_engines(toks: list[Token]) -> list[Token]:
 
 # -- the proxy -------------------------------------------------------------------------------------------------------
 
-_HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "proxy-connection",
-               "content-length", "host"}
+_HOP_BY_HOP = {
+    "connection",
+    "keep-alive",
+    "transfer-encoding",
+    "te",
+    "trailer",
+    "upgrade",
+    "proxy-connection",
+    "content-length",
+    "host",
+}
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -182,21 +210,27 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(payload)
 
-    def _run_on_every_node(self, headers: dict[str, str], cluster: str, path: str,
-                           body: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
+    def _run_on_every_node(
+        self, headers: dict[str, str], cluster: str, path: str, body: bytes
+    ) -> tuple[int, list[tuple[str, str]], bytes]:
         """An ON CLUSTER statement on every node in order, one such statement at a time (as a queue orders them);
         the first node's answer, or the first failure, naming its node and the nodes that already ran it."""
         if cluster != self.server.cluster:
-            return _error(701, f"Requested cluster '{cluster}' not found (the test cluster is "
-                               f"'{self.server.cluster}'). (CLUSTER_DOESNT_EXIST)")
+            return _error(
+                701,
+                f"Requested cluster '{cluster}' not found (the test cluster is "
+                f"'{self.server.cluster}'). (CLUSTER_DOESNT_EXIST)",
+            )
         with self.server.ddl_lock:
             first = None
             for n, node in enumerate(self.server.nodes):
                 status, reply_headers, payload = self.server.forward(node, self.command, path, headers, body)
                 if status != 200:
                     done = ", ".join(f"{HOST}:{m.tcp_port}" for m in self.server.nodes[:n]) or "none"
-                    note = (f"\n(vcmt test cluster: ON CLUSTER statement failed on node {HOST}:{node.tcp_port}; "
-                            f"nodes that had already run it: {done})\n").encode()
+                    note = (
+                        f"\n(vcmt test cluster: ON CLUSTER statement failed on node {HOST}:{node.tcp_port}; "
+                        f"nodes that had already run it: {done})\n"
+                    ).encode()
                     return status, reply_headers, payload + note
                 first = first or (status, reply_headers, payload)
             return first
@@ -225,8 +259,11 @@ class _Handler(BaseHTTPRequestHandler):
 
 def _error(code: int, message: str) -> tuple[int, list[tuple[str, str]], bytes]:
     """An answer as a node gives it for a failed query."""
-    return 500, [("Content-Type", "text/plain; charset=UTF-8"), ("X-ClickHouse-Exception-Code", str(code))], \
-        f"Code: {code}. DB::Exception: {message}\n".encode()
+    return (
+        500,
+        [("Content-Type", "text/plain; charset=UTF-8"), ("X-ClickHouse-Exception-Code", str(code))],
+        f"Code: {code}. DB::Exception: {message}\n".encode(),
+    )
 
 
 class _ProxyServer(ThreadingHTTPServer):
@@ -240,16 +277,20 @@ class _ProxyServer(ThreadingHTTPServer):
         self.ddl_lock = ddl_lock or threading.Lock()
 
     @staticmethod
-    def forward(node: ServedNode, method: str, path: str, headers: dict[str, str],
-                body: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
+    def forward(
+        node: ServedNode, method: str, path: str, headers: dict[str, str], body: bytes
+    ) -> tuple[int, list[tuple[str, str]], bytes]:
         conn = http.client.HTTPConnection(HOST, node.http_port, timeout=NODE_TIMEOUT_S)
         try:
             conn.request(method, path, body=body or None, headers=headers)
             response = conn.getresponse()
             return response.status, response.getheaders(), response.read()
         except (OSError, http.client.HTTPException) as ex:
-            return _error(210, f"vcmt test cluster: node {HOST}:{node.tcp_port} (HTTP port {node.http_port}) did not "
-                               f"answer ({ex!r}). (NETWORK_ERROR)")
+            return _error(
+                210,
+                f"vcmt test cluster: node {HOST}:{node.tcp_port} (HTTP port {node.http_port}) did not "
+                f"answer ({ex!r}). (NETWORK_ERROR)",
+            )
         finally:
             conn.close()
 
@@ -303,8 +344,18 @@ class Cluster:
         only driver it takes), `cluster` set."""
         if driver != "http":
             raise ValueError(f"the test cluster is reached over HTTP (its DDL fan-out); got driver {driver!r}")
-        return {"type": "clickhouse", "driver": "http", "host": HOST, "port": self.http_port, "user": "default",
-                "password": "", "schema": schema, "threads": 1, "cluster": self.name, **extra}
+        return {
+            "type": "clickhouse",
+            "driver": "http",
+            "host": HOST,
+            "port": self.http_port,
+            "user": "default",
+            "password": "",
+            "schema": schema,
+            "threads": 1,
+            "cluster": self.name,
+            **extra,
+        }
 
     def entry(self, node: int) -> DdlFanOut:
         """Another way in, as behind a load balancer: a fan-out that forwards everything but ON CLUSTER statements
@@ -317,8 +368,7 @@ class Cluster:
         """A clickhouse-connect client through the fan-out (queries run on the first node)."""
         import clickhouse_connect
 
-        return clickhouse_connect.get_client(host=HOST, port=self.http_port, database=database or "default",
-                                             **kwargs)
+        return clickhouse_connect.get_client(host=HOST, port=self.http_port, database=database or "default", **kwargs)
 
     def stop(self) -> None:
         self.fan_out.stop()
@@ -326,16 +376,19 @@ class Cluster:
             node.stop()
 
 
-def start_cluster(folder: Path, shards: int = 2, name: str = CLUSTER, timeout: float = START_TIMEOUT_S,
-                  attempts: int = 3) -> Cluster:
+def start_cluster(
+    folder: Path, shards: int = 2, name: str = CLUSTER, timeout: float = START_TIMEOUT_S, attempts: int = 3
+) -> Cluster:
     """`shards` nodes in `folder`/shard_<n> forming cluster `name`, and the DDL fan-out. The ports of every node
     are in every node's config, so all are picked first; a port taken meanwhile makes a node fail, and the whole
     cluster is tried again on other ports (`attempts` in all)."""
     for attempt in range(attempts):
         ports = [(free_port(), free_port()) for _ in range(shards)]
         layout = {name: [Shard(((HOST, tcp),)) for tcp, _ in ports]}
-        nodes = [ServedNode(folder / f"shard_{n + 1}", tcp, http, layout, {"shard": str(n + 1), "replica": "r1"})
-                 for n, (tcp, http) in enumerate(ports)]
+        nodes = [
+            ServedNode(folder / f"shard_{n + 1}", tcp, http, layout, {"shard": str(n + 1), "replica": "r1"})
+            for n, (tcp, http) in enumerate(ports)
+        ]
         try:
             for node in nodes:
                 node.start(timeout)

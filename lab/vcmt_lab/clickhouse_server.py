@@ -69,8 +69,12 @@ class Shard:
     replicas: tuple[tuple[str, int], ...]
 
 
-def config_xml(tcp_port: int, http_port: int, clusters: Mapping[str, Sequence[Shard]] | None = None,
-               macros: Mapping[str, str] | None = None) -> tuple[str, str]:
+def config_xml(
+    tcp_port: int,
+    http_port: int,
+    clusters: Mapping[str, Sequence[Shard]] | None = None,
+    macros: Mapping[str, str] | None = None,
+) -> tuple[str, str]:
     """The node's config.xml (loopback listeners, optional clusters and macros) and users.xml (one user,
     `default`, without password, with a server's defaults)."""
     profile = "".join(f"<{k}>{v}</{k}>" for k, v in SERVER_PROFILE.items())
@@ -138,7 +142,10 @@ class ServedNode:
         try:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "vcmt_lab.clickhouse_server", "serve", str(self.data_path), str(LIFETIME_S)],
-                cwd=self.folder, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                cwd=self.folder,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
                 start_new_session=True,
             )
         finally:
@@ -146,14 +153,18 @@ class ServedNode:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise ServedNodeError(f"served node in {self.folder} exited with {self.process.returncode} "
-                                      f"before it listened:\n{self.log_tail()}")
+                raise ServedNodeError(
+                    f"served node in {self.folder} exited with {self.process.returncode} "
+                    f"before it listened:\n{self.log_tail()}"
+                )
             if self._answers():
                 return self
             time.sleep(0.1)
         self.stop()
-        raise ServedNodeError(f"served node in {self.folder} did not listen on {HOST}:{self.http_port} (HTTP) and "
-                              f":{self.tcp_port} (native) within {timeout:.0f} s:\n{self.log_tail()}")
+        raise ServedNodeError(
+            f"served node in {self.folder} did not listen on {HOST}:{self.http_port} (HTTP) and "
+            f":{self.tcp_port} (native) within {timeout:.0f} s:\n{self.log_tail()}"
+        )
 
     def _answers(self) -> bool:
         try:
@@ -203,19 +214,32 @@ class ServedNode:
         """A clickhouse-connect client over HTTP (its own session)."""
         import clickhouse_connect
 
-        return clickhouse_connect.get_client(host=HOST, port=self.http_port, database=database or "default",
-                                             **kwargs)
+        return clickhouse_connect.get_client(host=HOST, port=self.http_port, database=database or "default", **kwargs)
 
     def dbt_output(self, schema: str, driver: str = "http", **extra: Any) -> dict[str, Any]:
         """A dbt-clickhouse (`type: clickhouse`) profile output on this node."""
         port = self.http_port if driver == "http" else self.tcp_port
-        return {"type": "clickhouse", "driver": driver, "host": HOST, "port": port, "user": "default",
-                "password": "", "schema": schema, "threads": 1, **extra}
+        return {
+            "type": "clickhouse",
+            "driver": driver,
+            "host": HOST,
+            "port": port,
+            "user": "default",
+            "password": "",
+            "schema": schema,
+            "threads": 1,
+            **extra,
+        }
 
 
-def start_node(folder: Path, *, clusters: Mapping[str, Sequence[Shard]] | None = None,
-               macros: Mapping[str, str] | None = None, timeout: float = START_TIMEOUT_S,
-               attempts: int = 3) -> ServedNode:
+def start_node(
+    folder: Path,
+    *,
+    clusters: Mapping[str, Sequence[Shard]] | None = None,
+    macros: Mapping[str, str] | None = None,
+    timeout: float = START_TIMEOUT_S,
+    attempts: int = 3,
+) -> ServedNode:
     """A node in `folder` on free loopback ports, listening. Ports are picked free, then bound by the node: a
     port taken in between makes the node fail, and it is tried again on other ports (`attempts` in all)."""
     for attempt in range(attempts):
@@ -251,7 +275,8 @@ def serve(data_path: str, lifetime_s: int) -> None:
         "SYSTEM START LISTEN TCP; SYSTEM START LISTEN HTTP; "
         f"SELECT sleepEachRow(1) FROM numbers({int(lifetime_s)}) "
         "SETTINGS max_block_size = 1, function_sleep_max_microseconds_per_block = 0 FORMAT Null",
-        "TabSeparated", path=data_path,
+        "TabSeparated",
+        path=data_path,
     )
 
 
@@ -259,16 +284,25 @@ def run_with_node(folder: Path, command: Sequence[str]) -> int:
     """Run `command` while a node serves from `folder`; it finds the node in the environment, as dbt
     profiles do: CLICKHOUSE_HOST, CLICKHOUSE_PORT (HTTP) and CLICKHOUSE_NATIVE_PORT. Returns its exit code."""
     with served_node(folder) as node:
-        print(f"clickhouse_server: node on {HOST}, HTTP port {node.http_port}, native port {node.tcp_port} "
-              f"(log: {node.log_path})", flush=True)
-        env = {**os.environ, "CLICKHOUSE_HOST": HOST, "CLICKHOUSE_PORT": str(node.http_port),
-               "CLICKHOUSE_NATIVE_PORT": str(node.tcp_port)}
+        print(
+            f"clickhouse_server: node on {HOST}, HTTP port {node.http_port}, native port {node.tcp_port} "
+            f"(log: {node.log_path})",
+            flush=True,
+        )
+        env = {
+            **os.environ,
+            "CLICKHOUSE_HOST": HOST,
+            "CLICKHOUSE_PORT": str(node.http_port),
+            "CLICKHOUSE_NATIVE_PORT": str(node.tcp_port),
+        }
         return subprocess.call(list(command), env=env)
 
 
 def main(argv: Sequence[str]) -> int:
-    usage = ("usage: python -m vcmt_lab.clickhouse_server run FOLDER -- COMMAND...  (a node for the command's "
-             "lifetime)\n       python -m vcmt_lab.clickhouse_server serve DATA LIFETIME_S  (internal)")
+    usage = (
+        "usage: python -m vcmt_lab.clickhouse_server run FOLDER -- COMMAND...  (a node for the command's "
+        "lifetime)\n       python -m vcmt_lab.clickhouse_server serve DATA LIFETIME_S  (internal)"
+    )
     if len(argv) >= 4 and argv[0] == "run" and argv[2] == "--":
         return run_with_node(Path(argv[1]), argv[3:])
     if len(argv) == 3 and argv[0] == "serve":

@@ -73,6 +73,7 @@ class Engine:
         bootstrap.close()
         return clickhouse_connect.get_client(interface="chdb", path=str(self.chdb_path), database=schema)
 
+
 # The run-operation that names a model's objects from vcmt's registry (macros/vcmt/objects.sql).
 OBJECT_NAMES_OPERATION = ("run-operation", "vcmt._log_object_names", "--args")
 
@@ -99,8 +100,9 @@ def spark_session_parameters(lab_dir: Path) -> dict[str, str]:
         "spark.ui.enabled": "false",
         "spark.sql.warehouse.dir": str(lab_dir / "spark" / "warehouse"),
         # The Hive metastore (Derby) and its log stay in the lab, not in the cwd.
-        "spark.hadoop.javax.jdo.option.ConnectionURL":
-            f"jdbc:derby:;databaseName={lab_dir / 'spark' / 'metastore_db'};create=true",
+        "spark.hadoop.javax.jdo.option.ConnectionURL": (
+            f"jdbc:derby:;databaseName={lab_dir / 'spark' / 'metastore_db'};create=true"
+        ),
         "spark.driver.extraJavaOptions": f"-Dderby.system.home={lab_dir / 'spark'}",
         "spark.sql.session.timeZone": "UTC",
         # As dbt-spark's credentials force it: casts of bad input give NULL instead of failing.
@@ -187,9 +189,16 @@ class DbtProject:
         targets = {}
         for kind, (host, port) in self.spark_servers.items():
             name, adapter_type, extra = methods[kind]
-            targets[name] = {"type": adapter_type, "method": kind, "host": host, "port": port, **extra,
-                             "schema": self.schema, "threads": 1,
-                             "server_side_parameters": {"spark.sql.session.timeZone": "UTC"}}
+            targets[name] = {
+                "type": adapter_type,
+                "method": kind,
+                "host": host,
+                "port": port,
+                **extra,
+                "schema": self.schema,
+                "threads": 1,
+                "server_side_parameters": {"spark.sql.session.timeZone": "UTC"},
+            }
         return targets
 
     # -- files ---------------------------------------------------------------
@@ -250,26 +259,46 @@ class DbtProject:
         """
         self._ensure_deps()
         cli = [*args, "--target", target, *(["--vars", json.dumps(self.vars)] if self.vars else [])]
-        proc = subprocess.run([str(Path(sys.executable).parent / "dbt"), *self._cli(cli)],
-                              capture_output=True, text=True, timeout=timeout)
+        proc = subprocess.run(
+            [str(Path(sys.executable).parent / "dbt"), *self._cli(cli)], capture_output=True, text=True, timeout=timeout
+        )
         if proc.returncode != 0:
-            raise AssertionError(f"dbt {' '.join(args)} --target {target} failed:\n{proc.stdout[-6000:]}"
-                                 f"{proc.stderr[-3000:]}")
+            raise AssertionError(
+                f"dbt {' '.join(args)} --target {target} failed:\n{proc.stdout[-6000:]}{proc.stderr[-3000:]}"
+            )
         return proc
 
-    def dbt_process(self, name: str, *args: str, target: str | None = None,
-                    env: dict[str, str | None] | None = None, program: list[str] | None = None) -> subprocess.Popen:
+    def dbt_process(
+        self,
+        name: str,
+        *args: str,
+        target: str | None = None,
+        env: dict[str, str | None] | None = None,
+        program: list[str] | None = None,
+    ) -> subprocess.Popen:
         """Start one dbt command in its own process, with its own target and log folders (`target_<name>`,
         `logs_<name>`), so that several run at once; its output (text) is in `stdout`. `env` changes its
         environment (None removes a variable); `program` runs instead of the `dbt` command (with the same
         arguments)."""
         self._ensure_deps()
-        own = ["--target", target or self.ch_target, *(["--vars", json.dumps(self.vars)] if self.vars else []),
-               "--target-path", str(self.root / f"target_{name}"), "--log-path", str(self.root / f"logs_{name}")]
+        own = [
+            "--target",
+            target or self.ch_target,
+            *(["--vars", json.dumps(self.vars)] if self.vars else []),
+            "--target-path",
+            str(self.root / f"target_{name}"),
+            "--log-path",
+            str(self.root / f"logs_{name}"),
+        ]
         cli = [*(program or [str(Path(sys.executable).with_name("dbt"))]), *self._cli([*args, *own], common=False)]
         environment = {**os.environ, "DO_NOT_TRACK": "1", **(env or {})}
-        return subprocess.Popen(cli, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                env={k: v for k, v in environment.items() if v is not None})
+        return subprocess.Popen(
+            cli,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env={k: v for k, v in environment.items() if v is not None},
+        )
 
     def _ensure_deps(self) -> None:
         if not self._deps_done:
@@ -293,8 +322,11 @@ class DbtProject:
 
     def writer_args(self) -> dict[str, Any]:
         """The keyword arguments of vcmt_tools.stage_writer's loaders for this project's ClickHouse target."""
-        return {"profiles_dir": self.root, "target": self.ch_target,
-                "extra_args": ["--log-path", str(self.root / "logs"), "--target-path", str(self.root / "target")]}
+        return {
+            "profiles_dir": self.root,
+            "target": self.ch_target,
+            "extra_args": ["--log-path", str(self.root / "logs"), "--target-path", str(self.root / "target")],
+        }
 
     def load_rows(self, model: str, rows: list[dict[str, Any]]) -> str:
         """Apply rows to a vcmt_upsert model through the external writer's path (vcmt.load_stage), from a

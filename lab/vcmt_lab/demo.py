@@ -48,14 +48,22 @@ class Staging:
 
 STAGINGS = {
     # Python models on stage_topic (docs/staging.md): one model per topic, every line in one table.
-    "python": Staging("debezium", "vcmt_spark", ("staging.debezium",),
-                      {"pg.public.orders": "stg_pg__orders", "mysql.shop.customers": "stg_mysql__customers"},
-                      {"pg.public.orders": "fct_orders", "mysql.shop.customers": "dim_customers"}),
+    "python": Staging(
+        "debezium",
+        "vcmt_spark",
+        ("staging.debezium",),
+        {"pg.public.orders": "stg_pg__orders", "mysql.shop.customers": "stg_mysql__customers"},
+        {"pg.public.orders": "fct_orders", "mysql.shop.customers": "dim_customers"},
+    ),
     # SQL models (docs/design.md#cdc-staging-contract): also run on a Spark Thrift server.
     # On a vcmt_spark target (Spark Connect) the Python models are enabled too: they are left out.
-    "sql": Staging("simple", "spark", ("staging.thrift",),
-                   {"orders": "stg_cdc__order_changes", "customers": "stg_cdc__customer_changes"},
-                   {"orders": "fct_orders", "customers": "dim_customers"}),
+    "sql": Staging(
+        "simple",
+        "spark",
+        ("staging.thrift",),
+        {"orders": "stg_cdc__order_changes", "customers": "stg_cdc__customer_changes"},
+        {"orders": "fct_orders", "customers": "dim_customers"},
+    ),
 }
 
 
@@ -93,8 +101,17 @@ class Pipeline:
         self.ch_target = ch_target
         self.vars = json.dumps({"vcmt_lake_root": str(work / "lake"), "vcmt_staging": staging})
         # The example installs the package from this repository (examples/cdc/packages.yml).
-        deps = invoke(["deps", "--project-dir", str(EXAMPLE_ROOT), "--profiles-dir", str(EXAMPLE_ROOT),
-                       "--log-path", str(work / "logs")])
+        deps = invoke(
+            [
+                "deps",
+                "--project-dir",
+                str(EXAMPLE_ROOT),
+                "--profiles-dir",
+                str(EXAMPLE_ROOT),
+                "--log-path",
+                str(work / "logs"),
+            ]
+        )
         if not deps.success:
             raise SystemExit(f"demo: dbt deps failed in {EXAMPLE_ROOT}:\n{deps.log[-3000:]}")
 
@@ -102,9 +119,22 @@ class Pipeline:
         # --no-write-json: dbt would write manifest.json before and after each run and run_results.json
         # after each model, about half a second per run that nothing here reads (docs/staging.md,
         # "Where staging time goes"); partial parsing keeps its own file.
-        cli = [*args, "--target", target, "--vars", self.vars, "--project-dir", str(EXAMPLE_ROOT),
-               "--profiles-dir", str(EXAMPLE_ROOT), "--target-path", str(self.work / "target" / target),
-               "--log-path", str(self.work / "logs"), "--no-write-json"]
+        cli = [
+            *args,
+            "--target",
+            target,
+            "--vars",
+            self.vars,
+            "--project-dir",
+            str(EXAMPLE_ROOT),
+            "--profiles-dir",
+            str(EXAMPLE_ROOT),
+            "--target-path",
+            str(self.work / "target" / target),
+            "--log-path",
+            str(self.work / "logs"),
+            "--no-write-json",
+        ]
         run = self._invoke(cli)
         if expect_pass and not run.success:
             raise SystemExit(f"demo: dbt {' '.join(args)} --target {target} failed:\n{run.log[-5000:]}")
@@ -180,15 +210,19 @@ def _compare(expected: list[dict[str, Any]], actual: list[dict[str, Any]], keys:
 
 def _query(client: Any, sql: str, timespec: str = "milliseconds") -> list[dict[str, Any]]:
     result = client.query(sql)
-    return [{c: _normalize(v, timespec) for c, v in zip(result.column_names, row, strict=True)}
-            for row in result.result_rows]
+    return [
+        {c: _normalize(v, timespec) for c, v in zip(result.column_names, row, strict=True)}
+        for row in result.result_rows
+    ]
 
 
 def run(args: argparse.Namespace) -> int:
     staging = STAGINGS[args.staging]
     if args.spark == "thrift" and args.staging == "python":
-        raise SystemExit("demo: a Spark Thrift server runs SQL models only, not the Python staging models; "
-                         "use --staging sql with --spark thrift (or --spark connect for the Python models)")
+        raise SystemExit(
+            "demo: a Spark Thrift server runs SQL models only, not the Python staging models; "
+            "use --staging sql with --spark thrift (or --spark connect for the Python models)"
+        )
     work = args.work.resolve()
     shutil.rmtree(work, ignore_errors=True)
     _configure_env(work)
@@ -200,8 +234,10 @@ def run(args: argparse.Namespace) -> int:
     with served_node(work / "served_node") as node:
         os.environ.update({"CLICKHOUSE_HOST": "127.0.0.1", "CLICKHOUSE_PORT": str(node.http_port)})
         version = node.client().server_version
-        _say(f"==> ClickHouse: a node served on 127.0.0.1:{node.http_port} (HTTP; ClickHouse {version}'s own server "
-             "code in chDB's local-server mode)")
+        _say(
+            f"==> ClickHouse: a node served on 127.0.0.1:{node.http_port} (HTTP; ClickHouse {version}'s own server "
+            "code in chDB's local-server mode)"
+        )
         return _run(args, work, staging, node)
 
 
@@ -215,17 +251,27 @@ def _run(args: argparse.Namespace, work: Path, staging: Staging, node: Any) -> i
     timer = Timer()
     started = time.time()
 
-    _say(f"==> [1/4] generating {args.events:,} change events in {args.batches} batches (seed {args.seed}, "
-         f"{staging.encoding} encoding)")
+    _say(
+        f"==> [1/4] generating {args.events:,} change events in {args.batches} batches (seed {args.seed}, "
+        f"{staging.encoding} encoding)"
+    )
     t = time.time()
-    manifest = generate(landing, events=args.events, batches=args.batches, seed=args.seed,
-                        malformed_share=args.malformed_share, encoding=staging.encoding)
+    manifest = generate(
+        landing,
+        events=args.events,
+        batches=args.batches,
+        seed=args.seed,
+        malformed_share=args.malformed_share,
+        encoding=staging.encoding,
+    )
     timer.add("generate", t)
     malformed = manifest.malformed
     # Lines, not events: redeliveries, tombstones and the other kinds of line come on top of the changes.
-    _say(f"    written as {manifest.events:,} lines: {manifest.valid_events:,} change lines (duplicates and late ones "
-         f"included), {sum(malformed.values()):,} malformed "
-         f"({', '.join(f'{k} {v}' for k, v in sorted(malformed.items()))})")
+    _say(
+        f"    written as {manifest.events:,} lines: {manifest.valid_events:,} change lines (duplicates and late ones "
+        f"included), {sum(malformed.values()):,} malformed "
+        f"({', '.join(f'{k} {v}' for k, v in sorted(malformed.items()))})"
+    )
 
     pipeline = Pipeline(work, args.staging, ch_target)
     _say(f"==> [2/4] running {args.batches} batches: Spark staging ({args.staging} models), then ClickHouse marts")
@@ -237,13 +283,16 @@ def _run(args: argparse.Namespace, work: Path, staging: Staging, node: Any) -> i
         t = time.time()
         pipeline.dbt("run", "--select", "marts", target=ch_target)
         ch_s = timer.add("clickhouse marts", t)
-        _say(f"    batch {batch + 1}/{args.batches}: {landed:,} lines landed; staged on Spark in {spark_s:.1f}s; "
-             f"applied to ClickHouse in {ch_s:.1f}s")
+        _say(
+            f"    batch {batch + 1}/{args.batches}: {landed:,} lines landed; staged on Spark in {spark_s:.1f}s; "
+            f"applied to ClickHouse in {ch_s:.1f}s"
+        )
 
     _say("==> [3/4] dbt test (staging on Spark, marts on ClickHouse)")
     t = time.time()
-    spark_tests = pipeline.dbt("test", "--select", *staging.select, target=spark.target_for(staging.target),
-                               expect_pass=False)
+    spark_tests = pipeline.dbt(
+        "test", "--select", *staging.select, target=spark.target_for(staging.target), expect_pass=False
+    )
     ch_tests = pipeline.dbt("test", "--select", "marts", target=ch_target, expect_pass=False)
     timer.add("dbt test", t)
     passed_s, failed_s = _test_results(spark_tests)
@@ -252,21 +301,34 @@ def _run(args: argparse.Namespace, work: Path, staging: Staging, node: Any) -> i
     _say("==> [4/4] comparing with the oracle")
     loads = {mart: pipeline.object_names(mart)["loads"] for mart in staging.marts.values()}
     client = node.client("vcmt") if node else None
-    report, ok = _report(work, lake, landing, manifest, timer, passed_s + passed_c, failed_s + failed_c, staging, loads,
-                         client)
+    report, ok = _report(
+        work, lake, landing, manifest, timer, passed_s + passed_c, failed_s + failed_c, staging, loads, client
+    )
     _say(report)
     _say(spark.describe())
     total = time.time() - started
     verdict = "OK" if ok else "FAILED"
-    _say(f"make demo: {verdict} in {total:.0f}s — {args.events:,} change events ({manifest.events:,} lines), "
-         f"{args.batches} batches; "
-         f"marts {'equal' if ok else 'differ from'} the oracle; "
-         f"{passed_s + passed_c} tests passed, {len(failed_s) + len(failed_c)} failed")
+    _say(
+        f"make demo: {verdict} in {total:.0f}s — {args.events:,} change events ({manifest.events:,} lines), "
+        f"{args.batches} batches; "
+        f"marts {'equal' if ok else 'differ from'} the oracle; "
+        f"{passed_s + passed_c} tests passed, {len(failed_s) + len(failed_c)} failed"
+    )
     return 0 if ok else 1
 
 
-def _report(work: Path, lake: Path, landing: Path, manifest: Any, timer: Timer, tests_passed: int,
-            tests_failed: list[str], staging: Staging, loads: dict[str, str], client: Any = None) -> tuple[str, bool]:
+def _report(
+    work: Path,
+    lake: Path,
+    landing: Path,
+    manifest: Any,
+    timer: Timer,
+    tests_passed: int,
+    tests_failed: list[str],
+    staging: Staging,
+    loads: dict[str, str],
+    client: Any = None,
+) -> tuple[str, bool]:
     import clickhouse_connect
 
     if client is None:
@@ -279,7 +341,8 @@ def _report(work: Path, lake: Path, landing: Path, manifest: Any, timer: Timer, 
         return f"file('{staged_root / dataset}/**/*.parquet', 'Parquet')"
 
     counts, ok_counts = (_kinds_report if staging.encoding == "debezium" else _quarantine_report)(
-        client, parquet, manifest, staging)
+        client, parquet, manifest, staging
+    )
     lines += counts
     ok = ok and ok_counts
     MARTS = staging.marts  # noqa: N806
@@ -288,10 +351,13 @@ def _report(work: Path, lake: Path, landing: Path, manifest: Any, timer: Timer, 
 
     # The mart loads' numbers as the README's "What each run reports" defines them: events = ignored below a
     # truncate + superseded + sent; sent = inserted + updated + deleted + skipped.
-    lines += ["", "| mart | events | upserts | deletes | ignored below a truncate | superseded | sent | inserted "
-              "| updated | deleted | skipped | truncates | rows truncated | rows stored (cancel pairs until merged) "
-              "| live keys |",
-              "|---|" + "---:|" * 14]
+    lines += [
+        "",
+        "| mart | events | upserts | deletes | ignored below a truncate | superseded | sent | inserted "
+        "| updated | deleted | skipped | truncates | rows truncated | rows stored (cancel pairs until merged) "
+        "| live keys |",
+        "|---|" + "---:|" * 14,
+    ]
     for mart in MARTS.values():
         s = client.query(
             f"select sum(events), sum(upserts), sum(deletes), sum(ignored_below_truncate), sum(superseded), sum(fed), "
@@ -304,8 +370,11 @@ def _report(work: Path, lake: Path, landing: Path, manifest: Any, timer: Timer, 
     lines += ["", f"dbt tests: {tests_passed} passed, {len(tests_failed)} failed"]
     lines += [f"  - {f}" for f in tests_failed]
 
-    lines += ["", "| target vs oracle (FINAL) | expected | actual | missing | extra | different |",
-              "|---|---:|---:|---:|---:|---:|"]
+    lines += [
+        "",
+        "| target vs oracle (FINAL) | expected | actual | missing | extra | different |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
     oracle_rows: dict[str, list[dict[str, Any]]] = {}
     for topic, mart in MARTS.items():
         expected = [json.loads(x) for x in (landing / "oracle" / f"{topic}.jsonl").read_text().splitlines()]
@@ -314,8 +383,10 @@ def _report(work: Path, lake: Path, landing: Path, manifest: Any, timer: Timer, 
         actual = _query(client, f"select {', '.join(columns)} from {mart} final where sign = 1", timespec)
         diff = _compare(expected, actual, KEYS[topic])
         ok = ok and not any(diff.values())
-        lines.append(f"| {mart} | {len(expected):,} | {len(actual):,} | {len(diff['missing'])} | "
-                     f"{len(diff['extra'])} | {len(diff['different'])} |")
+        lines.append(
+            f"| {mart} | {len(expected):,} | {len(actual):,} | {len(diff['missing'])} | "
+            f"{len(diff['extra'])} | {len(diff['different'])} |"
+        )
         for kind in ("missing", "extra", "different"):
             for item in diff[kind][:3]:
                 lines.append(f"  - {kind}: {item}")
@@ -326,16 +397,27 @@ def _report(work: Path, lake: Path, landing: Path, manifest: Any, timer: Timer, 
         cell = expected_agg[(row["tenant_id"], row["status"])]
         cell[0] += 1
         cell[1] += row["amount"]
-    actual_agg = {(t, s): [n, float("nan") if a is None else float(a)] for t, s, n, a in client.query(
-        "select tenant_id, status, sum(orders), sum(amount) from agg_orders_by_tenant_status "
-        "group by tenant_id, status having sum(orders) != 0 or sum(amount) != 0"
-    ).result_rows}
-    agg_diff = [k for k in set(expected_agg) | set(actual_agg)
-                if k not in expected_agg or k not in actual_agg
-                or expected_agg[k][0] != actual_agg[k][0] or abs(expected_agg[k][1] - actual_agg[k][1]) > 0.005]
+    actual_agg = {
+        (t, s): [n, float("nan") if a is None else float(a)]
+        for t, s, n, a in client.query(
+            "select tenant_id, status, sum(orders), sum(amount) from agg_orders_by_tenant_status "
+            "group by tenant_id, status having sum(orders) != 0 or sum(amount) != 0"
+        ).result_rows
+    }
+    agg_diff = [
+        k
+        for k in set(expected_agg) | set(actual_agg)
+        if k not in expected_agg
+        or k not in actual_agg
+        or expected_agg[k][0] != actual_agg[k][0]
+        or abs(expected_agg[k][1] - actual_agg[k][1]) > 0.005
+    ]
     ok = ok and not agg_diff
-    lines += ["", f"downstream aggregate agg_orders_by_tenant_status vs oracle: {len(expected_agg)} groups, "
-              f"{len(agg_diff)} differ" + (f" (e.g. {sorted(agg_diff, key=repr)[:3]})" if agg_diff else "")]
+    lines += [
+        "",
+        f"downstream aggregate agg_orders_by_tenant_status vs oracle: {len(expected_agg)} groups, "
+        f"{len(agg_diff)} differ" + (f" (e.g. {sorted(agg_diff, key=repr)[:3]})" if agg_diff else ""),
+    ]
 
     lines += ["", "| stage | seconds | lines/s |", "|---|---:|---:|"]
     for stage, seconds in timer.seconds.items():
@@ -346,11 +428,15 @@ def _report(work: Path, lake: Path, landing: Path, manifest: Any, timer: Timer, 
 
 def _quarantine_report(client: Any, parquet: Any, manifest: Any, staging: Staging) -> tuple[list[str], bool]:
     """SQL staging: rows per changes model, the quarantine by reason, against what was generated."""
-    staged = {t: client.query(f"select count() from {parquet(model)}").result_rows[0][0]
-              for t, model in staging.models.items()}
-    quarantine = dict(client.query(
-        f"select reason, count() from {parquet('stg_cdc__quarantine')} group by reason order by reason"
-    ).result_rows)
+    staged = {
+        t: client.query(f"select count() from {parquet(model)}").result_rows[0][0]
+        for t, model in staging.models.items()
+    }
+    quarantine = dict(
+        client.query(
+            f"select reason, count() from {parquet('stg_cdc__quarantine')} group by reason order by reason"
+        ).result_rows
+    )
     generated_bad = manifest.malformed
     lines = ["| | count |", "|---|---:|", f"| lines generated | {manifest.events:,} |"]
     for topic in staging.models:
@@ -372,11 +458,15 @@ def _kinds_report(client: Any, parquet: Any, manifest: Any, staging: Staging) ->
     ok = True
     for topic, model in staging.models.items():
         t = manifest.topics[topic]
-        got = {(k, r or ""): n for k, r, n in client.query(
-            f"select _kind, _reason, count() from {parquet(model)} group by _kind, _reason").result_rows}
+        got = {
+            (k, r or ""): n
+            for k, r, n in client.query(
+                f"select _kind, _reason, count() from {parquet(model)} group by _kind, _reason"
+            ).result_rows
+        }
         deletes, toast = client.query(
-            f"select countIf(_kind = 'change' and sign = -1), countIf(notEmpty(_unavailable)) "
-            f"from {parquet(model)}").result_rows[0]
+            f"select countIf(_kind = 'change' and sign = -1), countIf(notEmpty(_unavailable)) from {parquet(model)}"
+        ).result_rows[0]
         rows = [("lines", t.events, sum(got.values()))]
         rows += [(kind, n, got.get((kind, ""), 0)) for kind, n in t.kinds.items() if kind != "malformed"]
         rows += [("  of which deletes", t.deletes, deletes), ("  of which TOAST placeholders", t.toast, toast)]
@@ -388,8 +478,7 @@ def _kinds_report(client: Any, parquet: Any, manifest: Any, staging: Staging) ->
             ok = ok and same
             lines.append(f"| {topic} | {what} | {generated:,} | {staged:,} | {'✔' if same else 'DIFFERENT'} |")
         if t.pk_changes:
-            lines.append(f"| {topic} | primary-key changes (delete + tombstone + create) | {t.pk_changes:,} | "
-                         f"| |")
+            lines.append(f"| {topic} | primary-key changes (delete + tombstone + create) | {t.pk_changes:,} | | |")
     lines.append(f"| | staged kinds = generated kinds | | | {'yes' if ok else 'NO'} |")
     return lines, ok
 
@@ -404,12 +493,20 @@ def main(argv: list[str] | None = None) -> int:
     from vcmt_lab import demo_spark
 
     demo_spark.add_arguments(parser)
-    parser.add_argument("--clickhouse", choices=["chdb", "server"], default="chdb",
-                        help="chdb (default): the marts on the embedded engine; server: on a ClickHouse node served "
-                        "on 127.0.0.1 for the demo's lifetime, over HTTP (type: clickhouse)")
-    parser.add_argument("--staging", choices=sorted(STAGINGS), default="python",
-                        help="python (default): real Debezium encodings, Python staging models on the vcmt_spark "
-                        "target; sql: the simple encoding through the SQL staging models (dbt-spark)")
+    parser.add_argument(
+        "--clickhouse",
+        choices=["chdb", "server"],
+        default="chdb",
+        help="chdb (default): the marts on the embedded engine; server: on a ClickHouse node served "
+        "on 127.0.0.1 for the demo's lifetime, over HTTP (type: clickhouse)",
+    )
+    parser.add_argument(
+        "--staging",
+        choices=sorted(STAGINGS),
+        default="python",
+        help="python (default): real Debezium encodings, Python staging models on the vcmt_spark "
+        "target; sql: the simple encoding through the SQL staging models (dbt-spark)",
+    )
     return run(parser.parse_args(argv))
 
 

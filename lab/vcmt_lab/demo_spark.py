@@ -23,15 +23,24 @@ from vcmt_lab.spark_local_cluster import SparkServer, quiet_spark, start_server
 
 TARGETS = {"session": "spark", "connect": "spark_connect", "thrift": "spark_thrift"}
 # The profile variables (profiles.yml) that name each server.
-_HOST_PORT_ENV = {"connect": ("SPARK_CONNECT_HOST", "SPARK_CONNECT_PORT"),
-                  "thrift": ("SPARK_THRIFT_HOST", "SPARK_THRIFT_PORT")}
+_HOST_PORT_ENV = {
+    "connect": ("SPARK_CONNECT_HOST", "SPARK_CONNECT_PORT"),
+    "thrift": ("SPARK_THRIFT_HOST", "SPARK_THRIFT_PORT"),
+}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--spark", choices=sorted(TARGETS), default="session",
-                        help="where the staging runs: local session, Spark Connect or Thrift server")
-    parser.add_argument("--spark-server", metavar="HOST:PORT",
-                        help="a running Spark Connect/Thrift server to use instead of starting one")
+    parser.add_argument(
+        "--spark",
+        choices=sorted(TARGETS),
+        default="session",
+        help="where the staging runs: local session, Spark Connect or Thrift server",
+    )
+    parser.add_argument(
+        "--spark-server",
+        metavar="HOST:PORT",
+        help="a running Spark Connect/Thrift server to use instead of starting one",
+    )
 
 
 @dataclass

@@ -32,6 +32,7 @@ from vcmt_tools.processes import free_port, port_open, signal_group
 # Two workers of one core and 1 GiB each: every executor is its own JVM (docs/design.md#spark-targets).
 DEFAULT_MASTER = "local-cluster[2,1,1024]"
 
+
 class SparkServerError(RuntimeError):
     """A server did not start (or stopped); the message ends with its log tail."""
 
@@ -84,12 +85,14 @@ class SparkServer:
             if not self.alive():
                 raise SparkServerError(
                     f"Spark {self.kind} server exited with code {self.process.returncode} before listening on "
-                    f"127.0.0.1:{self.port}; log {self.log}:\n{self.log_tail()}")
+                    f"127.0.0.1:{self.port}; log {self.log}:\n{self.log_tail()}"
+                )
             if time.monotonic() > deadline:
                 self.stop()
                 raise SparkServerError(
                     f"Spark {self.kind} server did not listen on 127.0.0.1:{self.port} within {timeout:.0f}s; "
-                    f"log {self.log}:\n{self.log_tail()}")
+                    f"log {self.log}:\n{self.log_tail()}"
+                )
             time.sleep(0.5)
 
     def alive(self) -> bool:
@@ -112,8 +115,14 @@ class SparkServer:
         self.stop()
 
 
-def launch_server(kind: str, root: Path, *, master: str = DEFAULT_MASTER, max_seconds: float = 3600,
-                  conf: dict[str, str] | None = None) -> SparkServer:
+def launch_server(
+    kind: str,
+    root: Path,
+    *,
+    master: str = DEFAULT_MASTER,
+    max_seconds: float = 3600,
+    conf: dict[str, str] | None = None,
+) -> SparkServer:
     """Launch a `connect` or `thrift` server under `root`, without waiting for it (see `start_server`)."""
     from dbt.adapters.vcmt_spark.spark_log import write_log_config
 
@@ -132,16 +141,35 @@ def launch_server(kind: str, root: Path, *, master: str = DEFAULT_MASTER, max_se
     with open(log, "ab") as out:
         process = subprocess.Popen(
             # By file path: the watchdog needs only the standard library, whatever the cwd and sys.path.
-            [sys.executable, str(Path(__file__).resolve()), "--watch", str(os.getpid()),
-             "--max-seconds", str(max_seconds), "--", *cmd],
-            stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=root,
+            [
+                sys.executable,
+                str(Path(__file__).resolve()),
+                "--watch",
+                str(os.getpid()),
+                "--max-seconds",
+                str(max_seconds),
+                "--",
+                *cmd,
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=root,
             start_new_session=True,  # the watchdog leads a process group: server and executors are in it
         )
     return SparkServer(kind, port, root, log, process, conf or {})
 
 
-def start_server(kind: str, root: Path, *, master: str = DEFAULT_MASTER, timeout: float = 180,
-                 max_seconds: float = 3600, conf: dict[str, str] | None = None) -> SparkServer:
+def start_server(
+    kind: str,
+    root: Path,
+    *,
+    master: str = DEFAULT_MASTER,
+    timeout: float = 180,
+    max_seconds: float = 3600,
+    conf: dict[str, str] | None = None,
+) -> SparkServer:
     """Start a `connect` or `thrift` server under `root` and wait (at most `timeout` s) until it listens.
 
     Its log (driver and server) is `root/server.log`; executors log under

@@ -69,9 +69,7 @@ def test_seed_loads_csv_rows_with_inferred_types(shop):
         (3, "cy", "gold"),
     ]
     types = dict(
-        shop.query(
-            f"select name, type from system.columns where database = '{shop.schema}' and table = 'customers'"
-        )
+        shop.query(f"select name, type from system.columns where database = '{shop.schema}' and table = 'customers'")
     )
     assert types["id"].endswith("Int32") and "String" in types["name"]
 

@@ -18,9 +18,7 @@ from dbt.adapters.chdb.client import engine_locked_message
 # The `dbt` entry point installed next to this interpreter.
 DBT = Path(sys.executable).with_name("dbt")
 
-TABLE_MODEL = (
-    "{{ config(materialized='table', order_by='id') }} select toUInt32(number) as id from numbers(3)"
-)
+TABLE_MODEL = "{{ config(materialized='table', order_by='id') }} select toUInt32(number) as id from numbers(3)"
 
 
 def _write_project(root: Path, chdb_path: str) -> Path:

@@ -27,9 +27,7 @@ MODELS = {
     "base": "{{ config(materialized='table', order_by='id') }} select toUInt32(1) as id, 'a' as name",
     "named": "{{ config(materialized='view') }} select id, upper(name) as name from {{ ref('base') }}",
     "inc_default": INCREMENTAL_SQL.format(config="unique_key='id'"),
-    "inc_delete_insert": INCREMENTAL_SQL.format(
-        config="unique_key='id', incremental_strategy='delete+insert'"
-    ),
+    "inc_delete_insert": INCREMENTAL_SQL.format(config="unique_key='id', incremental_strategy='delete+insert'"),
     "inc_append": INCREMENTAL_SQL.format(config="incremental_strategy='append'"),
     "events": "{{ config(materialized='table', order_by='id') }} select 1::UInt32 as id, 5::UInt32 as qty",
     "events_x10": """
@@ -51,9 +49,7 @@ def built(module_project: DbtProject) -> DbtProject:
 
 
 def _engine_of(project: DbtProject, table: str) -> str:
-    return project.scalar(
-        f"select engine from system.tables where database = '{project.schema}' and name = '{table}'"
-    )
+    return project.scalar(f"select engine from system.tables where database = '{project.schema}' and name = '{table}'")
 
 
 def test_table_model_holds_selected_rows(built):

@@ -213,7 +213,11 @@ def _dbt_cli(root, *args):
     dbt = os.path.join(os.path.dirname(sys.executable), "dbt")
     proc = subprocess.run(
         [dbt, *args, "--project-dir", str(root), "--profiles-dir", str(root)],
-        cwd=root, env=env, capture_output=True, text=True, timeout=300,
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     return proc.returncode, proc.stdout + proc.stderr
 
@@ -315,7 +319,8 @@ def test_the_engine_lives_as_long_as_the_process(tmp_path):
     script.write_text(KEEP_ENGINE_SCRIPT)
     env = {k: v for k, v in os.environ.items() if not k.startswith("DBT_")}
     env.update(DBT_SEND_ANONYMOUS_USAGE_STATS="false", DO_NOT_TRACK="1", DBT_USE_COLORS="false")
-    proc = subprocess.run([sys.executable, str(script), str(tmp_path / "proj")], env=env, capture_output=True,
-                          text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "proj")], env=env, capture_output=True, text=True, timeout=300
+    )
     assert "run: True" in proc.stdout and "probe: True" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "probe: 2 rows, 1 logged" in proc.stdout, proc.stdout[-3000:]

@@ -55,7 +55,9 @@ def test_warmup_table_groups_the_warmup_batches_in_order() -> None:
     expected = []
     for lo, hi in WARMUP_GROUPS:
         group = list(range(lo, (hi or 30) + 1))
-        expected.append(f"{sum(101 - k for k in group) / len(group):.1f} ({sum(k - 1 for k in group) / len(group):.1f})")
+        expected.append(
+            f"{sum(101 - k for k in group) / len(group):.1f} ({sum(k - 1 for k in group) / len(group):.1f})"
+        )
     assert row[1:] == expected
 
 

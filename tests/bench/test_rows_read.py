@@ -44,5 +44,6 @@ def test_a_bloom_filter_on_the_key_keeps_a_small_batch_to_its_granules(tmp_path:
     assert ratios[("mod", "one partition")] <= 2 and ratios[("mod_bloom", "one partition")] <= 2, proc.stdout
     assert "goal: transform rows read <= 2 x floor" in proc.stdout and ": met (" in proc.stdout
     # the whole stage INSERT: the transform plus the batch itself and the other views' reads of the block
-    assert all(0 < float(line.split("|")[9]) <= 1.5 for line in proc.stdout.splitlines()
-               if line.startswith("| mod_bloom |")), proc.stdout
+    assert all(
+        0 < float(line.split("|")[9]) <= 1.5 for line in proc.stdout.splitlines() if line.startswith("| mod_bloom |")
+    ), proc.stdout

@@ -30,15 +30,36 @@ FILE_RE = re.compile(r"^(?P<topic>.+)\+0\+(?P<offset>\d{10})\.json$")
 # Declared column types of the captured tables (what a staging model would be told).
 DECLARED = {
     "postgres": {
-        "items": {"id": "int", "name": "str", "qty": "int", "active": "bool", "price": "decimal(2)",
-                  "ratio": "decimal", "created_ms": "ts(3)", "created_us": "ts(6)", "created_tz": "tstz",
-                  "birth": "date", "ref": "str", "attrs": "json", "body": "str"},
+        "items": {
+            "id": "int",
+            "name": "str",
+            "qty": "int",
+            "active": "bool",
+            "price": "decimal(2)",
+            "ratio": "decimal",
+            "created_ms": "ts(3)",
+            "created_us": "ts(6)",
+            "created_tz": "tstz",
+            "birth": "date",
+            "ref": "str",
+            "attrs": "json",
+            "body": "str",
+        },
         "audit": {"id": "int", "note": "str", "amount": "decimal(2)"},
     },
     "mysql": {
-        "items": {"id": "int", "name": "str", "qty": "int", "active": "bool", "price": "decimal(2)",
-                  "created_ms": "ts(3)", "created_us": "ts(6)", "created_ts": "tstz", "birth": "date",
-                  "note": "str"},
+        "items": {
+            "id": "int",
+            "name": "str",
+            "qty": "int",
+            "active": "bool",
+            "price": "decimal(2)",
+            "created_ms": "ts(3)",
+            "created_us": "ts(6)",
+            "created_ts": "tstz",
+            "birth": "date",
+            "note": "str",
+        },
         "audit": {"id": "int", "note": "str", "amount": "decimal(2)"},
     },
 }
@@ -234,7 +255,7 @@ def test_tombstone_follows_every_delete_and_pk_change(variant):
             assert next_payload is None and next_key == key == {"id": payload["before"]["id"]}
     ops = [(p["op"], (p["after"] or p["before"])["id"]) if p else None for _, p, _ in evs]
     i = ops.index(("d", 6))
-    assert ops[i: i + 3] == [("d", 6), None, ("c", 40)]  # UPDATE of the key
+    assert ops[i : i + 3] == [("d", 6), None, ("c", 40)]  # UPDATE of the key
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
@@ -281,8 +302,11 @@ def test_transaction_metadata_and_heartbeats():
     v = "postgres/noschemas-precise-nonrow-topics"
     tx = [val for _, val in load_topic(v, "pg.transaction")]
     assert {t["status"] for t in tx} == {"BEGIN", "END"}
-    assert all(p["transaction"] and {"id", "total_order", "data_collection_order"} <= set(p["transaction"])
-               for p in payloads(v, "items") if p["op"] != "r")
+    assert all(
+        p["transaction"] and {"id", "total_order", "data_collection_order"} <= set(p["transaction"])
+        for p in payloads(v, "items")
+        if p["op"] != "r"
+    )
     for flavour, prefix in (("postgres", "pg"), ("mysql", "mysql")):
         hb = load_topic(f"{flavour}/noschemas-precise-nonrow-topics", f"__debezium-heartbeat.{prefix}")
         assert hb and all(set(val) == {"ts_ms"} and key == {"serverName": prefix} for key, val in hb)
@@ -372,7 +396,7 @@ def from_event(kind: str, v, fschema: dict | None, mode: str):
             return Decimal(v)
         if isinstance(v, dict):  # VariableScaleDecimal
             return Decimal(b64_int(v["value"])).scaleb(-v["scale"])
-        scale = int(fschema["parameters"]["scale"]) if fschema else int(kind[len("decimal("):-1])
+        scale = int(fschema["parameters"]["scale"]) if fschema else int(kind[len("decimal(") : -1])
         return Decimal(b64_int(v)).scaleb(-scale)
     if kind.startswith("ts("):
         # the schema names the unit; without one the declared precision decides

@@ -24,9 +24,18 @@ from vcmt_tools.staging.topic import decode_lines, read_lines
 pytestmark = pytest.mark.spark
 
 # The declared staging type of each kind of column of the captured tables.
-STAGED = {"int": "int", "str": "string", "bool": "boolean", "decimal(2)": "decimal(12,2)",
-          "decimal": "decimal(38,20)", "ts(3)": "timestamp_millis", "ts(6)": "timestamp_micros",
-          "tstz": "timestamp", "date": "date", "json": "json"}
+STAGED = {
+    "int": "int",
+    "str": "string",
+    "bool": "boolean",
+    "decimal(2)": "decimal(12,2)",
+    "decimal": "decimal(38,20)",
+    "ts(3)": "timestamp_millis",
+    "ts(6)": "timestamp_micros",
+    "tstz": "timestamp",
+    "date": "date",
+    "json": "json",
+}
 
 
 # Each variant's batches are numbered from its own base, so one Spark job stages every variant of a topic.
@@ -135,5 +144,6 @@ def test_every_fixture_lands_in_the_marts_equal_to_the_source(project, staged):
         assert project.scalar(done) == 1, variant
     # The TOASTed body that an update did not change kept its stored value (and was marked unsent).
     pg = marts[("postgres/schemas-precise", "items")]
-    assert project.query(f"select length(body), _unavailable from `{pg}` final where sign = 1 and id = 3") \
-        == [(9000, ["body"])]
+    assert project.query(f"select length(body), _unavailable from `{pg}` final where sign = 1 and id = 3") == [
+        (9000, ["body"])
+    ]

@@ -68,16 +68,25 @@ def test_every_kind_is_written_and_counted(lake: Path) -> None:
     assert 0 < m.topics[PG].pk_changes < m.topics[PG].deletes
     assert sum(1 for p in payloads if p.get("status") in ("BEGIN", "END")) == m.topics[PG].kinds["transaction"]
     # Snapshot reads share one LSN and say first/true/last.
-    snap = [p["source"] for p in payloads if p.get("op") == "r" and isinstance(p.get("source"), dict)
-            and isinstance(p["source"].get("lsn"), int) and p["source"]["lsn"] < 2**62]  # not the malformed copies
+    snap = [
+        p["source"]
+        for p in payloads
+        if p.get("op") == "r"
+        and isinstance(p.get("source"), dict)
+        and isinstance(p["source"].get("lsn"), int)
+        and p["source"]["lsn"] < 2**62
+    ]  # not the malformed copies
     assert len({s["lsn"] for s in snap}) == 1 and {s["snapshot"] for s in snap} == {"first", "true", "last"}
     my = _lines(lake, MY)
     assert my.count("null") == m.topics[MY].kinds["tombstone"] > 0
     changes = [c for x in my if x.startswith('{"before"') and isinstance(c := _json(x), dict)]
     sources = [c["source"] for c in changes if isinstance(c.get("source"), dict) and "pos" in c["source"]]
     assert sources and all(s["ts_ms"] % 1000 == 0 for s in sources if isinstance(s.get("ts_ms"), int))
-    assert all(isinstance(c["after"]["lifetime_value"], str) for c in changes[:50]
-               if isinstance(c.get("after"), dict) and c["after"].get("lifetime_value") is not None)
+    assert all(
+        isinstance(c["after"]["lifetime_value"], str)
+        for c in changes[:50]
+        if isinstance(c.get("after"), dict) and c["after"].get("lifetime_value") is not None
+    )
     assert sum(m.topics[t].events for t in (PG, MY)) == m.events == len(pg) + len(my)
 
 
@@ -85,8 +94,9 @@ def test_oracle_truncate_removes_older_rows_and_ignores_later_older_events() -> 
     """Rows at or below the truncate's version go; rows above stay; later events at or below it are ignored."""
     o = Oracle(["v"])
     o.apply_batch([Event((1,), 10, 1, {"v": "a"}), Event((2,), 30, 1, {"v": "b"})])
-    o.apply_batch([Event((), 20, 1, truncate=True), Event((3,), 15, 1, {"v": "late"}),
-                   Event((4,), 25, 1, {"v": "new"})])
+    o.apply_batch(
+        [Event((), 20, 1, truncate=True), Event((3,), 15, 1, {"v": "late"}), Event((4,), 25, 1, {"v": "new"})]
+    )
     o.apply_batch([Event((5,), 19, 1, {"v": "later but older"}), Event((6,), 20, 1, {"v": "same version"})])
     assert o.live_rows() == {(2,): (30, {"v": "b"}), (4,): (25, {"v": "new"})}
 

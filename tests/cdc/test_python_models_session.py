@@ -26,19 +26,27 @@ pytestmark = pytest.mark.spark
 def spark_project(tmp_path_factory, chdb_path: Path, lab_dir: Path):
     root = tmp_path_factory.mktemp("python_models")
     proj = make_project(root / "proj", "python_models", chdb_path, lab_dir)
-    proj.model("numbers", """
+    proj.model(
+        "numbers",
+        """
         {{ config(materialized='table', file_format='parquet') }}
         select id, id * 10 as amount from range(1, 6) as t(id)
-    """)
-    proj.write("models/doubled.py", """
+    """,
+    )
+    proj.write(
+        "models/doubled.py",
+        """
         import pyspark.sql.functions as F
 
 
         def model(dbt, session):
             dbt.config(materialized="table")
             return dbt.ref("numbers").select("id", (F.col("amount") * 2).alias("doubled"))
-    """)
-    proj.write("models/batches.py", """
+    """,
+    )
+    proj.write(
+        "models/batches.py",
+        """
         import pyspark.sql.functions as F
 
 
@@ -50,10 +58,13 @@ def spark_project(tmp_path_factory, chdb_path: Path, lab_dir: Path):
                 # Second run: a new batch 1, and batch 0 rewritten with fewer rows.
                 return df.where("id <= 2").select("id", F.when(F.col("id") == 1, 0).otherwise(1).alias("_batch_id"))
             return df.select("id", F.lit(0).alias("_batch_id"))
-    """)
+    """,
+    )
     for name in ("topic_a", "topic_b"):
         # Two staging-like models: the first run writes batch 0, every later run batch 1 only.
-        proj.write(f"models/concurrent/{name}.py", """
+        proj.write(
+            f"models/concurrent/{name}.py",
+            """
             import pyspark.sql.functions as F
 
 
@@ -61,7 +72,8 @@ def spark_project(tmp_path_factory, chdb_path: Path, lab_dir: Path):
                 dbt.config(materialized="incremental", incremental_strategy="insert_overwrite",
                            file_format="parquet", partition_by=["_batch_id"])
                 return dbt.ref("numbers").select("id", F.lit(1 if dbt.is_incremental else 0).alias("_batch_id"))
-        """)
+        """,
+        )
     return proj
 
 
@@ -101,8 +113,9 @@ def test_connect_session_defaults_yield_to_the_profile() -> None:
     assert CONNECT_SESSION_DEFAULTS[key] == "8000"
 
     def parameters(method: str, given: dict) -> dict:
-        return VcmtSparkCredentials.from_dict({"host": "localhost", "method": method, "schema": "s",
-                                               "server_side_parameters": given}).server_side_parameters
+        return VcmtSparkCredentials.from_dict(
+            {"host": "localhost", "method": method, "schema": "s", "server_side_parameters": given}
+        ).server_side_parameters
 
     connect = parameters("connect", {"spark.sql.session.timeZone": "UTC"})
     assert connect[key] == "8000" and connect["spark.sql.session.timeZone"] == "UTC"
@@ -118,13 +131,21 @@ def test_local_session_defaults_only_on_a_local_master() -> None:
 
     for master in ("local", "local[2]", "local[*]", "local[2,3]", " local[4] "):
         assert is_local_master(master), master
-    for master in ("", "spark://10.0.0.5:7077", "yarn", "k8s://https://k8s:443", "localhost", "local-cluster[2,1,1024]"):
+    for master in (
+        "",
+        "spark://10.0.0.5:7077",
+        "yarn",
+        "k8s://https://k8s:443",
+        "localhost",
+        "local-cluster[2,1,1024]",
+    ):
         assert not is_local_master(master), master
-    (key, ours), = LOCAL_SESSION_DEFAULTS.items()
+    ((key, ours),) = LOCAL_SESSION_DEFAULTS.items()
     assert key == "spark.sql.sources.parallelPartitionDiscovery.threshold" and int(ours) > 32  # Spark's default
     for method in ("session", "connect"):
-        given = VcmtSparkCredentials.from_dict({"host": "localhost", "method": method, "schema": "s",
-                                                "server_side_parameters": {}}).server_side_parameters
+        given = VcmtSparkCredentials.from_dict(
+            {"host": "localhost", "method": method, "schema": "s", "server_side_parameters": {}}
+        ).server_side_parameters
         assert key not in given, method
 
 
@@ -178,14 +199,25 @@ def test_spark_log_goes_to_a_file_not_the_console(spark_project, tmp_path):
     profiles = yaml.safe_load((p.root / "profiles.yml").read_text())
     outputs_ = profiles["vcmt_test"]["outputs"]
     own = tmp_path / "spark"
-    outputs_["vcmt_spark_own"] = {**outputs_["vcmt_spark"], "server_side_parameters": {
-        **outputs_["vcmt_spark"]["server_side_parameters"], **spark_session_parameters(tmp_path)}}
+    outputs_["vcmt_spark_own"] = {
+        **outputs_["vcmt_spark"],
+        "server_side_parameters": {
+            **outputs_["vcmt_spark"]["server_side_parameters"],
+            **spark_session_parameters(tmp_path),
+        },
+    }
     (p.root / "profiles.yml").write_text(yaml.safe_dump(profiles, sort_keys=False))
     assert str(own / "metastore_db") in str(outputs_["vcmt_spark_own"])
     outputs = {}
     for name, value in (("quiet", None), ("console", "console")):
-        proc = p.dbt_process(name, "run", "--select", "numbers", target="vcmt_spark_own",
-                             env={"SPARK_CONF_DIR": None, "VCMT_SPARK_LOG": value})
+        proc = p.dbt_process(
+            name,
+            "run",
+            "--select",
+            "numbers",
+            target="vcmt_spark_own",
+            env={"SPARK_CONF_DIR": None, "VCMT_SPARK_LOG": value},
+        )
         outputs[name], _ = proc.communicate(timeout=600)
         assert proc.returncode == 0, outputs[name][-3000:]
     log_file = p.root / "logs_quiet" / "spark.log"
@@ -202,9 +234,19 @@ def test_without_java_a_run_says_what_to_install(spark_project, tmp_path):
     # A Spark session of an earlier test in this process set SPARK_CONF_DIR to vcmt's log configuration
     # (dbt/adapters/vcmt_spark/spark_log.py): a child inheriting it would look like a user's own Spark set-up,
     # to which the check defers. The child gets this test's environment only.
-    proc = spark_project.dbt_process("nojava", "run", "--select", "numbers", target="vcmt_spark",
-                                     env={"JAVA_HOME": str(tmp_path / "no-java"), "SPARK_CONF_DIR": None,
-                                          "SPARK_HOME": None, "VCMT_SPARK_LOG": None})
+    proc = spark_project.dbt_process(
+        "nojava",
+        "run",
+        "--select",
+        "numbers",
+        target="vcmt_spark",
+        env={
+            "JAVA_HOME": str(tmp_path / "no-java"),
+            "SPARK_CONF_DIR": None,
+            "SPARK_HOME": None,
+            "VCMT_SPARK_LOG": None,
+        },
+    )
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode != 0
     assert f"Spark needs Java 17 or later, and JAVA_HOME={tmp_path / 'no-java'} has no bin/java" in out, out[-3000:]
@@ -212,10 +254,16 @@ def test_without_java_a_run_says_what_to_install(spark_project, tmp_path):
     assert "JAVA_GATEWAY_EXITED" not in out and "Traceback" not in out, out[-3000:]
 
 
-@pytest.mark.parametrize(("text", "major"), [
-    ('openjdk version "17.0.15" 2025-04-15', 17), ('java version "1.8.0_392"', 8), ('openjdk version "21-ea"', 21),
-    ('openjdk version "11.0.2" 2019-01-15', 11), ("no version here", None),
-])
+@pytest.mark.parametrize(
+    ("text", "major"),
+    [
+        ('openjdk version "17.0.15" 2025-04-15', 17),
+        ('java version "1.8.0_392"', 8),
+        ('openjdk version "21-ea"', 21),
+        ('openjdk version "11.0.2" 2019-01-15', 11),
+        ("no version here", None),
+    ],
+)
 def test_java_major_reads_every_version_scheme(text, major):
     from dbt.adapters.vcmt_spark.java import java_major
 
@@ -242,8 +290,11 @@ def test_spark_log_leaves_a_configuration_of_the_users_alone(tmp_path, monkeypat
     for name in ("SPARK_CONF_DIR", "SPARK_HOME", spark_log.LOG_ENV):
         monkeypatch.delenv(name, raising=False)
     (tmp_path / "home" / "conf").mkdir(parents=True)
-    for env in ({"SPARK_CONF_DIR": str(tmp_path / "mine")}, {"SPARK_HOME": str(tmp_path / "home")},
-                {spark_log.LOG_ENV: "console"}):
+    for env in (
+        {"SPARK_CONF_DIR": str(tmp_path / "mine")},
+        {"SPARK_HOME": str(tmp_path / "home")},
+        {spark_log.LOG_ENV: "console"},
+    ):
         with monkeypatch.context() as m:
             for key, value in env.items():
                 m.setenv(key, value)
@@ -268,5 +319,6 @@ def test_spark_log_file_name_is_a_valid_properties_value(tmp_path):
     (line,) = [x for x in text.splitlines() if x.startswith("appender.out.fileName = ")]
     value = line.split(" = ", 1)[1]
     assert value.isascii()
-    assert value.encode("ascii").decode("unicode_escape").encode("utf-16", "surrogatepass").decode("utf-16") \
-        == str(log_file)
+    assert value.encode("ascii").decode("unicode_escape").encode("utf-16", "surrogatepass").decode("utf-16") == str(
+        log_file
+    )

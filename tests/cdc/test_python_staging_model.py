@@ -23,7 +23,7 @@ from vcmt_tools.staging import debezium as dbz
 
 pytestmark = pytest.mark.spark
 
-MODEL = '''
+MODEL = """
 from vcmt_tools.staging import stage_new_batches
 
 
@@ -42,7 +42,7 @@ def model(dbt, session):
         key=["id"],
         columns={"id": "bigint", "amount": "decimal(12,2)", "note": "string", "created_at": "timestamp_millis"},
     )
-'''
+"""
 
 
 def _land(lake: Path, batch: int, lines: list) -> Path:
@@ -55,9 +55,14 @@ def _land(lake: Path, batch: int, lines: list) -> Path:
 
 # What the model stages from the two batches written by `run_two_batches`: (_batch_id, _kind, _reason, id).
 STAGED_BY_BATCH = [
-    (0, "change", None, 1), (0, "change", None, 2), (0, "change", None, 99), (0, "malformed", "bad_json", None),
+    (0, "change", None, 1),
+    (0, "change", None, 2),
+    (0, "change", None, 99),
+    (0, "malformed", "bad_json", None),
     (0, "tombstone", None, None),
-    (1, "change", None, 1), (1, "change", None, 2), (1, "truncate", None, None),
+    (1, "change", None, 1),
+    (1, "change", None, 2),
+    (1, "truncate", None, None),
 ]
 
 
@@ -66,44 +71,59 @@ def python_staging_project(root: Path, chdb_path: Path, lab_dir: Path, **options
     lake = root / "lake"
     proj = make_project(root / "proj", "python_staging", chdb_path, lab_dir, **options)
     proj.write("models/stg_orders_py.py", MODEL)
-    proj.write("models/_models.yml", f"""
+    proj.write(
+        "models/_models.yml",
+        f"""
         version: 2
         models:
           - name: stg_orders_py
             config:
-              location_root: "{lake / 'staged'}"
+              location_root: "{lake / "staged"}"
               meta:
-                topic_path: "{lake / 'raw' / 'orders'}"
-    """)
-    proj.model("orders_changes", """
+                topic_path: "{lake / "raw" / "orders"}"
+    """,
+    )
+    proj.model(
+        "orders_changes",
+        """
         {{ config(materialized='view') }}
         select id, amount, note, _version, sign from {{ ref('stg_orders_py') }} where _kind = 'change'
-    """)
+    """,
+    )
     return proj
 
 
 def run_two_batches(lake: Path, run: Callable[[], object]) -> None:
     """Land batch 0, `run()`, add a line to batch 0's file (the batch is staged again), land batch 1, `run()`."""
     ms = 1_700_000_000_000
-    first = _land(lake, 0, [
-        envelope(op="r", after={"id": 1, "amount": b64(1000), "note": "a", "created_at": ms}, lsn=10),
-        envelope(op="c", after={"id": 2, "amount": "/w==", "note": None, "created_at": ms}, lsn=11),
-        "",
-        "{broken",
-    ])
+    first = _land(
+        lake,
+        0,
+        [
+            envelope(op="r", after={"id": 1, "amount": b64(1000), "note": "a", "created_at": ms}, lsn=10),
+            envelope(op="c", after={"id": 2, "amount": "/w==", "note": None, "created_at": ms}, lsn=11),
+            "",
+            "{broken",
+        ],
+    )
     run()
     # Batch 0 is staged; its file changes (a line added), so the next run stages it again, whole.
     first.write_text(first.read_text() + json.dumps(envelope(after={"id": 99}, lsn=99)) + "\n")
-    _land(lake, 1, [
-        envelope(op="u", after={"id": 1, "amount": b64(1500), "note": dbz.UNAVAILABLE, "created_at": ms}, lsn=20),
-        envelope(op="d", before={"id": 2, "amount": None, "note": None, "created_at": None}, after=None, lsn=21),
-        envelope(op="t", after=None, lsn=22),
-    ])
+    _land(
+        lake,
+        1,
+        [
+            envelope(op="u", after={"id": 1, "amount": b64(1500), "note": dbz.UNAVAILABLE, "created_at": ms}, lsn=20),
+            envelope(op="d", before={"id": 2, "amount": None, "note": None, "created_at": None}, after=None, lsn=21),
+            envelope(op="t", after=None, lsn=22),
+        ],
+    )
     run()
 
 
-def test_python_staging_model_incremental_by_batch(tmp_path_factory, chdb_path: Path, lab_dir: Path,
-                                                   monkeypatch) -> None:
+def test_python_staging_model_incremental_by_batch(
+    tmp_path_factory, chdb_path: Path, lab_dir: Path, monkeypatch
+) -> None:
     from pyspark.sql import SparkSession
 
     root = tmp_path_factory.mktemp("python_staging")
@@ -128,8 +148,9 @@ def test_python_staging_model_incremental_by_batch(tmp_path_factory, chdb_path: 
     rows = spark.table(f"{proj.schema}.stg_orders_py").collect()
     by_batch = sorted((r._batch_id, r._kind, r._reason, r.id) for r in rows)
     assert by_batch == STAGED_BY_BATCH
-    changes = sorted((tuple(r) for r in spark.table(f"{proj.schema}.orders_changes").collect()),
-                     key=lambda r: (r[0], r[3]))
+    changes = sorted(
+        (tuple(r) for r in spark.table(f"{proj.schema}.orders_changes").collect()), key=lambda r: (r[0], r[3])
+    )
     assert changes == [
         (1, Decimal("10.00"), "a", 20, 1),
         (1, Decimal("15.00"), None, 41, 1),  # the TOAST placeholder (note) is NULL, never a value
@@ -141,7 +162,9 @@ def test_python_staging_model_incremental_by_batch(tmp_path_factory, chdb_path: 
     assert unavailable == [["note"]]
     # The model's table is Parquet under location_root/<model>/_batch_id=N, as the SQL staging models write.
     assert sorted(p.name for p in (lake / "staged" / "stg_orders_py").iterdir() if p.is_dir()) == [
-        "_batch_id=0", "_batch_id=1"]
+        "_batch_id=0",
+        "_batch_id=1",
+    ]
 
     # A changed declaration is refused before anything is written: the write goes by position, so a renamed
     # column's values would land under the old name.
@@ -155,7 +178,12 @@ def test_python_staging_model_incremental_by_batch(tmp_path_factory, chdb_path: 
     restaged = spark.table(f"{proj.schema}.stg_orders_py")
     assert "memo" in restaged.columns and "note" not in restaged.columns
     assert sorted((r._batch_id, r.id) for r in restaged.where("_kind = 'change'").collect()) == [
-        (0, 1), (0, 2), (0, 99), (1, 1), (1, 2)]
+        (0, 1),
+        (0, 2),
+        (0, 99),
+        (1, 1),
+        (1, 2),
+    ]
     proj.close()
 
 
@@ -166,13 +194,19 @@ def test_the_run_summary_is_in_dbts_record(tmp_path_factory, chdb_path: Path, la
     proj = python_staging_project(root, chdb_path, lab_dir)
     monkeypatch.chdir(lab_dir)
     ms = 1_700_000_000_000
-    _land(root / "lake", 1, [
-        *(envelope(op="c", after={"id": i, "amount": b64(100 * i), "note": "n", "created_at": ms}, lsn=10 + i)
-          for i in range(1, 6)),
-        envelope(op="c", after={"id": 6, "amount": b64(1), "note": "n", "created_at": 10**18}, lsn=16),
-        envelope(op="t", after=None, lsn=17),
-        envelope(op="c", after={"id": 7, "amount": b64(1), "note": "n", "created_at": ms}, lsn=18),
-    ])
+    _land(
+        root / "lake",
+        1,
+        [
+            *(
+                envelope(op="c", after={"id": i, "amount": b64(100 * i), "note": "n", "created_at": ms}, lsn=10 + i)
+                for i in range(1, 6)
+            ),
+            envelope(op="c", after={"id": 6, "amount": b64(1), "note": "n", "created_at": 10**18}, lsn=16),
+            envelope(op="t", after=None, lsn=17),
+            envelope(op="c", after={"id": 7, "amount": b64(1), "note": "n", "created_at": ms}, lsn=18),
+        ],
+    )
     # The in-process runs keep the console quiet (--log-level none); the file log as a user's dbt writes it.
     run = proj.dbt("run", "--select", "stg_orders_py", "--log-level-file", "info", target="vcmt_spark")
     said = "staged 1 batch (1), 8 lines: 6 change, 1 truncate, 1 malformed (1 wrong_type)"

@@ -67,8 +67,10 @@ def test_batch_ids_are_64_bit_from_the_landed_folder_to_the_mart_watermark(spark
     lake = tmp_path / "lake"
     _land(lake / "raw" / "audit", {3: first, 2**32 + 1: second})
     _stage(spark, lake, [3, 2**32 + 1])
-    assert sorted(p.name for p in (lake / "staged" / "audit").glob("_batch_id=*")) \
-        == ["_batch_id=3", "_batch_id=4294967297"]
+    assert sorted(p.name for p in (lake / "staged" / "audit").glob("_batch_id=*")) == [
+        "_batch_id=3",
+        "_batch_id=4294967297",
+    ]
 
     project.vars = {"vcmt_lake_root": str(lake)}
     project.model("audit_mart", MART)
@@ -79,8 +81,7 @@ def test_batch_ids_are_64_bit_from_the_landed_folder_to_the_mart_watermark(spark
     _stage(spark, lake, [20270101000000])
     project.dbt("run")
     assert _loaded_batches(project) == [3, 2**32 + 1, 20270101000000]
-    assert project.scalar("select watermark from audit_mart__loads order by loaded_at desc limit 1") \
-        == "20270101000000"
+    assert project.scalar("select watermark from audit_mart__loads order by loaded_at desc limit 1") == "20270101000000"
 
 
 def test_a_mart_before_its_staging_model_ran_says_to_run_it(project, tmp_path):
@@ -102,27 +103,32 @@ def test_a_mart_before_its_staging_model_ran_says_to_run_it(project, tmp_path):
 def test_a_batch_folder_that_is_not_a_64_bit_integer_is_refused(spark, tmp_path, folder):
     raw = tmp_path / "raw"
     _land(raw, {1: _captured_changes()[0], folder: _captured_changes()[1]})
-    with pytest.raises(Exception, match=r"(?s)_batch_id=<N>, N a whole number that fits 64 bits.*_batch_id="
-                       + folder):
+    with pytest.raises(Exception, match=r"(?s)_batch_id=<N>, N a whole number that fits 64 bits.*_batch_id=" + folder):
         stage_topic(spark, str(raw), "postgres", ["id"], COLUMNS).collect()
 
 
-@pytest.mark.parametrize(("staged", "folder"), [
-    ([1], "1.5"),  # Spark typed every batch id as a double: staged as batch 1, replacing it
-    ([1, 2, 3], "2.5"),  # between the staged 1 and 3: never read
-    ([], "1e3"),  # staged as batch 1000
-    ([1], "2026-11-26"),  # failed with Spark's cast error, naming no folder
-    ([], "-1"),
-    ([], "+2"),
-])
+@pytest.mark.parametrize(
+    ("staged", "folder"),
+    [
+        ([1], "1.5"),  # Spark typed every batch id as a double: staged as batch 1, replacing it
+        ([1, 2, 3], "2.5"),  # between the staged 1 and 3: never read
+        ([], "1e3"),  # staged as batch 1000
+        ([1], "2026-11-26"),  # failed with Spark's cast error, naming no folder
+        ([], "-1"),
+        ([], "+2"),
+    ],
+)
 def test_a_batch_folder_name_is_parsed_by_staging_not_by_spark(spark, tmp_path, staged, folder):
     """Staging parses each landed folder's name itself: one that is not a whole number fails the run naming
     the folder, before any line is read, whatever the staged batches."""
     raw = tmp_path / "raw"
     lines = _captured_changes()
     _land(raw, {**{b: lines[i % len(lines)] for i, b in enumerate(staged or [1])}, folder: lines[0]})
-    with pytest.raises(ValueError, match=r"_batch_id=<N>, N a whole number that fits 64 bits.*rename the folder "
-                       rf"\S*/raw/_batch_id={re.escape(folder)}\. Nothing was staged"):
+    with pytest.raises(
+        ValueError,
+        match=r"_batch_id=<N>, N a whole number that fits 64 bits.*rename the folder "
+        rf"\S*/raw/_batch_id={re.escape(folder)}\. Nothing was staged",
+    ):
         stage_topic(spark, str(raw), "postgres", ["id"], COLUMNS, exclude_batches=staged)
 
 
@@ -176,13 +182,19 @@ def _kill_mid_write(tmp_path: Path, dataset: Path) -> None:
     script = tmp_path / "writer.py"
     script.write_text(KILLED_WRITER)
     log = (tmp_path / "writer.log").open("w")
-    writer = subprocess.Popen([sys.executable, str(script), str(tmp_path), str(dataset)], stdout=log,
-                              stderr=subprocess.STDOUT, start_new_session=True, cwd=tmp_path)
+    writer = subprocess.Popen(
+        [sys.executable, str(script), str(tmp_path), str(dataset)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        cwd=tmp_path,
+    )
     try:
         deadline = time.monotonic() + 600
         while time.monotonic() < deadline and writer.poll() is None:
-            if "COMMITTED" in (tmp_path / "writer.log").read_text() \
-                    and any(dataset.glob(".spark-staging-*/**/part-*.parquet")):
+            if "COMMITTED" in (tmp_path / "writer.log").read_text() and any(
+                dataset.glob(".spark-staging-*/**/part-*.parquet")
+            ):
                 break
             time.sleep(0.05)
         assert writer.poll() is None, (tmp_path / "writer.log").read_text()[-2000:]
@@ -200,8 +212,11 @@ def test_a_mart_reads_only_committed_batches_after_a_killed_staging_job(project,
     lake = tmp_path / "lake"
     dataset = lake / "staged" / "audit"
     _kill_mid_write(tmp_path, dataset)
-    leftovers = [p for p in dataset.rglob("part-*.parquet") if not p.parent.name.startswith("_batch_id=")
-                 or p.parent.parent != dataset]
+    leftovers = [
+        p
+        for p in dataset.rglob("part-*.parquet")
+        if not p.parent.name.startswith("_batch_id=") or p.parent.parent != dataset
+    ]
     assert leftovers, "the killed job left no uncommitted file: nothing was tested"
 
     project.vars = {"vcmt_lake_root": str(lake)}
@@ -268,9 +283,13 @@ where _kind in ('change', 'truncate')
 
 def _claims(project) -> list[tuple[str, int]]:
     """(batch folder, claims) per batch folder over every claim of the mart's loads."""
-    return [tuple(r) for r in project.query(
-        "select extract(path, '_batch_id=([0-9]+)'), count() from audit_mart__lake_files where path != '' and fingerprint != 'gone' "
-        "group by 1 order by 1")]
+    return [
+        tuple(r)
+        for r in project.query(
+            "select extract(path, '_batch_id=([0-9]+)'), count() from audit_mart__lake_files where path != '' and fingerprint != 'gone' "
+            "group by 1 order by 1"
+        )
+    ]
 
 
 def test_new_files_reads_a_late_batch_and_a_file_added_to_a_loaded_batch_in_the_next_run(spark, project, tmp_path):
@@ -310,8 +329,12 @@ def test_new_files_claimed_by_a_failed_load_are_read_by_the_next_run(spark, proj
     _land(lake / "raw" / "audit", {2: two})
     _stage(spark, lake, [2])
     # The SELECT fails on batch 2's line: after the claim, before any INSERT and the load's record.
-    project.model("audit_mart", MART_NEW_FILES.replace(
-        "assumeNotNull(id) as id", "toInt32(assumeNotNull(id) + throwIf(_batch_id = 2, 'a failing load')) as id"))
+    project.model(
+        "audit_mart",
+        MART_NEW_FILES.replace(
+            "assumeNotNull(id) as id", "toInt32(assumeNotNull(id) + throwIf(_batch_id = 2, 'a failing load')) as id"
+        ),
+    )
     failed = project.dbt("run", expect_pass=False)
     assert "1 file to read, not loaded before" in failed.log, failed.log[-2000:]
     assert _loaded_batches(project) == [1]
@@ -342,7 +365,8 @@ def test_new_files_refuses_a_loaded_file_rewritten_in_place_and_keeps_one_that_i
 
     project.dbt("run", "--full-refresh")  # batch 1 now holds the third line instead of the first
     assert project.query("select id from audit_mart final where sign = 1 order by id") == project.query(
-        f"select id from file('{lake}/staged/audit/*=*/*.parquet', 'Parquet') order by id")
+        f"select id from file('{lake}/staged/audit/*=*/*.parquet', 'Parquet') order by id"
+    )
     for path in (lake / "staged" / "audit" / "_batch_id=2").glob("*.parquet"):
         path.unlink()
     pruned = project.dbt("run")
@@ -421,7 +445,8 @@ def _assert_restaged_read_once(project, delete_mode: str, before: list) -> None:
         assert "2 files to read (every file" in restaged.log, restaged.log[-2000:]
     else:
         restaged = project.dbt("run")
-        assert "2 files to read, not loaded before; 2 loaded files no longer in the lake" in restaged.log, \
-            restaged.log[-2000:]
+        assert "2 files to read, not loaded before; 2 loaded files no longer in the lake" in restaged.log, restaged.log[
+            -2000:
+        ]
     assert project.query("select id, note, amount, _version from audit_mart final where sign = 1 order by id") == before
     assert project.scalar("select count() from audit_mart where sign = 1") == len(before)  # no row applied twice

@@ -59,11 +59,25 @@ class _Model:
 
         incremental = self.runs > 0
         self.capsys.readouterr()
-        df = stage_new_batches(_Dbt(self.table, incremental), self.spark, str(self.topic), "postgres", ["id"],
-                               COLUMNS, max_malformed_share=1)
+        df = stage_new_batches(
+            _Dbt(self.table, incremental),
+            self.spark,
+            str(self.topic),
+            "postgres",
+            ["id"],
+            COLUMNS,
+            max_malformed_share=1,
+        )
         self.runs += 1
-        save_model_result(self.spark, df, self.table, "parquet", ["_batch_id"], self.location,
-                          mode="overwrite_partitions" if incremental else "create")
+        save_model_result(
+            self.spark,
+            df,
+            self.table,
+            "parquet",
+            ["_batch_id"],
+            self.location,
+            mode="overwrite_partitions" if incremental else "create",
+        )
         return self.capsys.readouterr().out.strip().removeprefix(f"{self.table}: ")
 
     def staged(self) -> Counter:
@@ -72,8 +86,9 @@ class _Model:
         return Counter((r._batch_id, r._source_file) for r in self.spark.table(self.table).collect())
 
 
-def test_a_file_added_to_a_staged_batch_is_staged_once_and_the_run_says_so(spark, tmp_path: Path, capsys,
-                                                                            monkeypatch) -> None:
+def test_a_file_added_to_a_staged_batch_is_staged_once_and_the_run_says_so(
+    spark, tmp_path: Path, capsys, monkeypatch
+) -> None:
     lines = _captured()
     model = _Model(spark, tmp_path, capsys)
     _land(model.topic, 0, "a.json", lines[0:2])
@@ -101,8 +116,9 @@ def test_a_file_added_to_a_staged_batch_is_staged_once_and_the_run_says_so(spark
     _land(model.topic, 1, "b.json", lines[2:5])
     (model.topic / "_batch_id=0" / "a.json").unlink()
     said = model.run()
-    assert said.startswith("staged 2 batches (0, 1; 0 restaged: 1 file removed; 1 restaged: 1 file changed), "
-                           "6 lines"), said
+    assert said.startswith(
+        "staged 2 batches (0, 1; 0 restaged: 1 file removed; 1 restaged: 1 file changed), 6 lines"
+    ), said
     assert model.staged() == {(0, "a-late.json"): 3, (1, "b.json"): 3}
 
     # A batch folder pruned after staging (every file gone) keeps its staged lines; nothing to stage.
@@ -113,8 +129,9 @@ def test_a_file_added_to_a_staged_batch_is_staged_once_and_the_run_says_so(spark
     assert model.staged() == {(0, "a-late.json"): 3, (1, "b.json"): 3}
 
 
-def test_a_run_killed_between_the_partition_write_and_its_record_is_restaged(spark, tmp_path: Path, capsys,
-                                                                          monkeypatch) -> None:
+def test_a_run_killed_between_the_partition_write_and_its_record_is_restaged(
+    spark, tmp_path: Path, capsys, monkeypatch
+) -> None:
     lines = _captured()
     model = _Model(spark, tmp_path, capsys)
     _land(model.topic, 0, "a.json", lines[0:2])
@@ -135,8 +152,7 @@ def test_a_run_killed_between_the_partition_write_and_its_record_is_restaged(spa
 
     # The next run cannot tell what the partitions were built from: it stages both again, never skips them.
     said = model.run()
-    assert said.startswith("staged 2 batches (0, 1; 0 restaged: 1 file added; 1 restaged: not recorded), 5 lines"), \
-        said
+    assert said.startswith("staged 2 batches (0, 1; 0 restaged: 1 file added; 1 restaged: not recorded), 5 lines"), said
     assert model.staged() == {(0, "a.json"): 2, (0, "a-late.json"): 1, (1, "b.json"): 2}
     assert model.run() == "nothing new to stage"
 
@@ -150,15 +166,20 @@ def test_a_run_killed_between_the_partition_write_and_its_record_is_restaged(spa
     assert model.run().startswith("staged 1 batch (2), 1 line")
     spark.catalog.refreshTable(record)
     assert sorted((r._batch_id, r.file) for r in spark.table(record).collect()) == [
-        (0, "a-late.json"), (0, "a.json"), (1, "b.json"), (2, "c.json")]
+        (0, "a-late.json"),
+        (0, "a.json"),
+        (1, "b.json"),
+        (2, "c.json"),
+    ]
     monkeypatch.undo()
     assert model.run() == "nothing new to stage"
 
     # The record removed by hand: every staged batch is staged again (none skipped).
     spark.sql(f"truncate table {record}")
     said = model.run()
-    assert said.startswith("staged 3 batches (0, 1, 2; 0 restaged: not recorded; 1 restaged: not recorded; "
-                           "2 restaged: not recorded)"), said
+    assert said.startswith(
+        "staged 3 batches (0, 1, 2; 0 restaged: not recorded; 1 restaged: not recorded; 2 restaged: not recorded)"
+    ), said
     assert model.staged() == {(0, "a.json"): 2, (0, "a-late.json"): 1, (1, "b.json"): 2, (2, "c.json"): 1}
 
 
@@ -181,8 +202,9 @@ def test_a_changed_batch_that_cannot_be_replaced_fails_naming_its_folder(spark, 
 
     _land(model.topic, 0, "a.json", lines[0:2])
     _land(model.topic, 1, "b-late.json", lines[4:5])
-    df = stage_new_batches(_Dbt(model.table, True), spark, str(model.topic), "postgres", ["id"], COLUMNS,
-                           max_malformed_share=1)
+    df = stage_new_batches(
+        _Dbt(model.table, True), spark, str(model.topic), "postgres", ["id"], COLUMNS, max_malformed_share=1
+    )
     with pytest.raises(DbtRuntimeError, match=r"raw batches 0 \(1 file changed\), 1 \(1 file added\) changed"):
         save_model_result(spark, df, model.table, "parquet", ["_batch_id"], mode="append")
     assert model.staged() == {(0, "a.json"): 2, (1, "b.json"): 2}

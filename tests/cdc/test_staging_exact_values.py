@@ -20,8 +20,16 @@ from vcmt_tools.staging.topic import decode_lines
 
 pytestmark = pytest.mark.spark
 
-ITEMS = {"id": "bigint", "name": "string", "qty": "int", "active": "boolean", "price": "decimal(12,2)",
-         "created_ms": "timestamp_millis", "created_us": "timestamp_micros", "birth": "date"}
+ITEMS = {
+    "id": "bigint",
+    "name": "string",
+    "qty": "int",
+    "active": "boolean",
+    "price": "decimal(12,2)",
+    "created_ms": "timestamp_millis",
+    "created_us": "timestamp_micros",
+    "birth": "date",
+}
 _SLOT = "__vcmt_test_slot__"
 
 
@@ -54,8 +62,9 @@ def edited(text: str, path: tuple[str, ...], value_json: str | None) -> str:
     return json.dumps(doc, ensure_ascii=False, separators=(",", ":")).replace(json.dumps(_SLOT), value_json)
 
 
-def staged(spark, lines: list[str], columns: dict[str, str], flavour: str = "postgres",
-           **kw: Any) -> list[dict[str, Any]]:
+def staged(
+    spark, lines: list[str], columns: dict[str, str], flavour: str = "postgres", **kw: Any
+) -> list[dict[str, Any]]:
     df = spark.createDataFrame([(t, "f.json", 0) for t in lines], "raw string, _source_file string, _batch_id int")
     return [r.asDict() for r in decode_lines(df, flavour, ["id"], columns, **kw).collect()]
 
@@ -69,29 +78,38 @@ PG = "postgres/noschemas-precise"
 
 def test_the_captured_line_itself_stages(spark) -> None:
     """The control: the captured snapshot row of id 1 is a change with its values."""
-    row, = staged(spark, [captured(PG, "items", "r", 1)], ITEMS)
+    (row,) = staged(spark, [captured(PG, "items", "r", 1)], ITEMS)
     assert (row["_kind"], row["id"], row["qty"], row["active"], row["price"], row["birth"]) == (
-        "change", 1, 3, True, Decimal("1234.50"), date(2024, 1, 2))
+        "change",
+        1,
+        3,
+        True,
+        Decimal("1234.50"),
+        date(2024, 1, 2),
+    )
 
 
-@pytest.mark.parametrize(("column", "value"), [
-    ("id", "1.9"),  # a bigint key with a fraction: was staged as key 1, overwriting that row
-    ("qty", "2.75"),  # was 2
-    ("qty", '"3.99"'),  # text: was 3
-    ("qty", "3.0e0"),  # an exponent
-    ("qty", "2147483648"),  # beyond an int
-    ("active", '"yes"'),  # was true
-    ("active", "2"),  # a TINYINT(1) holding 2 is not a boolean
-    ("birth", "19724.5"),  # a date's days with a fraction: was 2024-01-02
-    ("birth", '"2024-01-02T12:00:00"'),  # a date with a time: the time was dropped
-    ("created_ms", "1704164645123.9"),  # a millisecond count with a fraction: was truncated
-    ("price", '"1234.567"'),  # with decimal_handling="string" below: was rounded to 1234.57
-])
+@pytest.mark.parametrize(
+    ("column", "value"),
+    [
+        ("id", "1.9"),  # a bigint key with a fraction: was staged as key 1, overwriting that row
+        ("qty", "2.75"),  # was 2
+        ("qty", '"3.99"'),  # text: was 3
+        ("qty", "3.0e0"),  # an exponent
+        ("qty", "2147483648"),  # beyond an int
+        ("active", '"yes"'),  # was true
+        ("active", "2"),  # a TINYINT(1) holding 2 is not a boolean
+        ("birth", "19724.5"),  # a date's days with a fraction: was 2024-01-02
+        ("birth", '"2024-01-02T12:00:00"'),  # a date with a time: the time was dropped
+        ("created_ms", "1704164645123.9"),  # a millisecond count with a fraction: was truncated
+        ("price", '"1234.567"'),  # with decimal_handling="string" below: was rounded to 1234.57
+    ],
+)
 def test_a_value_the_declared_type_cannot_hold_exactly_is_wrong_type(spark, column: str, value: str) -> None:
     """Hostile values, one per line: the captured id 1 snapshot row with `column` replaced by `value`."""
     line = edited(captured(PG, "items", "r", 1), ("after", column), value)
     mode = "string" if column == "price" else "precise"
-    row, = staged(spark, [line], ITEMS, decimal_handling=mode)
+    (row,) = staged(spark, [line], ITEMS, decimal_handling=mode)
     assert (row["_kind"], row["_reason"], row["id"]) == ("malformed", "wrong_type", None), line
 
 
@@ -105,7 +123,9 @@ def test_decimals_with_more_digits_than_declared_are_wrong_type_not_rounded(spar
     lines = [captured("postgres/schemas-precise", "items", "r", i) for i in (1, 2)]
     rows = staged(spark, lines, {"id": "bigint", "price": "decimal(12,1)"})
     assert [(r["id"], r["price"], r["_reason"]) for r in rows] == [
-        (1, Decimal("1234.5"), None), (None, None, "wrong_type")]
+        (1, Decimal("1234.5"), None),
+        (None, None, "wrong_type"),
+    ]
     rows = staged(spark, [captured(PG, "items", "r", 1)], {"id": "bigint", "ratio": "decimal(38,10)"})
     assert verdicts(rows) == [("malformed", "wrong_type")]
     rows = staged(spark, [captured(PG, "items", "r", 1)], {"id": "bigint", "ratio": "decimal(38,20)"})
@@ -140,18 +160,22 @@ def test_positions_and_source_times_are_read_exactly(spark) -> None:
     assert verdicts(rows) == [("malformed", "version_out_of_range")]
 
 
-@pytest.mark.parametrize(("variant", "flavour", "field"), [
-    ("postgres/noschemas-precise", "postgres", "lsn"),
-    ("postgres/schemas-precise", "postgres", "lsn"),
-    ("mysql/noschemas-precise", "mysql", "pos"),
-    ("mysql/noschemas-precise", "mysql", "file"),
-])
+@pytest.mark.parametrize(
+    ("variant", "flavour", "field"),
+    [
+        ("postgres/noschemas-precise", "postgres", "lsn"),
+        ("postgres/schemas-precise", "postgres", "lsn"),
+        ("mysql/noschemas-precise", "mysql", "pos"),
+        ("mysql/noschemas-precise", "mysql", "file"),
+    ],
+)
 def test_a_truncate_without_a_position_is_quarantined(spark, variant: str, flavour: str, field: str) -> None:
     """The captured truncate stages with its position; with the position's field removed (hostile), it
     was staged as a truncate with a NULL `_version`, which a mart applied at 0."""
     line = captured(variant, "audit", "t")
-    rows = staged(spark, [line, edited(line, ("source", field), None)], {"id": "int", "note": "string"},
-                  flavour=flavour)
+    rows = staged(
+        spark, [line, edited(line, ("source", field), None)], {"id": "int", "note": "string"}, flavour=flavour
+    )
     assert verdicts(rows) == [("truncate", None), ("malformed", "null_version")]
     assert rows[0]["_version"] is not None and rows[1]["_version"] is None and rows[1]["sign"] is None
     assert rows[1]["_raw"] == edited(line, ("source", field), None)
@@ -171,7 +195,9 @@ def test_text_that_is_not_base64_is_not_decoded_as_bytes(spark) -> None:
     "12.34" (hostile value in the captured line) was staged as the bytes of "1234" (-26588.24 at scale 2);
     the captured `name` declared binary was staged as bytes of its letters."""
     line = captured(PG, "items", "r", 1)
-    rows = staged(spark, [line, edited(line, ("after", "price"), '"12.34"')], {"id": "bigint", "price": "decimal(12,2)"})
+    rows = staged(
+        spark, [line, edited(line, ("after", "price"), '"12.34"')], {"id": "bigint", "price": "decimal(12,2)"}
+    )
     assert [(r["price"], r["_reason"]) for r in rows] == [(Decimal("1234.50"), None), (None, "wrong_type")]
     rows = staged(spark, [line], {"id": "bigint", "name": "binary"})
     assert verdicts(rows) == [("malformed", "wrong_type")]
@@ -187,17 +213,22 @@ def test_decimal_bytes_in_a_float_column_without_a_schema_are_wrong_type(spark) 
     assert [(r["price"], r["_reason"]) for r in rows] == [(1234.5, None)]
 
 
-@pytest.mark.parametrize("value", [
-    '"+10000-01-01T00:00:00Z"',  # past year 9999: was staged
-    '"0000-06-01T00:00:00Z"',  # before year 1
-    '"2024"',  # not an instant: was 2024-01-01
-    '"2024-01-02T03:04:05"',  # no offset: was read in the session's time zone
-    '"2024-01-02"',
-])
+@pytest.mark.parametrize(
+    "value",
+    [
+        '"+10000-01-01T00:00:00Z"',  # past year 9999: was staged
+        '"0000-06-01T00:00:00Z"',  # before year 1
+        '"2024"',  # not an instant: was 2024-01-01
+        '"2024-01-02T03:04:05"',  # no offset: was read in the session's time zone
+        '"2024-01-02"',
+    ],
+)
 def test_timestamp_text_that_is_not_an_instant_in_range_is_wrong_type(spark, value: str) -> None:
     """The captured ZonedTimestamp `created_tz` replaced by `value` (hostile); the captured one stages."""
     line = captured(PG, "items", "r", 1)
-    rows = staged(spark, [line, edited(line, ("after", "created_tz"), value)], {"id": "bigint", "created_tz": "timestamp"})
+    rows = staged(
+        spark, [line, edited(line, ("after", "created_tz"), value)], {"id": "bigint", "created_tz": "timestamp"}
+    )
     assert verdicts(rows) == [("change", None), ("malformed", "wrong_type")]
 
 
@@ -228,5 +259,8 @@ def test_text_that_is_not_utf8_is_wrong_type_not_replacement_characters(spark, t
     rows = stage_topic(spark, str(tmp_path), "postgres", ["id"], {"id": "bigint", "name": "string"}).collect()
     name = 'alpha ✓ Zoë "q", comma'
     assert [(r["_kind"], r["_reason"], r["name"]) for r in rows] == [
-        ("change", None, name), ("malformed", "wrong_type", None), ("change", None, name),
-        ("change", None, "caf\ufffd")]
+        ("change", None, name),
+        ("malformed", "wrong_type", None),
+        ("change", None, name),
+        ("change", None, "caf\ufffd"),
+    ]

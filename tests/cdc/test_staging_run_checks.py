@@ -71,8 +71,9 @@ def test_every_run_prints_its_lines_by_kind(spark, lake: str, capsys) -> None:
     out = capsys.readouterr().out.strip().splitlines()
     changes = sum(r["_kind"] == "change" for r in rows)
     tombstones = sum(r["_kind"] == "tombstone" for r in rows)
-    assert out == [f"staging.stg_items: staged 2 batches (0, 1), {len(rows)} lines: {changes} change, "
-                   f"{tombstones} tombstone"]
+    assert out == [
+        f"staging.stg_items: staged 2 batches (0, 1), {len(rows)} lines: {changes} change, {tombstones} tombstone"
+    ]
     nothing = stage_topic(spark, lake, "postgres", ["id"], COLUMNS, exclude_batches=[0, 1])
     assert checked(nothing, "staging.stg_items", COLUMNS, 0.5).count() == 0
     assert capsys.readouterr().out.strip() == "staging.stg_items: nothing new to stage"
@@ -95,6 +96,9 @@ def test_a_share_of_malformed_lines_equal_to_the_threshold_is_staged(spark) -> N
 
     staged = checked(batch(29), "staging.stg_items", ITEMS, 0.29)
     assert staged.where("_kind = 'malformed'").count() == 29
-    with pytest.raises(ValueError, match=r"batch 0: 30 of 100 lines \(30%\) are malformed, more than "
-                       r"max_malformed_share=0.29"):
+    with pytest.raises(
+        ValueError,
+        match=r"batch 0: 30 of 100 lines \(30%\) are malformed, more than "
+        r"max_malformed_share=0.29",
+    ):
         checked(batch(30), "staging.stg_items", ITEMS, 0.29)

@@ -16,15 +16,35 @@ def test_demo_pipeline_matches_oracle_end_to_end(tmp_path):
     staged equals what the generator wrote.
     """
     proc = subprocess.run(
-        [sys.executable, "-m", "vcmt_lab.demo", "--events", "1500", "--batches", "2", "--seed", "7",
-         "--work", str(tmp_path / "demo")],
-        capture_output=True, text=True, timeout=900,
+        [
+            sys.executable,
+            "-m",
+            "vcmt_lab.demo",
+            "--events",
+            "1500",
+            "--batches",
+            "2",
+            "--seed",
+            "7",
+            "--work",
+            str(tmp_path / "demo"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
     out = proc.stdout
     assert proc.returncode == 0, out[-4000:] + proc.stderr[-4000:]
     assert "| | staged kinds = generated kinds | | | yes |" in out
-    for kind in ("truncate", "tombstone", "heartbeat", "transaction", "  of which TOAST placeholders",
-                 "malformed: version_out_of_range", "primary-key changes"):
+    for kind in (
+        "truncate",
+        "tombstone",
+        "heartbeat",
+        "transaction",
+        "  of which TOAST placeholders",
+        "malformed: version_out_of_range",
+        "primary-key changes",
+    ):
         assert f"| pg.public.orders | {kind}" in out
     assert "| fct_orders |" in out and "| dim_customers |" in out
     assert "downstream aggregate agg_orders_by_tenant_status vs oracle:" in out and ", 0 differ" in out

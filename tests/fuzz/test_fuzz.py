@@ -24,14 +24,17 @@ pytestmark = pytest.mark.engines("chdb", "http")
 def test_random_streams_match_oracle(tmp_path, chdb_path, lab_dir, engine):
     """Random streams through the external writer and `dbt run`, with crashes, empty runs, full refreshes (some
     failing mid-load) and a hostile profile, end equal to the oracle, invariants intact."""
-    project = make_project(tmp_path / "proj", "fuzz", chdb_path, lab_dir, custom_settings=HOSTILE_PROFILE_SETTINGS,
-                           engine=engine)
+    project = make_project(
+        tmp_path / "proj", "fuzz", chdb_path, lab_dir, custom_settings=HOSTILE_PROFILE_SETTINGS, engine=engine
+    )
     try:
         results = run_campaign(project, STREAMS, EVENTS, SEED, dbt_every=5, max_batches=MAX_BATCHES)
     finally:
         project.close()
     failures = [
-        f"seed {r.seed} ({r.model} via {r.path}, {r.virtual_shards} virtual shards): " + "; ".join(r.problems[:3]) for r in results if r.problems
+        f"seed {r.seed} ({r.model} via {r.path}, {r.virtual_shards} virtual shards): " + "; ".join(r.problems[:3])
+        for r in results
+        if r.problems
     ]
     assert len(results) == STREAMS
     # Loads as concurrent INSERTs (virtual shards) are part of the campaign.
@@ -41,7 +44,8 @@ def test_random_streams_match_oracle(tmp_path, chdb_path, lab_dir, engine):
     # So are full refreshes in the middle of a stream, on every stream through `dbt run`.
     assert all(r.full_refreshes == 1 for r in results if r.path == "dbt") and any(r.path == "dbt" for r in results)
     replay = f"python -m vcmt_lab.fuzz --streams 1 --seed S --events {EVENTS}" + (
-        f" --max-batches {MAX_BATCHES}" if MAX_BATCHES else "")
+        f" --max-batches {MAX_BATCHES}" if MAX_BATCHES else ""
+    )
     assert not failures, f"mismatches (replay with {replay}):\n" + "\n".join(failures)
 
 
@@ -53,8 +57,9 @@ def test_streams_delivered_as_lake_files_match_oracle(tmp_path, chdb_path, lab_d
     """Streams delivered as Parquet files into batch folders (late files, files added to loaded batches,
     duplicate deliveries, a killed staging job's leftovers, loads failing after their claim, a full refresh) and
     read with `vcmt.lake_source(..., new_files=true)` end equal to the oracle, each file recorded once."""
-    project = make_project(tmp_path / "proj", "fuzz_lake", chdb_path, lab_dir,
-                           custom_settings=HOSTILE_PROFILE_SETTINGS, engine=engine)
+    project = make_project(
+        tmp_path / "proj", "fuzz_lake", chdb_path, lab_dir, custom_settings=HOSTILE_PROFILE_SETTINGS, engine=engine
+    )
     try:
         # Seeds 2997-2999: unconditional deletes (fold and rounds), truncates.
         results = run_campaign(project, LAKE_STREAMS, 100, 2997, dbt_every=0, lake_every=1)
@@ -64,5 +69,6 @@ def test_streams_delivered_as_lake_files_match_oracle(tmp_path, chdb_path, lab_d
     kinds = {k for r in results for k, n in r.lake.items() if n}
     assert kinds == {"late files", "duplicate files", "failed loads", "killed staging jobs"}, kinds
     failures = [f"seed {r.seed} ({r.model} via lake): " + "; ".join(r.problems[:3]) for r in results if r.problems]
-    assert not failures, "mismatches (replay with python -m vcmt_lab.fuzz --lake-every 1 --streams 1 --seed S):\n" \
-        + "\n".join(failures)
+    assert not failures, (
+        "mismatches (replay with python -m vcmt_lab.fuzz --lake-every 1 --streams 1 --seed S):\n" + "\n".join(failures)
+    )

@@ -28,11 +28,16 @@ def _generic_tests_projects(tmp_path_factory, chdb_path: Path, lab_dir: Path) ->
 
 
 @pytest.fixture(scope="module")
-def generic_tests_project(_generic_tests_projects, tmp_path_factory, chdb_path: Path, lab_dir: Path,
-                          engine: Engine) -> DbtProject:
+def generic_tests_project(
+    _generic_tests_projects, tmp_path_factory, chdb_path: Path, lab_dir: Path, engine: Engine
+) -> DbtProject:
     """One dbt project for all generic-test scenarios on the module's engine."""
     if engine.kind not in _generic_tests_projects:
         _generic_tests_projects[engine.kind] = make_project(
-            tmp_path_factory.mktemp(f"generic_tests_{engine.kind}") / "proj", "generic_tests", chdb_path, lab_dir,
-            engine=engine)
+            tmp_path_factory.mktemp(f"generic_tests_{engine.kind}") / "proj",
+            "generic_tests",
+            chdb_path,
+            lab_dir,
+            engine=engine,
+        )
     return _generic_tests_projects[engine.kind]

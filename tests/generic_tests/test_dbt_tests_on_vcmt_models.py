@@ -12,8 +12,14 @@ from vcmt_lab.dbt_project import PROJECT_NAME
 
 pytestmark = pytest.mark.engines("chdb", "http")
 
-ORDERS = {"id": "UInt64", "customer_id": "UInt64", "status": "String", "carrier": "Nullable(String)",
-          "_version": "UInt64", "sign": "Int8"}
+ORDERS = {
+    "id": "UInt64",
+    "customer_id": "UInt64",
+    "status": "String",
+    "carrier": "Nullable(String)",
+    "_version": "UInt64",
+    "sign": "Int8",
+}
 CUSTOMERS = {"id": "UInt64", "name": "String", "_version": "UInt64", "sign": "Int8"}
 
 # Two tests in dbt-utils' style (dbt-utils is a git/hub package, not installable here): generic tests
@@ -36,19 +42,35 @@ TESTS = {
         {"name": "orders_id_unique", "column": "id", "test": "unique"},
         {"name": "orders_id_not_null", "column": "id", "test": "not_null"},
         {"name": "orders_carrier_not_null", "column": "carrier", "test": "not_null"},
-        {"name": "orders_status_accepted", "column": "status",
-         "test": {"accepted_values": {"arguments": {"values": ["open", "shipped"]}}}},
-        {"name": "orders_customer_exists", "column": "customer_id",
-         "test": {"relationships": {"arguments": {"to": "ref('customers')", "field": "id"}}}},
-        {"name": "orders_open_unique_where", "column": "id",
-         "test": {"unique": {"config": {"where": "status = 'open'"}}}},
-        {"name": "orders_utils_unique_combination",
-         "test": {"unique_combination_of_columns": {"arguments": {"combination_of_columns": ["id"]}}}},
-        {"name": "orders_utils_expression",
-         "test": {"expression_is_true": {"arguments": {"expression": "status != 'draft'"}}}},
+        {
+            "name": "orders_status_accepted",
+            "column": "status",
+            "test": {"accepted_values": {"arguments": {"values": ["open", "shipped"]}}},
+        },
+        {
+            "name": "orders_customer_exists",
+            "column": "customer_id",
+            "test": {"relationships": {"arguments": {"to": "ref('customers')", "field": "id"}}},
+        },
+        {
+            "name": "orders_open_unique_where",
+            "column": "id",
+            "test": {"unique": {"config": {"where": "status = 'open'"}}},
+        },
+        {
+            "name": "orders_utils_unique_combination",
+            "test": {"unique_combination_of_columns": {"arguments": {"combination_of_columns": ["id"]}}},
+        },
+        {
+            "name": "orders_utils_expression",
+            "test": {"expression_is_true": {"arguments": {"expression": "status != 'draft'"}}},
+        },
         # vcmt's own tests still read the stored rows (a subquery would make these two error).
         {"name": "orders_vcmt_single_live", "test": "vcmt.single_live_version"},
-        {"name": "orders_vcmt_groupby", "test": {"vcmt.groupby_matches_final": {"arguments": {"group_by": ["status"]}}}},
+        {
+            "name": "orders_vcmt_groupby",
+            "test": {"vcmt.groupby_matches_final": {"arguments": {"group_by": ["status"]}}},
+        },
     ],
     "customers": [{"name": "customers_id_unique", "column": "id", "test": "unique"}],
 }
@@ -63,25 +85,36 @@ def _properties() -> dict:
             test = t["test"]
             if isinstance(test, str):
                 test = {test: {}}
-            (kind, props), = test.items()
+            ((kind, props),) = test.items()
             entry = {kind: {"name": t["name"], **props}}
             (columns.setdefault(t["column"], []) if "column" in t else data_tests).append(entry)
-        models.append({"name": model, "data_tests": data_tests,
-                       "columns": [{"name": c, "data_tests": ts} for c, ts in columns.items()]})
+        models.append(
+            {
+                "name": model,
+                "data_tests": data_tests,
+                "columns": [{"name": c, "data_tests": ts} for c, ts in columns.items()],
+            }
+        )
     return {"version": 2, "models": models}
 
 
 def _results(project) -> dict[str, tuple[str, int]]:
     run = project.dbt("test", "--select", "orders", "customers", expect_pass=False)
-    return {r.node.name: (str(r.status), r.failures) for r in run.result.result.results
-            if r.node.resource_type == "test"}
+    return {
+        r.node.name: (str(r.status), r.failures) for r in run.result.result.results if r.node.resource_type == "test"
+    }
 
 
 @pytest.fixture(scope="module")
 def phases(tmp_path_factory, chdb_path, lab_dir, engine) -> dict[str, dict[str, tuple[str, int]]]:
     """Test results after the first run, after an update batch, and after OPTIMIZE FINAL."""
-    project = make_project(tmp_path_factory.mktemp(f"dbt_tests_{engine.kind}") / "proj", "dbt_tests_on_vcmt",
-                           chdb_path, lab_dir, engine=engine)
+    project = make_project(
+        tmp_path_factory.mktemp(f"dbt_tests_{engine.kind}") / "proj",
+        "dbt_tests_on_vcmt",
+        chdb_path,
+        lab_dir,
+        engine=engine,
+    )
     config = yaml.safe_load((project.root / "dbt_project.yml").read_text())
     # The one line of project config the README documents.
     config["dispatch"] = [{"macro_namespace": "dbt", "search_order": [PROJECT_NAME, "vcmt", "dbt"]}]
@@ -110,11 +143,16 @@ def phases(tmp_path_factory, chdb_path, lab_dir, engine) -> dict[str, dict[str, 
 def test_first_run(phases):
     """The first run's rows: the draft order fails not_null, accepted_values and the expression."""
     assert phases["first run"] == {
-        "orders_id_unique": ("pass", 0), "orders_id_not_null": ("pass", 0),
-        "orders_carrier_not_null": ("fail", 1), "orders_status_accepted": ("fail", 1),
-        "orders_customer_exists": ("pass", 0), "orders_open_unique_where": ("pass", 0),
-        "orders_utils_unique_combination": ("pass", 0), "orders_utils_expression": ("fail", 1),
-        "orders_vcmt_single_live": ("pass", 0), "orders_vcmt_groupby": ("pass", 0),
+        "orders_id_unique": ("pass", 0),
+        "orders_id_not_null": ("pass", 0),
+        "orders_carrier_not_null": ("fail", 1),
+        "orders_status_accepted": ("fail", 1),
+        "orders_customer_exists": ("pass", 0),
+        "orders_open_unique_where": ("pass", 0),
+        "orders_utils_unique_combination": ("pass", 0),
+        "orders_utils_expression": ("fail", 1),
+        "orders_vcmt_single_live": ("pass", 0),
+        "orders_vcmt_groupby": ("pass", 0),
         "customers_id_unique": ("pass", 0),
     }
 
@@ -124,11 +162,16 @@ def test_current_rows_before_and_after_merges(phases, phase):
     """After an update batch the tables hold cancel rows and old states until a merge: dbt's tests see the
     current rows either way. The only failure is real: order 2 points to the deleted customer 2."""
     assert phases[phase] == {
-        "orders_id_unique": ("pass", 0), "orders_id_not_null": ("pass", 0),
-        "orders_carrier_not_null": ("pass", 0), "orders_status_accepted": ("pass", 0),
-        "orders_customer_exists": ("fail", 1), "orders_open_unique_where": ("pass", 0),
-        "orders_utils_unique_combination": ("pass", 0), "orders_utils_expression": ("pass", 0),
-        "orders_vcmt_single_live": ("pass", 0), "orders_vcmt_groupby": ("pass", 0),
+        "orders_id_unique": ("pass", 0),
+        "orders_id_not_null": ("pass", 0),
+        "orders_carrier_not_null": ("pass", 0),
+        "orders_status_accepted": ("pass", 0),
+        "orders_customer_exists": ("fail", 1),
+        "orders_open_unique_where": ("pass", 0),
+        "orders_utils_unique_combination": ("pass", 0),
+        "orders_utils_expression": ("pass", 0),
+        "orders_vcmt_single_live": ("pass", 0),
+        "orders_vcmt_groupby": ("pass", 0),
         "customers_id_unique": ("pass", 0),
     }
 
@@ -137,11 +180,22 @@ def test_current_rows_before_and_after_merges(phases, phase):
 def test_without_the_dispatch_line_the_run_warns(project):
     """Without the dispatch line dbt's tests read the stored rows and may pass or fail wrongly: the run warns,
     naming each such test and the line to add; vcmt's own tests and tests with the line are not named."""
-    project.write("models/_tests.yml", yaml.safe_dump({"version": 2, "models": [{
-        "name": "orders",
-        "columns": [{"name": "id", "data_tests": [{"unique": {"name": "orders_id_unique"}}]}],
-        "data_tests": [{"vcmt.single_live_version": {"name": "orders_vcmt_single_live"}}],
-    }]}, sort_keys=False))
+    project.write(
+        "models/_tests.yml",
+        yaml.safe_dump(
+            {
+                "version": 2,
+                "models": [
+                    {
+                        "name": "orders",
+                        "columns": [{"name": "id", "data_tests": [{"unique": {"name": "orders_id_unique"}}]}],
+                        "data_tests": [{"vcmt.single_live_version": {"name": "orders_vcmt_single_live"}}],
+                    }
+                ],
+            },
+            sort_keys=False,
+        ),
+    )
     orders = Scenario(project, ORDERS, {"unique_key": "id"}, name="orders")
     orders.run_batch([(1, 1, "open", "ups", 1, 1)])
     orders.run_batch([(1, 1, "shipped", "ups", 2, 1)])

@@ -51,10 +51,16 @@ def project(generic_tests_project):
             "groupby_wrong_amount_by_status": ("groupby_wrong_amount", "groupby_matches_final", BY_STATUS),
             "groupby_wrong_status_by_status": ("groupby_wrong_status", "groupby_matches_final", BY_STATUS),
             "groupby_gone_group_by_status": ("groupby_gone_group", "groupby_matches_final", BY_STATUS),
-            "groupby_off_by_one_int": ("groupby_off_by_one", "groupby_matches_final",
-                                       {"group_by": ["status"], "metrics": ["toInt64(amount)"]}),
-            "groupby_off_by_one_decimal": ("groupby_off_by_one", "groupby_matches_final",
-                                           {"group_by": ["status"], "metrics": ["toDecimal64(amount, 2)"]}),
+            "groupby_off_by_one_int": (
+                "groupby_off_by_one",
+                "groupby_matches_final",
+                {"group_by": ["status"], "metrics": ["toInt64(amount)"]},
+            ),
+            "groupby_off_by_one_decimal": (
+                "groupby_off_by_one",
+                "groupby_matches_final",
+                {"group_by": ["status"], "metrics": ["toDecimal64(amount, 2)"]},
+            ),
             "groupby_off_by_one_float": ("groupby_off_by_one", "groupby_matches_final", BY_STATUS),
         },
     )
@@ -94,10 +100,13 @@ def test_bad_cancel_in_a_group_netting_to_zero_fails(project):
     assert row == ("gone", 0, None, 2.0, None)
 
 
-@pytest.mark.parametrize("test_name, groupby, final", [
-    ("groupby_off_by_one_int", 10**12 - 1, 10**12),
-    ("groupby_off_by_one_decimal", 10**12 - 1, 10**12),
-])
+@pytest.mark.parametrize(
+    "test_name, groupby, final",
+    [
+        ("groupby_off_by_one_int", 10**12 - 1, 10**12),
+        ("groupby_off_by_one_decimal", 10**12 - 1, 10**12),
+    ],
+)
 def test_exact_metrics_get_no_tolerance(project, test_name, groupby, final):
     """Int and Decimal sums are exact: an off-by-one far inside the default relative tolerance fails."""
     status, failures, _ = run_test(project, test_name, expect_pass=False)

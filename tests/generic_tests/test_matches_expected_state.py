@@ -79,8 +79,10 @@ def test_drifted_state_fails_with_each_diff_kind(project):
     # The run shows the differing rows, not only their count: the key and each compared value beside the
     # expected one (NULL on the side without the key).
     assert "first differing rows (up to 5):" in run.log, run.log[-3000:]
-    assert "different k=1: _version 3 (expected 2), status shipped (expected shipped), amount 12.5 (expected 12.19" \
-        in run.log, run.log[-3000:]
+    assert (
+        "different k=1: _version 3 (expected 2), status shipped (expected shipped), amount 12.5 (expected 12.19"
+        in run.log
+    ), run.log[-3000:]
     assert "missing k=2: _version NULL (expected 1)" in run.log and "extra k=10: _version 1 (expected NULL)" in run.log
 
 

@@ -40,8 +40,7 @@ class Scenario:
         args = ", ".join(f"{k}={jinja_literal(v)}" for k, v in self.config.items())
         self.project.model(
             self.name,
-            f"{{{{ config(materialized='vcmt_upsert', {args}) }}}}\n"
-            f"select {select} from `{self.name}_src`",
+            f"{{{{ config(materialized='vcmt_upsert', {args}) }}}}\nselect {select} from `{self.name}_src`",
         )
 
     def insert_source(self, rows: Iterable[Sequence[Any]]) -> int:
@@ -93,8 +92,13 @@ class Scenario:
         assert not multi, f"keys with more than one live version: {multi[:5]}"
 
 
-def oracle_events(rows: Iterable[Sequence[Any]], columns: Sequence[str], keys: Sequence[str],
-                  version: str = "_version", sign: str | None = "sign") -> list[Event]:
+def oracle_events(
+    rows: Iterable[Sequence[Any]],
+    columns: Sequence[str],
+    keys: Sequence[str],
+    version: str = "_version",
+    sign: str | None = "sign",
+) -> list[Event]:
     events = []
     for row in rows:
         values = dict(zip(columns, row, strict=True))
@@ -109,8 +113,9 @@ def oracle_events(rows: Iterable[Sequence[Any]], columns: Sequence[str], keys: S
     return events
 
 
-def expected_rows(oracle: Oracle, columns: Sequence[str], keys: Sequence[str], version: str = "_version",
-                  sign: str = "sign") -> list[tuple]:
+def expected_rows(
+    oracle: Oracle, columns: Sequence[str], keys: Sequence[str], version: str = "_version", sign: str = "sign"
+) -> list[tuple]:
     """The oracle's live rows in the column order of Scenario.final_rows()."""
     out = []
     for key, (ver, row) in sorted(oracle.live_rows().items()):

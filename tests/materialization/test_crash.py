@@ -35,16 +35,26 @@ def _dbt_cli(project: DbtProject, *args: str) -> list[str]:
 
 
 def _dbt(project: DbtProject, *args: str) -> str:
-    done = subprocess.run(_dbt_cli(project, *args), capture_output=True, text=True, timeout=TIMEOUT,
-                          env={**os.environ, "DO_NOT_TRACK": "1"})
+    done = subprocess.run(
+        _dbt_cli(project, *args),
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        env={**os.environ, "DO_NOT_TRACK": "1"},
+    )
     assert done.returncode == 0, f"dbt {' '.join(args)} failed:\n{done.stdout[-4000:]}\n{done.stderr[-2000:]}"
     return done.stdout
 
 
 def _kill_during_round(project: DbtProject, round_no: int) -> str:
     """Start `dbt run` and SIGKILL it as soon as it logs the INSERT of round `round_no`."""
-    proc = subprocess.Popen(_dbt_cli(project, "run", "--debug"), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, env={**os.environ, "DO_NOT_TRACK": "1"})
+    proc = subprocess.Popen(
+        _dbt_cli(project, "run", "--debug"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "DO_NOT_TRACK": "1"},
+    )
     deadline = time.monotonic() + TIMEOUT
     seen = []
     try:
@@ -68,8 +78,9 @@ def _query(chdb_path: Path, schema: str, sql: str) -> list[list]:
         "c = clickhouse_connect.get_client(interface='chdb', path=sys.argv[1], database=sys.argv[2])\n"
         "print(json.dumps([list(r) for r in c.query(sys.argv[3]).result_rows], default=str))\n"
     )
-    done = subprocess.run([sys.executable, "-c", code, str(chdb_path), schema, sql], capture_output=True, text=True,
-                          timeout=TIMEOUT)
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(chdb_path), schema, sql], capture_output=True, text=True, timeout=TIMEOUT
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -77,28 +88,38 @@ def _query(chdb_path: Path, schema: str, sql: str) -> list[list]:
 def test_kill_between_rounds_then_rerun_is_exact(tmp_path, lab_dir):
     """0.1.0 left `m__batch` behind: every later run failed with TABLE_ALREADY_EXISTS."""
     chdb_path = tmp_path / "chdb"
-    project = DbtProject(root=tmp_path / "proj", package_root=PACKAGE_ROOT,
-                         chdb_path=chdb_path, schema="crash", lab_dir=lab_dir)
+    project = DbtProject(
+        root=tmp_path / "proj", package_root=PACKAGE_ROOT, chdb_path=chdb_path, schema="crash", lab_dir=lab_dir
+    )
     rows = ["id,x,_version"]
     for v in range(1, VERSIONS + 1):
         rows += [f"{k},{k * 10 + v},{v}" for k in range(1, KEYS + 1)]
     project.seed("events", "\n".join(rows))
-    project.model("m", """
+    project.model(
+        "m",
+        """
         {{ config(materialized='vcmt_upsert', unique_key='id', merge={'x': '{old} + {new}'}) }}
         select id, x, _version from {{ ref('events') }}
-    """)
+    """,
+    )
     _dbt(project, "deps")
     _dbt(project, "seed")
     _kill_during_round(project, KILL_AT_ROUND)
 
-    assert _query(chdb_path, "crash", "select count() from system.tables where database = 'crash' and name = 'm__batch'") == [[1]]
+    assert _query(
+        chdb_path, "crash", "select count() from system.tables where database = 'crash' and name = 'm__batch'"
+    ) == [[1]]
     # What the killed run applied is whole: no key is half-updated.
-    assert _query(chdb_path, "crash", "select count() from (select id, sum(sign) s from m group by id having s not in (0, 1))") == [[0]]
+    assert _query(
+        chdb_path, "crash", "select count() from (select id, sum(sign) s from m group by id having s not in (0, 1))"
+    ) == [[0]]
 
     _dbt(project, "run")  # recovers: replaces the stale batch table, applies what is missing
     _dbt(project, "run")  # replays the same input: applies nothing twice, the running sum included
     expected = [[k, sum(k * 10 + v for v in range(1, VERSIONS + 1)), VERSIONS] for k in range(1, KEYS + 1)]
     assert _query(chdb_path, "crash", "select id, x, _version from m final where sign = 1 order by id") == expected
-    assert _query(chdb_path, "crash", "select count() from system.tables where database = 'crash' and name = 'm__batch'") == [[0]]
+    assert _query(
+        chdb_path, "crash", "select count() from system.tables where database = 'crash' and name = 'm__batch'"
+    ) == [[0]]
     grouped = _query(chdb_path, "crash", "select sum(x * sign), sum(sign) from m")
     assert grouped == [[sum(r[1] for r in expected), KEYS]]

@@ -14,10 +14,14 @@ EVENTS = [(1, 10, 1, 1), (2, 20, 1, 1)]
 
 def _vcmt_project(project: DbtProject, model_config: str = "") -> None:
     """Source `raw.ev` (a table of change events) -> `m` (vcmt_upsert) -> `d` (a view reading it)."""
-    project.command("create table ev (id Int32, x Int64, _version UInt64, sign Int8, ts DateTime default now() - 60) "
-                    "engine = MergeTree order by id")
+    project.command(
+        "create table ev (id Int32, x Int64, _version UInt64, sign Int8, ts DateTime default now() - 60) "
+        "engine = MergeTree order by id"
+    )
     project.command("insert into ev (id, x, _version, sign) values " + ", ".join(str(e) for e in EVENTS))
-    project.write("models/_sources.yml", f"""
+    project.write(
+        "models/_sources.yml",
+        f"""
         version: 2
         sources:
           - name: raw
@@ -26,21 +30,31 @@ def _vcmt_project(project: DbtProject, model_config: str = "") -> None:
               - name: ev
                 config:
                   event_time: ts
-    """)
-    project.model("m", f"""
+    """,
+    )
+    project.model(
+        "m",
+        f"""
         {{{{ config(materialized='vcmt_upsert', unique_key='id'{model_config}) }}}}
         select id, x, _version, sign from {{{{ source('raw', 'ev') }}}}
-    """)
+    """,
+    )
     # Sign arithmetic, not FINAL: under --empty and --sample dbt reads a ref as a subquery, which FINAL cannot
     # take (README, "dbt's own features on a vcmt model").
-    project.model("d", """
+    project.model(
+        "d",
+        """
         {{ config(materialized='view') }}
         select id, sum(x * sign) as x from {{ ref('m') }} group by id having sum(sign) > 0
-    """)
-    project.model("c", """
+    """,
+    )
+    project.model(
+        "c",
+        """
         {{ config(materialized='view') }}
         select id, x from {{ vcmt.current_rows(ref('m')) }}
-    """)
+    """,
+    )
 
 
 def _rows(project: DbtProject, table: str = "m") -> list[tuple]:
@@ -59,7 +73,9 @@ def test_build_empty_loads_nothing_and_breaks_nothing(project: DbtProject) -> No
 
 
 def _contract(project: DbtProject, x_type: str = "Int64", constraint: str = "") -> None:
-    project.write("models/_models.yml", f"""
+    project.write(
+        "models/_models.yml",
+        f"""
         version: 2
         models:
           - name: m
@@ -71,7 +87,8 @@ def _contract(project: DbtProject, x_type: str = "Int64", constraint: str = "") 
               - {{name: x, data_type: {x_type}, description: The amount.{constraint}}}
               - {{name: _version, data_type: UInt64}}
               - {{name: sign, data_type: Int8}}
-    """)
+    """,
+    )
 
 
 def test_an_enforced_contract_is_honoured(project: DbtProject) -> None:
@@ -81,11 +98,15 @@ def test_an_enforced_contract_is_honoured(project: DbtProject) -> None:
     _contract(project, x_type="String")
     failed = project.dbt("run", "--select", "m", expect_pass=False)
     assert "enforced contract that failed" in failed.log and "String" in failed.log, failed.log[-3000:]
-    assert project.scalar(f"select count() from system.tables where database = '{project.schema}' and name like 'm%'") == 0
+    assert (
+        project.scalar(f"select count() from system.tables where database = '{project.schema}' and name like 'm%'") == 0
+    )
     _contract(project, constraint=", constraints: [{type: check, expression: 'x > 0'}]")
     refused = project.dbt("run", "--select", "m", expect_pass=False)
     assert "vcmt_upsert" in refused.log and "constraints" in refused.log, refused.log[-3000:]
-    assert project.scalar(f"select count() from system.tables where database = '{project.schema}' and name like 'm%'") == 0
+    assert (
+        project.scalar(f"select count() from system.tables where database = '{project.schema}' and name like 'm%'") == 0
+    )
     _contract(project)
     project.dbt("run", "--select", "m")
     assert _rows(project) == [(1, 10), (2, 20)]
@@ -101,7 +122,11 @@ def test_docs_generate_lists_the_models_columns(project: DbtProject) -> None:
     catalog = json.loads((project.root / "target" / "catalog.json").read_text())
     node = catalog["nodes"]["model.vcmt_test_project.m"]
     assert {name: c["type"] for name, c in node["columns"].items()} == {
-        "id": "Int32", "x": "Int64", "_version": "UInt64", "sign": "Int8"}
+        "id": "Int32",
+        "x": "Int64",
+        "_version": "UInt64",
+        "sign": "Int8",
+    }
     manifest = json.loads((project.root / "target" / "manifest.json").read_text())
     model = manifest["nodes"]["model.vcmt_test_project.m"]
     assert model["description"] == "The current orders."
@@ -112,7 +137,9 @@ def test_unit_tests_on_a_vcmt_model_and_on_a_model_reading_it(project: DbtProjec
     """`unit_tests:` on the vcmt model (its SELECT, given the source's rows) and on a model reading it (given
     the vcmt model's rows, a cancel row among them)."""
     _vcmt_project(project)
-    project.write("models/_unit_tests.yml", """
+    project.write(
+        "models/_unit_tests.yml",
+        """
         unit_tests:
           - name: m_selects_the_events
             model: m
@@ -134,7 +161,8 @@ def test_unit_tests_on_a_vcmt_model_and_on_a_model_reading_it(project: DbtProjec
             expect:
               rows:
                 - {id: 2, x: 7}
-    """)
+    """,
+    )
     project.dbt("run")
     run = project.dbt("test", "--select", "test_type:unit")
     passed = sorted(r.node.name for r in run.result.result.results if str(r.status) == "pass")
@@ -164,10 +192,13 @@ def test_sample_reads_a_sample_of_the_input(project: DbtProject) -> None:
     assert _rows(project) == [(1, 10), (2, 20), (3, 30)]
 
     # A model reading the vcmt model's current rows takes the sample window of the vcmt model's event_time.
-    project.model("m", """
+    project.model(
+        "m",
+        """
         {{ config(materialized='vcmt_upsert', unique_key='id', event_time='ts') }}
         select id, x, _version, sign, ts from {{ source('raw', 'ev') }}
-    """)
+    """,
+    )
     project.dbt("run", "--select", "m", "--full-refresh")
     project.dbt("run", "--select", "c", "--sample", "1 day")
     assert _rows(project, "c") == [(1, 10), (2, 20)]
@@ -205,10 +236,14 @@ def test_source_freshness_over_the_staged_lake(project: DbtProject, tmp_path) ->
     lake = tmp_path / "lake"
     folder = lake / "staged" / "stg_orders" / "_batch_id=1"
     folder.mkdir(parents=True)
-    project.command(f"insert into function file('{folder / 'part-0.parquet'}', 'Parquet') "
-                    "select toUInt64(1) as id, now64(3) - interval 2 hour as _source_ts")
+    project.command(
+        f"insert into function file('{folder / 'part-0.parquet'}', 'Parquet') "
+        "select toUInt64(1) as id, now64(3) - interval 2 hour as _source_ts"
+    )
     project.vars = {"vcmt_lake_root": str(lake)}
-    project.write("models/_lake.yml", """
+    project.write(
+        "models/_lake.yml",
+        """
         version: 2
         sources:
           - name: lake
@@ -219,7 +254,8 @@ def test_source_freshness_over_the_staged_lake(project: DbtProject, tmp_path) ->
                   freshness:
                     warn_after: {count: 1, period: hour}
                     error_after: {count: 1, period: day}
-    """)
+    """,
+    )
     run = project.dbt("source", "freshness")
     (result,) = [r for r in run.result.result.results if r.node.name == "stg_orders"]
     assert str(result.status) == "warn" and 7000 < result.age < 7300, (result.status, result.age, run.log[-3000:])

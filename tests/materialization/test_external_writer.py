@@ -15,8 +15,19 @@ COLS = {"id": "Int32", "x": "Int64", "_version": "UInt64", "sign": "Int8"}
 
 
 def _cli(project, path, model="m") -> int:
-    return main([str(path), "--model", model, "--project-dir", str(project.root), "--profiles-dir",
-                 str(project.root), "--target", project.ch_target])
+    return main(
+        [
+            str(path),
+            "--model",
+            model,
+            "--project-dir",
+            str(project.root),
+            "--profiles-dir",
+            str(project.root),
+            "--target",
+            project.ch_target,
+        ]
+    )
 
 
 def _live(project, table="m"):
@@ -68,8 +79,13 @@ def test_the_model_config_decides_not_the_caller(project, tmp_path):
     path = tmp_path / "events.parquet"
     import pyarrow as pa
     import pyarrow.parquet as pq
-    pq.write_table(pa.Table.from_pylist([{"id": 1, "x": 7, "_version": 2, "sign": 1},
-                                         {"id": 1, "x": 100, "_version": 1, "sign": 1}]), path)
+
+    pq.write_table(
+        pa.Table.from_pylist(
+            [{"id": 1, "x": 7, "_version": 2, "sign": 1}, {"id": 1, "x": 100, "_version": 1, "sign": 1}]
+        ),
+        path,
+    )
     project.load_file("m", path)
     assert _live(project) == [(1, 12, 2)]
 
@@ -105,16 +121,21 @@ def test_csv_text_reaches_the_cast_as_written(project, tmp_path):
     _model(project, "id String, note String, _version UInt64")
     project.load_rows("m", [{"id": "01234", "note": "a", "_version": 1}, {"id": "1234", "note": "b", "_version": 1}])
     path = tmp_path / "events.csv"
-    path.write_text('id,note,_version\n01234,1.10,2\n')
+    path.write_text("id,note,_version\n01234,1.10,2\n")
     project.load_file("m", path)
-    assert project.query("select id, note from m final where sign = 1 order by id") == [("01234", "1.10"), ("1234", "b")]
+    assert project.query("select id, note from m final where sign = 1 order by id") == [
+        ("01234", "1.10"),
+        ("1234", "b"),
+    ]
 
 
 def test_rows_may_name_different_columns(project):
     """A column missing from the first row (here `sign`) was dropped for every row: a delete became an upsert."""
     _model(project, "id Int32, a String, _version UInt64, sign Int8")
     project.load_rows("m", [{"id": 1, "_version": 2, "a": "y"}, {"id": 2, "_version": 1, "a": "z"}])
-    project.load_rows("m", [{"id": 2, "_version": 2, "a": "z", "sign": 1}, {"id": 1, "_version": 3, "a": "y", "sign": -1}])
+    project.load_rows(
+        "m", [{"id": 2, "_version": 2, "a": "z", "sign": 1}, {"id": 1, "_version": 3, "a": "y", "sign": -1}]
+    )
     assert project.query("select id, _version from m final where sign = 1") == [(2, 2)]
     with pytest.raises(LoadError, match="row 0 of the input .* `sign` = NULL"):
         project.load_rows("m", [{"id": 2, "_version": 4, "a": "w"}, {"id": 2, "_version": 5, "a": "w", "sign": -1}])
@@ -124,6 +145,7 @@ def test_rows_may_name_different_columns(project):
 def test_a_value_the_column_would_store_differently_is_refused(project):
     """Microseconds into a DateTime64(3) version made two versions equal: the newer update was skipped as stale."""
     import datetime as dt
+
     _model(project, "id Int32, a String, _version DateTime64(3, 'UTC')")
     t = dt.datetime(2024, 1, 2, 0, 0, 0, 100, tzinfo=dt.UTC)
     with pytest.raises(LoadError, match="row 0 of the input .* `_version`"):
@@ -133,12 +155,17 @@ def test_a_value_the_column_would_store_differently_is_refused(project):
 
 def test_watermark_counts_redelivered_events(project):
     """The watermark was taken after duplicates were removed: a re-read batch re-applied an unconditional delete."""
-    project.command("create table m_src (id Int32, a String, _version UInt64, sign Int8, _batch_id UInt32) "
-                    "engine = MergeTree order by tuple()")
-    project.model("m", """
+    project.command(
+        "create table m_src (id Int32, a String, _version UInt64, sign Int8, _batch_id UInt32) "
+        "engine = MergeTree order by tuple()"
+    )
+    project.model(
+        "m",
+        """
         {{ config(materialized='vcmt_upsert', unique_key='id', delete_mode='unconditional', watermark='_batch_id') }}
         select * from m_src {% if vcmt.is_incremental() %} where _batch_id > {{ vcmt.watermark(default=0) }} {% endif %}
-    """)
+    """,
+    )
     project.command("insert into m_src values (1, '', 1, -1, 5), (1, 'live', 2, 1, 5), (1, '', 1, -1, 6)")
     project.dbt("run")
     project.dbt("run")
@@ -157,12 +184,17 @@ def test_watermark_is_compared_as_the_targets_type(project):
     for i, ts in enumerate([1700000000, 1800000000, 1600000000]):
         _load_select(project, f"select toInt32({i}) as id, toUInt64(1) as _version, {ts} as ts", move_watermark=True)
     assert [w for (w,) in project.query("select watermark from m__loads where events > 0 order by loaded_at")] == [
-        "2023-11-14 22:13:20", "2027-01-15 08:00:00", "2027-01-15 08:00:00"]
+        "2023-11-14 22:13:20",
+        "2027-01-15 08:00:00",
+        "2027-01-15 08:00:00",
+    ]
 
 
 def test_key_names_with_quotes_and_backticks(project):
     """The order_by check compared escaped names with raw ones and refused such keys."""
-    project.command('create table m_src (`a"b` Int32, `c\\`d` Int32, x Int32, _version UInt64) engine = MergeTree order by tuple()')
+    project.command(
+        'create table m_src (`a"b` Int32, `c\\`d` Int32, x Int32, _version UInt64) engine = MergeTree order by tuple()'
+    )
     project.model("m", """{{ config(materialized='vcmt_upsert', unique_key=['a"b', 'c`d']) }}\nselect * from m_src""")
     project.command("insert into m_src values (1, 2, 3, 1)")
     project.dbt("run")
@@ -174,8 +206,15 @@ def test_key_names_with_quotes_and_backticks(project):
 def test_rows_the_reader_cannot_parse_fail_the_load(tmp_path, chdb_path, lab_dir, engine):
     """With input_format_allow_errors_num in the profile, a malformed CSV row (a delete) was skipped silently."""
     from tests.conftest import make_project
-    project = make_project(tmp_path / "proj", "allow_errors", chdb_path, lab_dir, engine=engine,
-                           custom_settings={"input_format_allow_errors_num": 10})
+
+    project = make_project(
+        tmp_path / "proj",
+        "allow_errors",
+        chdb_path,
+        lab_dir,
+        engine=engine,
+        custom_settings={"input_format_allow_errors_num": 10},
+    )
     try:
         _model(project, "id Int32, _version UInt64, sign Int8")
         project.load_rows("m", [{"id": 1, "_version": 1, "sign": 1}, {"id": 2, "_version": 1, "sign": 1}])
@@ -213,8 +252,9 @@ select * from m_src {% if vcmt.is_incremental() %} where _batch_id > {{ vcmt.wat
 
 def test_an_external_load_leaves_the_models_watermark_unless_asked(project, tmp_path, capsys):
     """0.2 recorded an external file's highest `_batch_id`: the next dbt run skipped batches of its own source."""
-    project.command("create table m_src (id Int32, x Int64, _version UInt64, _batch_id UInt32) "
-                    "engine = MergeTree order by tuple()")
+    project.command(
+        "create table m_src (id Int32, x Int64, _version UInt64, _batch_id UInt32) engine = MergeTree order by tuple()"
+    )
     project.model("m", WATERMARKED)
     project.command("insert into m_src values (1, 1, 1, 1)")
     project.dbt("run")
@@ -230,8 +270,23 @@ def test_an_external_load_leaves_the_models_watermark_unless_asked(project, tmp_
     else:
         path = tmp_path / "backfill.jsonl"
         path.write_text(json.dumps({"id": 8, "x": 8, "_version": 1, "_batch_id": 7}))
-        assert main([str(path), "--model", "m", "--project-dir", str(project.root), "--profiles-dir",
-                     str(project.root), "--target", project.ch_target, "--move-watermark"]) == 0
+        assert (
+            main(
+                [
+                    str(path),
+                    "--model",
+                    "m",
+                    "--project-dir",
+                    str(project.root),
+                    "--profiles-dir",
+                    str(project.root),
+                    "--target",
+                    project.ch_target,
+                    "--move-watermark",
+                ]
+            )
+            == 0
+        )
         run = capsys.readouterr().out
     assert "vcmt.load_stage m: 1 event read" in run and "watermark not moved" not in run
     project.command("insert into m_src values (3, 3, 1, 6)")  # at or below the moved watermark: not read
@@ -240,19 +295,35 @@ def test_an_external_load_leaves_the_models_watermark_unless_asked(project, tmp_
     assert [r[0] for r in _live(project)] == [1, 2, 8, 9]
 
 
-KINDS = ("id String, u UUID, n Int64, d Decimal(18, 4), f Float64, dt DateTime64(3, 'UTC'), day Date, "
-         "e Enum8('a' = 1, 'b' = 2), ns Nullable(String), lc LowCardinality(String), b Bool, arr Array(Int32), "
-         "_version UInt64, sign Int8")
+KINDS = (
+    "id String, u UUID, n Int64, d Decimal(18, 4), f Float64, dt DateTime64(3, 'UTC'), day Date, "
+    "e Enum8('a' = 1, 'b' = 2), ns Nullable(String), lc LowCardinality(String), b Bool, arr Array(Int32), "
+    "_version UInt64, sign Int8"
+)
 UID = "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11"
-KIND_ROW = {"id": "007", "u": UID, "n": -9000000000, "d": "1.2345", "f": 0.5, "dt": "2026-01-02 03:04:05.678",
-            "day": "2026-01-02", "e": "b", "ns": None, "lc": "x", "b": True, "arr": [1, 2]}
+KIND_ROW = {
+    "id": "007",
+    "u": UID,
+    "n": -9000000000,
+    "d": "1.2345",
+    "f": 0.5,
+    "dt": "2026-01-02 03:04:05.678",
+    "day": "2026-01-02",
+    "e": "b",
+    "ns": None,
+    "lc": "x",
+    "b": True,
+    "arr": [1, 2],
+}
 
 
 def _kinds_file(tmp_path, fmt: str, events: list[dict]):
     """Valid events as a CSV with a header, or as JSON lines whose sign is quoted (as some producers write it)."""
     if fmt == "csv":
+
         def text(v):
             return "" if v is None else "true" if v is True else f'"{json.dumps(v)}"' if isinstance(v, list) else str(v)
+
         lines = [",".join(events[0])] + [",".join(text(v) for v in e.values()) for e in events]
         path = tmp_path / "events.csv"
     else:
@@ -267,13 +338,32 @@ def test_valid_text_files_load_for_every_column_kind(project, tmp_path, fmt):
     """A CSV for a model with a sign column, and JSON lines with a quoted sign, failed with NO_COMMON_TYPE: the text
     sign met `sign < 0`. Valid files load, every documented column kind arriving as written, deletes included."""
     _model(project, KINDS)
-    events = [{**KIND_ROW, "_version": 1, "sign": 1},
-              {**KIND_ROW, "id": "008", "_version": 1, "sign": 1},
-              {**KIND_ROW, "id": "008", "_version": 2, "sign": -1}]
+    events = [
+        {**KIND_ROW, "_version": 1, "sign": 1},
+        {**KIND_ROW, "id": "008", "_version": 1, "sign": 1},
+        {**KIND_ROW, "id": "008", "_version": 2, "sign": -1},
+    ]
     project.load_file("m", _kinds_file(tmp_path, fmt, events))
-    assert project.query("select id, toString(u), n, toString(d), f, toString(dt), toString(day), toString(e), ns, lc, "
-                         "b, arr, _version from m final where sign = 1") == [
-        ("007", UID, -9000000000, "1.2345", 0.5, "2026-01-02 03:04:05.678", "2026-01-02", "b", None, "x", True, [1, 2], 1)]
+    assert project.query(
+        "select id, toString(u), n, toString(d), f, toString(dt), toString(day), toString(e), ns, lc, "
+        "b, arr, _version from m final where sign = 1"
+    ) == [
+        (
+            "007",
+            UID,
+            -9000000000,
+            "1.2345",
+            0.5,
+            "2026-01-02 03:04:05.678",
+            "2026-01-02",
+            "b",
+            None,
+            "x",
+            True,
+            [1, 2],
+            1,
+        )
+    ]
     assert project.query("select events, deletes, inserted from m__loads where events > 0") == [(3, 1, 1)]
 
 
@@ -282,9 +372,11 @@ def test_a_sign_that_is_no_integer_fails_the_load_naming_row_and_column(project,
     """A text sign is checked like any value: no integer, nothing loaded."""
     _model(project, KINDS)
     path = tmp_path / "events.csv"
-    path.write_text("id,u,n,d,f,dt,day,e,ns,lc,b,arr,_version,sign\n"
-                    f"007,{UID},1,1,1,2026-01-02 00:00:00,2026-01-02,a,,x,true,\"[1]\",1,1\n"
-                    f"008,{UID},1,1,1,2026-01-02 00:00:00,2026-01-02,a,,x,true,\"[1]\",1,{sign}\n")
+    path.write_text(
+        "id,u,n,d,f,dt,day,e,ns,lc,b,arr,_version,sign\n"
+        f'007,{UID},1,1,1,2026-01-02 00:00:00,2026-01-02,a,,x,true,"[1]",1,1\n'
+        f'008,{UID},1,1,1,2026-01-02 00:00:00,2026-01-02,a,,x,true,"[1]",1,{sign}\n'
+    )
     with pytest.raises(LoadError, match="row 1 of the input .* `sign`"):
         project.load_file("m", path)
     assert project.query("select count() from m") == [(0,)]
@@ -299,13 +391,29 @@ def test_a_data_directory_in_use_is_one_line(project, tmp_path, chdb_path):
     from pathlib import Path
 
     from dbt.adapters.chdb.client import engine_locked_message
+
     Scenario(project, COLS, {"unique_key": "id"}).run_batch([(1, 1, 1, 1)])
     path = tmp_path / "events.csv"
     path.write_text("id,x,_version,sign\n2,2,1,1\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("DBT_")}
-    proc = subprocess.run([str(Path(sys.executable).with_name("vcmt-load-stage")), str(path), "--model", "m",
-                           "--project-dir", str(project.root), "--profiles-dir", str(project.root), "--target", "chdb"],
-                          capture_output=True, text=True, env=env, timeout=300)
+    proc = subprocess.run(
+        [
+            str(Path(sys.executable).with_name("vcmt-load-stage")),
+            str(path),
+            "--model",
+            "m",
+            "--project-dir",
+            str(project.root),
+            "--profiles-dir",
+            str(project.root),
+            "--target",
+            "chdb",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert proc.returncode == 2
     assert proc.stderr.strip() == engine_locked_message(os.path.abspath(chdb_path)), proc.stderr
     assert _live(project) == [(1, 1, 1)]

@@ -24,7 +24,7 @@ def _hot_batch(rng: random.Random, first_version: int, events: int = HOT_EVENTS)
     """`events` (10,000) events on key 1 (versions shuffled, some NULLs, redeliveries, some older than the
     stored row) with HOT_DELETES deletes between, plus a few cold keys."""
     versions = list(range(first_version, first_version + events))
-    deletes = set(rng.sample(versions[len(versions) // 10:], HOT_DELETES))
+    deletes = set(rng.sample(versions[len(versions) // 10 :], HOT_DELETES))
     rows = []
     for v in versions:
         values = [None if rng.random() < 0.1 else rng.randint(-1000, 1000) for _ in POLICIES]

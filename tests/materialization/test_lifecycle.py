@@ -15,7 +15,9 @@ COLS = {"id": "Int32", "x": "Int64", "_version": "UInt64", "sign": "Int8"}
 
 
 def _tables(project) -> dict[str, str]:
-    rows = project.query(f"select name, engine from system.tables where database = '{project.schema}' and name like 'm%'")
+    rows = project.query(
+        f"select name, engine from system.tables where database = '{project.schema}' and name like 'm%'"
+    )
     return dict(rows)
 
 
@@ -34,7 +36,9 @@ def test_first_run_creates_the_contracted_objects(project):
     assert tables["m__tombstones"] == "AggregatingMergeTree"
     assert tables["m__tombstones_writer"] == "MaterializedView"
     assert "m__batch" not in tables
-    create = project.scalar("select create_table_query from system.tables where database = currentDatabase() and name = 'm__transform'")
+    create = project.scalar(
+        "select create_table_query from system.tables where database = currentDatabase() and name = 'm__transform'"
+    )
     assert f"TO {project.schema}.m " in create and "m__stage" in create
 
 
@@ -99,29 +103,45 @@ def test_new_column_fails_by_default_with_how_to_fix(project):
 def test_append_new_columns_adds_column_to_target_and_stage(project):
     """append_new_columns adds the column everywhere; dropped input columns keep their stored value."""
     cols = {**COLS, "y": "String"}
-    s = Scenario(project, cols, {"unique_key": "id", "on_schema_change": "append_new_columns"},
-                 select="`id`, `x`, `_version`, `sign`")
+    s = Scenario(
+        project,
+        cols,
+        {"unique_key": "id", "on_schema_change": "append_new_columns"},
+        select="`id`, `x`, `_version`, `sign`",
+    )
     s.run_batch([(1, 1, 1, 1, "a"), (3, 7, 1, 1, "z")])
     s.write_model("`id`, `x`, `y`, `_version`, `sign`")
     run = s.run_batch([(1, 2, 2, 1, "b"), (2, 5, 1, 1, "c")])
     # Key 3 had no event since: it holds the new column's default, as the run says.
     assert project.query("select id, x, y from m final where sign = 1 order by id") == [
-        (1, 2, "b"), (2, 5, "c"), (3, 7, "")]
-    assert ("the rows already stored hold the default of new column(s) y (0, '' or NULL for a Nullable type) until "
-            "an event of their key sets it; to fill every key now, run with --full-refresh") in run.log, run.log[-3000:]
+        (1, 2, "b"),
+        (2, 5, "c"),
+        (3, 7, ""),
+    ]
+    assert (
+        "the rows already stored hold the default of new column(s) y (0, '' or NULL for a Nullable type) until "
+        "an event of their key sets it; to fill every key now, run with --full-refresh"
+    ) in run.log, run.log[-3000:]
     assert "y" in [r[0] for r in project.query("describe table m__stage")]
     s.write_model("`id`, `y`, `_version`, `sign`")
     s.run_batch([(1, 99, 3, 1, "d")])
     assert project.query("select id, x, y from m final where sign = 1 order by id") == [
-        (1, 2, "d"), (2, 5, "c"), (3, 7, "")]
+        (1, 2, "d"),
+        (2, 5, "c"),
+        (3, 7, ""),
+    ]
     s.assert_invariants()
 
 
 def test_sync_all_columns_drops_and_retypes_columns(project):
     """sync_all_columns removes a column from target and stage and follows a type change."""
     cols = {**COLS, "y": "String"}
-    s = Scenario(project, cols, {"unique_key": "id", "on_schema_change": "sync_all_columns"},
-                 select="`id`, `x`, `y`, `_version`, `sign`")
+    s = Scenario(
+        project,
+        cols,
+        {"unique_key": "id", "on_schema_change": "sync_all_columns"},
+        select="`id`, `x`, `y`, `_version`, `sign`",
+    )
     s.run_batch([(1, 1, 1, 1, "a")])
     s.write_model("`id`, toInt32(`x`) as `x`, `_version`, `sign`")
     s.run_batch([(1, 2, 2, 1, "b")])
@@ -147,16 +167,22 @@ def test_added_projection_is_materialized_for_existing_parts(project):
     cols = {"id": "Int32", "status": "String", "amount": "Int64", "_version": "UInt64", "sign": "Int8"}
     s = Scenario(project, cols, {"unique_key": "id"})
     s.run_batch([(i, "ab"[i % 2], i, 1, 1) for i in range(20)])
-    s.write_model("`id`, `status`, `amount`, `_version`, `sign`", projections=[{"name": "by_status",
-                                     "query": "select status, sum(sign), sum(amount * sign) group by status"}])
+    s.write_model(
+        "`id`, `status`, `amount`, `_version`, `sign`",
+        projections=[{"name": "by_status", "query": "select status, sum(sign), sum(amount * sign) group by status"}],
+    )
     run = s.run_batch([(1, "b", 100, 2, 1), (2, "a", 0, 2, -1)])
     assert "adding projection by_status" in run.log
     q = "select status, sum(sign), sum(amount * sign) from m group by status order by status"
     via_projection = project.query(q, optimize_use_projections=1, force_optimize_projection=1)
     base = project.query(q, optimize_use_projections=0)
-    final = project.query("select status, count(), sum(amount) from m final where sign = 1 group by status order by status")
+    final = project.query(
+        "select status, count(), sum(amount) from m final where sign = 1 group by status order by status"
+    )
     assert via_projection == base == final
-    parts = project.scalar("select count() from system.projection_parts where database = currentDatabase() and table = 'm' and active")
+    parts = project.scalar(
+        "select count() from system.projection_parts where database = currentDatabase() and table = 'm' and active"
+    )
     assert parts > 0
 
     # A change is judged on the engine's formatted text: a string literal's case counts, spacing and quoting do not.
@@ -170,17 +196,24 @@ def test_added_projection_is_materialized_for_existing_parts(project):
         run = s.run_batch([(3, "a", 3, version, 1)])
         assert ("drop projection by_status (its query changed" in run.log) is rebuilt, (query, run.log[-2000:])
     q = "select status, sum(if(status = 'a', amount, 0) * sign) from m group by status order by status"
-    assert project.query(q, optimize_use_projections=1, force_optimize_projection=1) == project.query(q, optimize_use_projections=0)
+    assert project.query(q, optimize_use_projections=1, force_optimize_projection=1) == project.query(
+        q, optimize_use_projections=0
+    )
 
 
 def test_watermark_reads_only_new_batches(project):
     """vcmt.is_incremental() + vcmt.watermark() let a model read only input newer than the last load."""
-    project.command("create table src (id Int32, x Int64, _version UInt64, _batch_id UInt32) engine = MergeTree order by _batch_id")
-    project.model("m", """
+    project.command(
+        "create table src (id Int32, x Int64, _version UInt64, _batch_id UInt32) engine = MergeTree order by _batch_id"
+    )
+    project.model(
+        "m",
+        """
         {{ config(materialized='vcmt_upsert', unique_key='id', watermark='_batch_id') }}
         select id, x, _version, _batch_id from src
         {% if vcmt.is_incremental() %} where _batch_id > {{ vcmt.watermark() }} {% endif %}
-    """)
+    """,
+    )
     project.command("insert into src values (1, 1, 1, 1), (2, 2, 1, 1)")
     project.dbt("run")
     project.command("insert into src values (1, 10, 2, 2)")
@@ -194,7 +227,9 @@ def test_watermark_reads_only_new_batches(project):
 
 def test_hooks_and_persist_docs_behave_as_in_dbt_clickhouse(project):
     """pre/post hooks run; persist_docs writes column comments on the target."""
-    project.write("models/schema.yml", """
+    project.write(
+        "models/schema.yml",
+        """
         version: 2
         models:
           - name: m
@@ -204,16 +239,22 @@ def test_hooks_and_persist_docs_behave_as_in_dbt_clickhouse(project):
             columns:
               - name: x
                 description: the amount
-    """)
-    project.model("m", """
+    """,
+    )
+    project.model(
+        "m",
+        """
         {{ config(materialized='vcmt_upsert', unique_key='id',
                   pre_hook="create table if not exists {{ this.schema }}.hook_log (msg String) engine = MergeTree order by msg",
                   post_hook="insert into {{ this.schema }}.hook_log select 'post:' || toString(count()) from {{ this }}") }}
         select toInt32(1) as id, toInt64(5) as x, toUInt64(1) as _version
-    """)
+    """,
+    )
     project.dbt("run")
     assert project.query("select msg from hook_log") == [("post:1",)]
-    comments = dict(project.query("select name, comment from system.columns where database = currentDatabase() and table = 'm'"))
+    comments = dict(
+        project.query("select name, comment from system.columns where database = currentDatabase() and table = 'm'")
+    )
     assert comments["x"] == "the amount"
 
 
@@ -225,7 +266,11 @@ def test_stage_writer_applies_python_rows_with_the_models_own_loader(project):
     events.append(dict(events[-1]))
     report = project.load_rows("m", events)
     assert "31 events read" in report and "in 1 round (at most one event per key per round):" in report
-    assert s.final_rows() == [(0, sum(range(3, 31, 3)), 30), (1, sum(range(1, 31, 3)), 28), (2, sum(range(2, 31, 3)), 29)]
+    assert s.final_rows() == [
+        (0, sum(range(3, 31, 3)), 30),
+        (1, sum(range(1, 31, 3)), 28),
+        (2, sum(range(2, 31, 3)), 29),
+    ]
     s.assert_invariants()
 
 
@@ -233,8 +278,12 @@ def test_load_stage_operation_applies_a_select_through_the_loader(project):
     """dbt run-operation vcmt.load_stage applies arbitrary SQL with the same loader and report."""
     s = Scenario(project, COLS, {"unique_key": "id"})
     s.run_batch([(1, 1, 1, 1)])
-    run = project.dbt("run-operation", "vcmt.load_stage", "--args",
-                      "{model: m, sql: 'select toInt32(number) as id, toInt64(number * 10) as x, toUInt64(5) as _version, toInt8(1) as sign from numbers(3)'}")
+    run = project.dbt(
+        "run-operation",
+        "vcmt.load_stage",
+        "--args",
+        "{model: m, sql: 'select toInt32(number) as id, toInt64(number * 10) as x, toUInt64(5) as _version, toInt8(1) as sign from numbers(3)'}",
+    )
     assert "vcmt.load_stage m: 3 events" in run.log
     assert s.final_rows() == [(0, 0, 5), (1, 10, 5), (2, 20, 5)]
 
@@ -249,7 +298,12 @@ def test_target_run_holds_the_sql_that_loaded_the_run_and_dbt_show_inline_shows_
     assert "2 events read" in text and "insert into" in text and "m__stage" in text
     s.run_batch([(1, 5, 2, 1), (1, 6, 3, 1), (1, 7, 4, -1)])  # rounds
     text = written[0].read_text()
-    assert "3 events read" in text and "create or replace table" in text and "m__batch" in text and "_vcmt_round = 1" in text
+    assert (
+        "3 events read" in text
+        and "create or replace table" in text
+        and "m__batch" in text
+        and "_vcmt_round = 1" in text
+    )
     # The README's way to see a model's current rows from dbt (`dbt show --select m` shows its SELECT).
     s.run_batch([(2, 40, 2, 1)])
     run = project.dbt("show", "--inline", "select id, x from {{ ref('m') }} final where sign = 1 order by id")

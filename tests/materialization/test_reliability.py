@@ -19,8 +19,18 @@ pytestmark = pytest.mark.engines("chdb", "http")
 
 # Every alias the 0.1.0 transform used internally, as user column names.
 HOSTILE = {
-    "_k0": "Int32", "_nv": "Int64", "_ov": "Int64", "_s": "Int8", "_n0": "String", "_o0": "String",
-    "_has_old": "UInt8", "_tv": "Int64", "n": "Int32", "o": "Int32", "_version": "UInt64", "sign": "Int8",
+    "_k0": "Int32",
+    "_nv": "Int64",
+    "_ov": "Int64",
+    "_s": "Int8",
+    "_n0": "String",
+    "_o0": "String",
+    "_has_old": "UInt8",
+    "_tv": "Int64",
+    "n": "Int32",
+    "o": "Int32",
+    "_version": "UInt64",
+    "sign": "Int8",
 }
 
 
@@ -84,11 +94,19 @@ def _new_keys_survive(project, s: Scenario):
 
 def test_join_use_nulls_in_the_profile_changes_nothing(tmp_path, chdb_path, lab_dir):
     """0.1.0: join_use_nulls=1 in the profile made every new key vanish as 'skipped'."""
-    project = make_project(tmp_path / "proj", "join_use_nulls_profile", chdb_path, lab_dir,
-                           custom_settings={"join_use_nulls": 1, "aggregate_functions_null_for_empty": 1})
+    project = make_project(
+        tmp_path / "proj",
+        "join_use_nulls_profile",
+        chdb_path,
+        lab_dir,
+        custom_settings={"join_use_nulls": 1, "aggregate_functions_null_for_empty": 1},
+    )
     try:
-        s = Scenario(project, {"id": "Int32", "x": "Int32", "_version": "UInt64", "sign": "Int8"},
-                     {"unique_key": "id", "merge": {"x": "sum"}})
+        s = Scenario(
+            project,
+            {"id": "Int32", "x": "Int32", "_version": "UInt64", "sign": "Int8"},
+            {"unique_key": "id", "merge": {"x": "sum"}},
+        )
         _new_keys_survive(project, s)
     finally:
         project.close()
@@ -105,15 +123,21 @@ def test_join_use_nulls_in_a_direct_insert_changes_nothing(project):
 
 
 def test_insert_settings_cannot_change_a_pinned_setting(project):
-    s = Scenario(project, {"id": "Int32", "x": "Int32", "_version": "UInt64"},
-                 {"unique_key": "id", "insert_settings": {"join_use_nulls": 1}})
+    s = Scenario(
+        project,
+        {"id": "Int32", "x": "Int32", "_version": "UInt64"},
+        {"unique_key": "id", "insert_settings": {"join_use_nulls": 1}},
+    )
     run = s.run_batch([(1, 1, 1)], expect_pass=False)
     assert "`insert_settings` cannot set `join_use_nulls`" in run.log
 
 
 def test_insert_settings_may_tune_the_loader(project):
-    s = Scenario(project, {"id": "Int32", "x": "Int32", "_version": "UInt64"},
-                 {"unique_key": "id", "insert_settings": {"max_insert_threads": 2, "insert_deduplicate": 0}})
+    s = Scenario(
+        project,
+        {"id": "Int32", "x": "Int32", "_version": "UInt64"},
+        {"unique_key": "id", "insert_settings": {"max_insert_threads": 2, "insert_deduplicate": 0}},
+    )
     s.run_batch([(1, 1, 1), (2, 2, 1)])
     assert s.final_rows() == [(1, 1, 1), (2, 2, 1)]
 
@@ -132,7 +156,9 @@ def _loads(project):
 
 def test_watermark_empty_runs_move_nothing_and_batch_zero_is_read(project):
     """0.1.0 recorded '0' for an empty run, so batch 0 was skipped for ever."""
-    project.command("create table src (id Int32, x Int32, _version UInt64, _batch_id UInt32) engine = MergeTree order by id")
+    project.command(
+        "create table src (id Int32, x Int32, _version UInt64, _batch_id UInt32) engine = MergeTree order by id"
+    )
     project.model("m", WATERMARKED)
     project.dbt("run")  # deployed before any data lands
     project.dbt("run")  # and run again, still empty
@@ -147,8 +173,12 @@ def test_watermark_empty_runs_move_nothing_and_batch_zero_is_read(project):
 
 
 def test_watermark_compares_as_numbers_and_backfills_never_lower_it(project):
-    project.command("create table src (id Int32, x Int32, _version UInt64, _batch_id UInt32) engine = MergeTree order by id")
-    project.command("create table old_batches (id Int32, x Int32, _version UInt64, _batch_id UInt32) engine = MergeTree order by id")
+    project.command(
+        "create table src (id Int32, x Int32, _version UInt64, _batch_id UInt32) engine = MergeTree order by id"
+    )
+    project.command(
+        "create table old_batches (id Int32, x Int32, _version UInt64, _batch_id UInt32) engine = MergeTree order by id"
+    )
     project.model("m", WATERMARKED)
     project.command("insert into src values (1, 1, 1, 9)")
     project.dbt("run")
@@ -156,8 +186,12 @@ def test_watermark_compares_as_numbers_and_backfills_never_lower_it(project):
     project.dbt("run")
     assert _loads(project)[-1] == (1, "10")
     project.command("insert into old_batches values (3, 1, 1, 2)")
-    project.dbt("run-operation", "vcmt.load_stage", "--args",
-                "{model: m, sql: 'select id, x, _version, _batch_id from old_batches', move_watermark: true}")
+    project.dbt(
+        "run-operation",
+        "vcmt.load_stage",
+        "--args",
+        "{model: m, sql: 'select id, x, _version, _batch_id from old_batches', move_watermark: true}",
+    )
     assert _loads(project)[-1] == (1, "10")
     project.command("insert into src values (4, 1, 1, 11)")
     project.dbt("run")
@@ -167,12 +201,17 @@ def test_watermark_compares_as_numbers_and_backfills_never_lower_it(project):
 
 def test_watermark_value_with_a_backslash(project):
     """0.1.0 wrote the value unescaped: the next run's SELECT could not parse it."""
-    project.command("create table src (id Int32, x Int32, _version UInt64, _batch String) engine = MergeTree order by id")
-    project.model("m", """
+    project.command(
+        "create table src (id Int32, x Int32, _version UInt64, _batch String) engine = MergeTree order by id"
+    )
+    project.model(
+        "m",
+        """
         {{ config(materialized='vcmt_upsert', unique_key='id', watermark='_batch') }}
         select id, x, _version, _batch from src
         {% if vcmt.is_incremental() %} where _batch > {{ vcmt.watermark(default="''") }} {% endif %}
-    """)
+    """,
+    )
     project.command("insert into src values (1, 1, 1, 'a\\\\b''c')")
     project.dbt("run")
     project.command("insert into src values (2, 1, 1, 'b')")
@@ -195,9 +234,14 @@ def test_model_ending_in_a_line_comment_loads_on_every_run(project):
 def test_column_name_with_a_backtick_and_a_backslash(project):
     """0.1.0 built once, then failed in the view comparison on every later run."""
     col = "`we\\`ird\\\\name`"  # the identifier we`ird\name, quoted
-    project.command(f"create table src (id Int32, {col} Int32, x Int32, _version UInt64) engine = MergeTree order by id")
-    project.model("m", "{{ config(materialized='vcmt_upsert', unique_key='id', merge={'x': 'sum'}) }}\n"
-                       f"select id, {col}, x, _version from src")
+    project.command(
+        f"create table src (id Int32, {col} Int32, x Int32, _version UInt64) engine = MergeTree order by id"
+    )
+    project.model(
+        "m",
+        "{{ config(materialized='vcmt_upsert', unique_key='id', merge={'x': 'sum'}) }}\n"
+        f"select id, {col}, x, _version from src",
+    )
     for version in (1, 2, 3):
         project.command("truncate table src")
         project.command(f"insert into src values (1, {version}, {version}, {version})")
@@ -206,8 +250,11 @@ def test_column_name_with_a_backtick_and_a_backslash(project):
 
 
 def test_partition_key_with_a_trailing_comment(project):
-    s = Scenario(project, {"id": "Int32", "x": "Int32", "_version": "UInt64"},
-                 {"unique_key": "id", "partition_by": "id % 4 -- four partitions"})
+    s = Scenario(
+        project,
+        {"id": "Int32", "x": "Int32", "_version": "UInt64"},
+        {"unique_key": "id", "partition_by": "id % 4 -- four partitions"},
+    )
     s.run_batch([(1, 1, 1), (2, 2, 1)])
     s.run_batch([(1, 5, 2)])
     assert s.final_rows() == [(1, 5, 2), (2, 2, 1)]

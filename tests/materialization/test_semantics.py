@@ -44,12 +44,23 @@ def test_reference_example3_unconditional_matches_article(project):
 
 def test_reference_example4_projection_tracks_updates_and_deletes(project):
     """Example4: a DateTime64 version and an aggregating projection by dim1 stay exact."""
-    cols = {"id": "Int32", "metric1": "UInt32", "metric2": "UInt32", "dim1": "String",
-            "updated_at": "DateTime64(3)", "sign": "Int8"}
-    s = Scenario(project, cols, {
-        "unique_key": "id", "version": "updated_at",
-        "projections": [{"name": "by_dim1", "query": "select dim1, sum(metric1 * sign) group by dim1"}],
-    })
+    cols = {
+        "id": "Int32",
+        "metric1": "UInt32",
+        "metric2": "UInt32",
+        "dim1": "String",
+        "updated_at": "DateTime64(3)",
+        "sign": "Int8",
+    }
+    s = Scenario(
+        project,
+        cols,
+        {
+            "unique_key": "id",
+            "version": "updated_at",
+            "projections": [{"name": "by_dim1", "query": "select dim1, sum(metric1 * sign) group by dim1"}],
+        },
+    )
     proj = "select dim1, sum(metric1 * sign) from m group by dim1 order by dim1"
 
     def by_dim1():
@@ -149,13 +160,17 @@ def test_no_sign_column_treats_every_event_as_upsert(project):
     assert project.query("select id, v, _version from m final where sign = 1 order by id") == [(1, "b", 2), (2, "c", 1)]
 
 
-LOADS = ("events, upserts, deletes, ignored_below_truncate, superseded, fed, inserted, updated, deleted, skipped, "
-         "truncates, truncated_rows, rows_written")
+LOADS = (
+    "events, upserts, deletes, ignored_below_truncate, superseded, fed, inserted, updated, deleted, skipped, "
+    "truncates, truncated_rows, rows_written"
+)
 
 
 def _last_load(project) -> dict:
     names = [n.strip() for n in LOADS.split(",")]
-    return dict(zip(names, project.query(f"select {LOADS} from m__loads order by loaded_at desc limit 1")[0], strict=True))
+    return dict(
+        zip(names, project.query(f"select {LOADS} from m__loads order by loaded_at desc limit 1")[0], strict=True)
+    )
 
 
 def test_run_report_counts_inserted_updated_deleted_skipped(project):
@@ -163,12 +178,16 @@ def test_run_report_counts_inserted_updated_deleted_skipped(project):
     s = Scenario(project, EX3, {"unique_key": "id"})
     s.run_batch([(1, 1, 1, 1, 1), (2, 2, 2, 1, 1), (3, 3, 3, 1, 1)])
     run = s.run_batch([(1, 9, 9, 2, 1), (1, 8, 8, 3, 1), (2, 0, 0, 2, -1), (3, 3, 3, 1, 1), (4, 4, 4, 1, 1)])
-    assert "5 events read (4 upserts, 1 delete): 1 superseded in the batch, 4 sent to the target in 1 round (at most one " \
-        "event per key per round): " \
-        "1 inserted, 1 updated, 1 deleted, 1 skipped (stale, duplicate, or a delete of a key with no live row); " \
+    assert (
+        "5 events read (4 upserts, 1 delete): 1 superseded in the batch, 4 sent to the target in 1 round (at most one "
+        "event per key per round): "
+        "1 inserted, 1 updated, 1 deleted, 1 skipped (stale, duplicate, or a delete of a key with no live row); "
         "4 rows written" in run.log
-    last = project.query("select events, upserts, deletes, inserted, updated, deleted, skipped, rows_written "
-                         "from m__loads order by loaded_at desc limit 1")
+    )
+    last = project.query(
+        "select events, upserts, deletes, inserted, updated, deleted, skipped, rows_written "
+        "from m__loads order by loaded_at desc limit 1"
+    )
     assert last == [(5, 4, 1, 1, 1, 1, 1, 4)]
 
 
@@ -179,23 +198,43 @@ def test_run_report_numbers_add_up_with_every_kind_of_event(project, merge):
     cols = {**EX3, "_op": "String"}
     s = Scenario(project, cols, {"unique_key": "id", "truncate_when": "_op = 't'", "merge": merge})
     s.run_batch([(k, k, k, 10, 1, "c") for k in range(1, 7)])
-    run = s.run_batch([
-        (1, 1, 1, 11, 1, "u"), (1, 1, 1, 12, 1, "u"),       # superseded, then updated
-        (2, 0, 0, 13, -1, "d"),                              # deleted
-        (3, 3, 3, 10, 1, "c"), (3, 3, 3, 10, 1, "c"),        # an exact duplicate, then stale
-        (7, 7, 7, 11, 1, "c"),                               # inserted
-        (8, 8, 8, 11, 1, "c"), (8, 0, 0, 12, -1, "d"),       # an insert superseded by its delete
-        (0, 0, 0, 5, 1, "t"),                                # a truncate: rows at or below version 5 go
-        (4, 4, 4, 3, 1, "u"), (5, 0, 0, 4, -1, "d"),         # at or below the truncate: ignored
-    ])
+    run = s.run_batch(
+        [
+            (1, 1, 1, 11, 1, "u"),
+            (1, 1, 1, 12, 1, "u"),  # superseded, then updated
+            (2, 0, 0, 13, -1, "d"),  # deleted
+            (3, 3, 3, 10, 1, "c"),
+            (3, 3, 3, 10, 1, "c"),  # an exact duplicate, then stale
+            (7, 7, 7, 11, 1, "c"),  # inserted
+            (8, 8, 8, 11, 1, "c"),
+            (8, 0, 0, 12, -1, "d"),  # an insert superseded by its delete
+            (0, 0, 0, 5, 1, "t"),  # a truncate: rows at or below version 5 go
+            (4, 4, 4, 3, 1, "u"),
+            (5, 0, 0, 4, -1, "d"),  # at or below the truncate: ignored
+        ]
+    )
     n = _last_load(project)
-    assert n == {"events": 10, "upserts": 7, "deletes": 3, "ignored_below_truncate": 2, "superseded": 3, "fed": 5,
-                 "inserted": 1, "updated": 1, "deleted": 1, "skipped": 2, "truncates": 1, "truncated_rows": 0,
-                 "rows_written": 4}
+    assert n == {
+        "events": 10,
+        "upserts": 7,
+        "deletes": 3,
+        "ignored_below_truncate": 2,
+        "superseded": 3,
+        "fed": 5,
+        "inserted": 1,
+        "updated": 1,
+        "deleted": 1,
+        "skipped": 2,
+        "truncates": 1,
+        "truncated_rows": 0,
+        "rows_written": 4,
+    }
     assert n["events"] == n["upserts"] + n["deletes"] == n["ignored_below_truncate"] + n["superseded"] + n["fed"]
     assert n["fed"] == n["inserted"] + n["updated"] + n["deleted"] + n["skipped"]
-    assert "10 events read (7 upserts, 3 deletes): 2 ignored at or below a truncate, 3 superseded in the batch, " \
+    assert (
+        "10 events read (7 upserts, 3 deletes): 2 ignored at or below a truncate, 3 superseded in the batch, "
         "5 sent to the target in" in run.log
+    )
     assert "1 truncate: 0 rows at or below version 5 deleted; 4 rows written" in run.log
 
     run = s.run_batch([(0, 0, 0, 11, 1, "t"), (6, 6, 6, 11, 1, "u")])  # a truncate that removes live rows
@@ -246,11 +285,15 @@ def test_large_batch_spanning_many_blocks_matches_oracle(project):
 
     A SQL policy, so the batch goes in 100 rounds (built-in policies fold, see test_hot_keys)."""
     cols = {"id": "Int32", "x": "Int64", "_version": "UInt64", "sign": "Int8"}
-    s = Scenario(project, cols, {
-        "unique_key": "id", "merge": {"x": "{old} + {new}"},
-        "insert_settings": {"max_block_size": 997, "min_insert_block_size_rows": 997,
-                            "max_insert_block_size": 997},
-    })
+    s = Scenario(
+        project,
+        cols,
+        {
+            "unique_key": "id",
+            "merge": {"x": "{old} + {new}"},
+            "insert_settings": {"max_block_size": 997, "min_insert_block_size_rows": 997, "max_insert_block_size": 997},
+        },
+    )
     rng = random.Random(11)
     rows = []
     for v in range(1, 101):
@@ -291,7 +334,10 @@ def test_unconditional_redelivered_delete_removes_row_resent_in_same_batch(proje
     assert s.final_rows() == []
     assert "1 deleted, 1 skipped" in run.log
     oracle = Oracle(["metric1", "metric2"], delete_mode="unconditional")
-    for rows in ([(89, 1, 1, 3255, 1)], [(89, 0, 0, 0, -1), (89, 2, 2, 4294, 1)],
-                 [(89, 0, 0, 0, -1), (89, 2, 2, 4294, 1)]):
+    for rows in (
+        [(89, 1, 1, 3255, 1)],
+        [(89, 0, 0, 0, -1), (89, 2, 2, 4294, 1)],
+        [(89, 0, 0, 0, -1), (89, 2, 2, 4294, 1)],
+    ):
         oracle.apply_batch(oracle_events(rows, list(EX3), ["id"]))
     assert oracle.live_rows() == {}

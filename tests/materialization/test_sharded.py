@@ -78,15 +78,22 @@ def project(module_project):
     profiles = yaml.safe_load((p.root / "profiles.yml").read_text())
     # A server that is not there: rendering must not need a connection.
     profiles["vcmt_test"]["outputs"]["cluster"] = {
-        "type": "clickhouse", "host": "127.0.0.1", "port": 1, "schema": "analytics", "threads": 1, "cluster": CLUSTER}
+        "type": "clickhouse",
+        "host": "127.0.0.1",
+        "port": 1,
+        "schema": "analytics",
+        "threads": 1,
+        "cluster": CLUSTER,
+    }
     (p.root / "profiles.yml").write_text(yaml.safe_dump(profiles))
     p.write("macros/render_sharded.sql", RENDER)
     return p
 
 
 def _render(project) -> list[tuple[str, str]]:
-    run = project.dbt("run-operation", "render_sharded_sql", "--vars", f"{{sharding_key: '{SHARDING_KEY}'}}",
-                      target="cluster")
+    run = project.dbt(
+        "run-operation", "render_sharded_sql", "--vars", f"{{sharding_key: '{SHARDING_KEY}'}}", target="cluster"
+    )
     return [(k, s.strip()) for k, s in re.findall(r"<<vcmt (\w+)>>(.*?)<</vcmt>>", run.log, flags=re.S)]
 
 
@@ -95,10 +102,10 @@ def _formatted(project, sql: str) -> str:
     return project.client.query("select formatQuerySingleLine({q:String})", parameters={"q": sql}).result_rows[0][0]
 
 
-
 def _says(log: str, text: str) -> bool:
     """The run log says `text`, a count in front of it whole ("0 events read" is not "20 events read")."""
     return re.search(r"(?<![\d,])" + re.escape(text), re.sub(r"\s+", " ", log)) is not None
+
 
 def test_cluster_ddl_and_loader_sql_parse_and_shard_by_key(project):
     statements = _render(project)
@@ -109,23 +116,31 @@ def test_cluster_ddl_and_loader_sql_parse_and_shard_by_key(project):
     assert len(ddl) == 14 + 15, [d[:60] for d in ddl]
     assert all(f"ON CLUSTER {CLUSTER}" in s for s in ddl), [s for s in ddl if "ON CLUSTER" not in s]
 
-    by_name = {re.match(r"CREATE (?:TABLE|MATERIALIZED VIEW) (\S+)", s).group(1): s for s in ddl if s.startswith("CREATE")}
+    by_name = {
+        re.match(r"CREATE (?:TABLE|MATERIALIZED VIEW) (\S+)", s).group(1): s for s in ddl if s.startswith("CREATE")
+    }
     # Per shard: a Replicated VCMT target and a Null stage, under dbt-clickhouse's local suffix.
     assert "ENGINE = ReplicatedVersionedCollapsingMergeTree(sign, _version)" in by_name["analytics.orders_local"]
     # The stage is created as a guard that refuses inserts, then exchanged with the real one (a Null table).
     assert "CHECK 0) ENGINE = `Null`" in by_name["analytics.orders__stage_local"]
     assert "ENGINE = `Null`" in by_name["analytics.orders__vcmt_new__stage_local"]
-    assert "EXCHANGE TABLES analytics.orders__vcmt_new__stage_local AND analytics.orders__stage_local " \
-           f"ON CLUSTER {CLUSTER}" in ddl
+    assert (
+        "EXCHANGE TABLES analytics.orders__vcmt_new__stage_local AND analytics.orders__stage_local "
+        f"ON CLUSTER {CLUSTER}" in ddl
+    )
     # The model's relations: Distributed tables over them, sharded by the same key expression.
     key = _formatted(project, f"select {SHARDING_KEY}").removeprefix("SELECT ")
     assert by_name["analytics.orders"].endswith(
-        f"AS analytics.orders_local ENGINE = Distributed('{CLUSTER}', 'analytics', 'orders_local', {key})")
+        f"AS analytics.orders_local ENGINE = Distributed('{CLUSTER}', 'analytics', 'orders_local', {key})"
+    )
     assert by_name["analytics.orders__stage"].endswith(
-        f"AS analytics.orders__stage_local ENGINE = Distributed('{CLUSTER}', 'analytics', 'orders__stage_local', {key})")
+        f"AS analytics.orders__stage_local ENGINE = Distributed('{CLUSTER}', 'analytics', 'orders__stage_local', {key})"
+    )
     # The Distributed tables come last, the stage's very last: writers reach shards whose transform is attached.
-    assert [s.split(" ON CLUSTER")[0] for s in ddl[12:14]] == ["CREATE TABLE analytics.orders",
-                                                                "CREATE TABLE analytics.orders__stage"]
+    assert [s.split(" ON CLUSTER")[0] for s in ddl[12:14]] == [
+        "CREATE TABLE analytics.orders",
+        "CREATE TABLE analytics.orders__stage",
+    ]
     # Views are per shard: they read and write local tables only.
     views = [s for s in ddl if s.startswith("CREATE MATERIALIZED VIEW")]
     assert len(views) == 3 + 4
@@ -143,7 +158,9 @@ def test_cluster_ddl_and_loader_sql_parse_and_shard_by_key(project):
     # Reads gather every shard: the Distributed target, helper tables from every replica.
     all_replicas = f"clusterAllReplicas('{CLUSTER}', 'analytics', 'orders__"
     assert "FROM analytics.orders FINAL PREWHERE" in loader["fold_batch"]
-    assert "FROM analytics.orders FINAL WHERE" in loader["truncate"] and f"{all_replicas}truncates')" in loader["truncate"]
+    assert (
+        "FROM analytics.orders FINAL WHERE" in loader["truncate"] and f"{all_replicas}truncates')" in loader["truncate"]
+    )
     # The batch of a round load stays on the dbt node.
     assert loader["batch"].startswith("CREATE TABLE analytics.orders__batch ENGINE = MergeTree")
     assert "GLOBAL IN" in loader["fold_batch"] and f"{all_replicas}tombstones')" in loader["fold_batch"]
@@ -152,29 +169,40 @@ def test_cluster_ddl_and_loader_sql_parse_and_shard_by_key(project):
 
 
 REFUSED = {
-    "sk_other": ("cityHash64(id, qty)", ["`sharding_key` (cityHash64(id, qty)) must be a function of `unique_key` "
-                                         "['id'] only, but it reads ['qty']", "sharding_key='cityHash64(id)'"]),
+    "sk_other": (
+        "cityHash64(id, qty)",
+        [
+            "`sharding_key` (cityHash64(id, qty)) must be a function of `unique_key` ['id'] only, but it reads ['qty']",
+            "sharding_key='cityHash64(id)'",
+        ],
+    ),
     "sk_rand": ("id + rand()", ["but rand can return another value for the same `unique_key` ['id']"]),
     # A SQL function is never marked deterministic by the engine (review of issue 14: this one wraps rand()).
     "sk_udf": ("vcmt_sk_jitter(id)", ["but vcmt_sk_jitter can return another value for the same `unique_key`"]),
     "sk_float": ("id / 2", ["must return an integer", "it returns Float64"]),
-    "sk_cluster": ("cityHash64(id)", ["`sharding_key` needs dbt-clickhouse's `cluster` in the profile",
-                                      "Set `cluster: <name>`"]),
+    "sk_cluster": (
+        "cityHash64(id)",
+        ["`sharding_key` needs dbt-clickhouse's `cluster` in the profile", "Set `cluster: <name>`"],
+    ),
 }
 
 
 def test_sharding_key_must_be_a_function_of_the_key_on_a_cluster(project):
     project.command("create function if not exists vcmt_sk_jitter as (x) -> x + rand()")
     for name, (key, _) in REFUSED.items():
-        project.model(name, f"{{{{ config(materialized='vcmt_upsert', unique_key='id', sharding_key={key!r}) }}}}\n"
-                            "select toInt64(1) as id, toInt64(2) as qty, toUInt64(1) as _version")
+        project.model(
+            name,
+            f"{{{{ config(materialized='vcmt_upsert', unique_key='id', sharding_key={key!r}) }}}}\n"
+            "select toInt64(1) as id, toInt64(2) as qty, toUInt64(1) as _version",
+        )
     run = project.dbt("run", "--select", *REFUSED, expect_pass=False)
     log = re.sub(r"\s+", " ", run.log)
     for name, (_, messages) in REFUSED.items():
         for message in messages:
             assert message in log, (name, message)
-        assert not project.query(f"select name from system.tables where database = currentDatabase() "
-                                 f"and startsWith(name, '{name}')"), name
+        assert not project.query(
+            f"select name from system.tables where database = currentDatabase() and startsWith(name, '{name}')"
+        ), name
     for name in REFUSED:
         project.remove(f"models/{name}.sql")
 
@@ -191,8 +219,14 @@ def on_cluster(tmp_path_factory, chdb_path, lab_dir, cluster):
     `aggregate_functions_null_for_empty` dbt-clickhouse's own listing of relations on a cluster (over
     clusterAllReplicas) fails in the engine, before any vcmt code runs (README "Sharded clusters")."""
     settings = {k: v for k, v in HOSTILE_PROFILE_SETTINGS.items() if k != "aggregate_functions_null_for_empty"}
-    proj = make_project(tmp_path_factory.mktemp("sharded_cluster") / "proj", "sharded", chdb_path, lab_dir,
-                        engine=Engine("http", node=cluster, cluster=cluster.name), custom_settings=settings)
+    proj = make_project(
+        tmp_path_factory.mktemp("sharded_cluster") / "proj",
+        "sharded",
+        chdb_path,
+        lab_dir,
+        engine=Engine("http", node=cluster, cluster=cluster.name),
+        custom_settings=settings,
+    )
     yield proj
     proj.close()
 
@@ -211,6 +245,7 @@ def _check_shards(cluster, project, spec, problems: list[str]) -> None:
     invariants; both shards received rows."""
     local = f"`{spec.name}_local`"
     for shard, client in enumerate(_shard_clients(cluster, project)):
+
         def query(sql, client=client):
             return [tuple(r) for r in client.query(sql).result_rows]
 
@@ -231,8 +266,9 @@ def test_streams_on_two_shards_equal_the_oracle(on_cluster, cluster):
     deletes, composite and hostile keys), sharded by key, through `dbt run` and the external writer, with crashes,
     empty runs, virtual shards and full refreshes (some failing mid-load): read through the Distributed table the
     model equals the oracle, and every shard holds only its own keys and satisfies the invariants."""
-    results = run_campaign(on_cluster, len(MODEL_SPECS), events=SHARDED_EVENTS, seed=2000, dbt_every=2,
-                           max_batches=SHARDED_MAX_BATCHES)
+    results = run_campaign(
+        on_cluster, len(MODEL_SPECS), events=SHARDED_EVENTS, seed=2000, dbt_every=2, max_batches=SHARDED_MAX_BATCHES
+    )
     problems = [f"seed {r.seed} ({r.model} via {r.path}): {p}" for r in results for p in r.problems]
     for spec in MODEL_SPECS:
         _check_shards(cluster, on_cluster, spec, problems)
@@ -259,13 +295,20 @@ def test_report_watermark_and_truncate_floor_read_every_shard(on_cluster, cluste
     """The run report counts the events of both shards, `vcmt.watermark()` and `m__loads` read every node, and
     a truncate removes the rows at or below it on both shards, whose later events below it are then ignored."""
     p = on_cluster
-    p.command("create or replace table wm_src (id Int64, a Int64, _version UInt64, _op String, _batch_id UInt64) "
-              "engine = MergeTree order by tuple()")
-    p.model("wm_sharded", SHARDED.format(extra=", watermark='_batch_id', truncate_when=\"_op = 't'\"")
-            + "select * from wm_src where _batch_id > {{ vcmt.watermark(0) }}")
+    p.command(
+        "create or replace table wm_src (id Int64, a Int64, _version UInt64, _op String, _batch_id UInt64) "
+        "engine = MergeTree order by tuple()"
+    )
+    p.model(
+        "wm_sharded",
+        SHARDED.format(extra=", watermark='_batch_id', truncate_when=\"_op = 't'\"")
+        + "select * from wm_src where _batch_id > {{ vcmt.watermark(0) }}",
+    )
     p.command("insert into wm_src select number, number, 10, 'c', 1 from numbers(200)")
     run = p.dbt("run", "--select", "wm_sharded")
-    assert _says(run.log, "200 events read (200 upserts, 0 deletes)") and _says(run.log, "200 inserted"), run.log[-3000:]
+    assert _says(run.log, "200 events read (200 upserts, 0 deletes)") and _says(run.log, "200 inserted"), run.log[
+        -3000:
+    ]
     # Each shard applied its own part of the one load.
     per_shard = [rows[0][0] for rows in _shard_rows(cluster, p, "select count() from wm_sharded_local")]
     assert sum(per_shard) == 200 and min(per_shard) > 50, per_shard
@@ -276,8 +319,9 @@ def test_report_watermark_and_truncate_floor_read_every_shard(on_cluster, cluste
     p.command("insert into wm_src select number, number * 100, 30, 'c', 2 from numbers(0, 200, 10)")
     run = p.dbt("run", "--select", "wm_sharded")
     assert _says(run.log, "220 events read") and _says(run.log, "200 ignored at or below a truncate"), run.log[-3000:]
-    assert p.query("select id, a, _version from wm_sharded final where sign = 1 order by id") == \
-        [(i, i * 100, 30) for i in range(0, 200, 10)]
+    assert p.query("select id, a, _version from wm_sharded final where sign = 1 order by id") == [
+        (i, i * 100, 30) for i in range(0, 200, 10)
+    ]
     # The loads' records and the truncate floor, read from every node as the package reads them.
     every = f"clusterAllReplicas('{cluster.name}', currentDatabase(), "
     assert p.query(f"select toUInt64(max(watermark)), count() from {every}'wm_sharded__loads')") == [(2, 2)]
@@ -294,8 +338,14 @@ def test_report_watermark_and_truncate_floor_read_every_shard(on_cluster, cluste
 
 def _tables(cluster, project, pattern: str) -> list[list[str]]:
     """Per node, the names in the project's schema matching `pattern` (a regex)."""
-    return [sorted(r[0] for r in rows) for rows in _shard_rows(
-        cluster, project, f"select name from system.tables where database = currentDatabase() and match(name, '{pattern}')")]
+    return [
+        sorted(r[0] for r in rows)
+        for rows in _shard_rows(
+            cluster,
+            project,
+            f"select name from system.tables where database = currentDatabase() and match(name, '{pattern}')",
+        )
+    ]
 
 
 def test_schema_change_is_refused_then_full_refresh_swaps_on_every_shard(on_cluster, cluster):
@@ -307,16 +357,22 @@ def test_schema_change_is_refused_then_full_refresh_swaps_on_every_shard(on_clus
     p.command("insert into sc_src select number, number, 1 from numbers(100)")
     p.model("sc_sharded", SHARDED.format(extra="") + "select id, a, _version from sc_src")
     p.dbt("run", "--select", "sc_sharded")
-    p.model("sc_sharded", SHARDED.format(extra=", on_schema_change='append_new_columns'")
-            + "select id, a, a * 2 as b, _version from sc_src")
+    p.model(
+        "sc_sharded",
+        SHARDED.format(extra=", on_schema_change='append_new_columns'")
+        + "select id, a, a * 2 as b, _version from sc_src",
+    )
     run = p.dbt("run", "--select", "sc_sharded", expect_pass=False)
     log = re.sub(r"\s+", " ", run.log)
     assert "sc_sharded: a sharded model (`sharding_key`) does not change its tables in place" in log, log[-3000:]
     assert "Nothing was changed. Run with --full-refresh" in log
     assert p.query("select count(), sum(a) from sc_sharded final where sign = 1") == [(100, 4950)]
     # A full refresh whose source fails once the new tables are built: the old model keeps serving.
-    p.model("sc_sharded", SHARDED.format(extra="")
-            + "select id, a, a * 2 as b, _version from sc_src where throwIf(id = 77, 'sc: the source failed') = 0")
+    p.model(
+        "sc_sharded",
+        SHARDED.format(extra="")
+        + "select id, a, a * 2 as b, _version from sc_src where throwIf(id = 77, 'sc: the source failed') = 0",
+    )
     run = p.dbt("run", "--select", "sc_sharded", "--full-refresh", expect_pass=False)
     assert "building and loading new tables beside the old ones" in run.log and "sc: the source failed" in run.log
     assert p.query("select count(), sum(a) from sc_sharded final where sign = 1") == [(100, 4950)]
@@ -327,8 +383,12 @@ def test_schema_change_is_refused_then_full_refresh_swaps_on_every_shard(on_clus
     for node_tables in _tables(cluster, p, "^sc_sharded"):
         assert not [t for t in node_tables if "vcmt_new" in t], node_tables
         assert "sc_sharded__stage" in node_tables and "sc_sharded_local" in node_tables
-    for rows in _shard_rows(cluster, p, "select count() from system.columns where database = currentDatabase() "
-                                        "and table in ('sc_sharded', 'sc_sharded__stage') and name = 'b'"):
+    for rows in _shard_rows(
+        cluster,
+        p,
+        "select count() from system.columns where database = currentDatabase() "
+        "and table in ('sc_sharded', 'sc_sharded__stage') and name = 'b'",
+    ):
         assert rows == [(2,)], rows
     # Writers reach the new tables through the public names: an update of every key, routed to its shard.
     p.command("insert into sc_src select number, number + 1, 2 from numbers(100)")
@@ -338,18 +398,25 @@ def test_schema_change_is_refused_then_full_refresh_swaps_on_every_shard(on_clus
     # A full refresh interrupted between the local tables' exchange and the Distributed tables' replacement (a
     # node lost then) leaves `m` with the old columns: the next run replaces it again.
     for public, local in (("sc_sharded", "sc_sharded_local"), ("sc_sharded__stage", "sc_sharded__stage_local")):
-        p.command(f"create or replace table {public} on cluster {cluster.name} (id Int64, a Int64, _version UInt64, "
-                  f"sign Int8) engine = Distributed('{cluster.name}', currentDatabase(), '{local}', cityHash64(id))")
+        p.command(
+            f"create or replace table {public} on cluster {cluster.name} (id Int64, a Int64, _version UInt64, "
+            f"sign Int8) engine = Distributed('{cluster.name}', currentDatabase(), '{local}', cityHash64(id))"
+        )
     # The rerun replaces both before it loads: its events, `b` included, go through the writers' stage.
     p.command("insert into sc_src select number, number + 2, 3 from numbers(100)")
     run = p.dbt("run", "--select", "sc_sharded")
     for public, local in (("sc_sharded", "sc_sharded_local"), ("sc_sharded__stage", "sc_sharded__stage_local")):
-        assert f"vcmt_upsert {public}: its columns differ from {local}'s (an interrupted --full-refresh); " \
-               "replacing it" in run.log, run.log[-3000:]
+        assert (
+            f"vcmt_upsert {public}: its columns differ from {local}'s (an interrupted --full-refresh); "
+            "replacing it" in run.log
+        ), run.log[-3000:]
     assert p.query("select count(), sum(a), sum(b) from sc_sharded final where sign = 1") == [(100, 5150, 10300)]
     # Another `sharding_key` on the stored model is refused: its keys' next events would go to other shards.
-    p.model("sc_sharded", SHARDED.format(extra="").replace("cityHash64(id)", "intHash64(id)")
-            + "select id, a, a * 2 as b, _version from sc_src")
+    p.model(
+        "sc_sharded",
+        SHARDED.format(extra="").replace("cityHash64(id)", "intHash64(id)")
+        + "select id, a, a * 2 as b, _version from sc_src",
+    )
     run = p.dbt("run", "--select", "sc_sharded", expect_pass=False)
     assert "`sharding_key` (or the profile's `cluster`) changed" in re.sub(r"\s+", " ", run.log), run.log[-2000:]
     assert p.scalar("select sum(sign) from sc_sharded") == 100
@@ -373,8 +440,10 @@ def test_generic_tests_on_the_distributed_model(on_cluster, cluster):
     """The package's generic tests read the Distributed model, so they see every shard: they pass on a model
     loaded by vcmt, and fail when one shard's local table is corrupted."""
     p = on_cluster
-    p.command("create or replace table gt_src (id Int64, status String, amount Decimal(18, 2), _version UInt64, "
-              "_deleted UInt8) engine = MergeTree order by tuple()")
+    p.command(
+        "create or replace table gt_src (id Int64, status String, amount Decimal(18, 2), _version UInt64, "
+        "_deleted UInt8) engine = MergeTree order by tuple()"
+    )
     p.command("insert into gt_src select number, ['open', 'paid'][number % 2 + 1], number / 4, 1, 0 from numbers(400)")
     projection = "{'name': 'by_status', 'query': 'select status, sum(sign), sum(amount * sign) group by status'}"
     p.model("gt_sharded", SHARDED.format(extra=f", projections=[{projection}]") + "select * from gt_src")
@@ -387,17 +456,19 @@ def test_generic_tests_on_the_distributed_model(on_cluster, cluster):
     statuses = [str(r.status) for r in run.result.result.results if r.node.resource_type == "test"]
     assert len(statuses) >= 4 and set(statuses) == {"pass"}, (statuses, run.log[-2000:])
     # The aggregating projection answers through the Distributed table on both shards.
-    assert p.query("select status, sum(sign) from gt_sharded group by status order by status",
-                   force_optimize_projection=1) == \
-        p.query("select status, count() from gt_sharded final where sign = 1 group by status order by status")
+    assert p.query(
+        "select status, sum(sign) from gt_sharded group by status order by status", force_optimize_projection=1
+    ) == p.query("select status, count() from gt_sharded final where sign = 1 group by status order by status")
     # One shard's replayed state row: the tests reading `gt_sharded` find it.
     node = cluster.nodes[1]
     client = node.client(p.schema)
     key = None
     try:
         key = client.query("select id from gt_sharded_local final where sign = 1 limit 1").result_rows[0][0]
-        client.command(f"insert into gt_sharded_local select * from gt_sharded_local where id = {key} and sign = 1 "
-                       "settings insert_deduplicate = 0")
+        client.command(
+            f"insert into gt_sharded_local select * from gt_sharded_local where id = {key} and sign = 1 "
+            "settings insert_deduplicate = 0"
+        )
         run = p.dbt("test", "--select", "gt_sharded", expect_pass=False)
         failed = {r.node.name.split("_gt_sharded")[0] for r in run.result.result.results if str(r.status) == "fail"}
         assert "vcmt_sign_sum_in_range" in failed, failed
@@ -421,8 +492,9 @@ def test_shard_lost_during_a_load_then_rerun_is_exact(on_cluster, cluster):
     p.dbt("run", "--select", "ks_sharded")
     # The next batch updates those keys and adds many, read slowly (3 s a read): the load's INSERT streams
     # blocks to both shards for seconds.
-    p.model("ks_sharded", SHARDED.format(extra="")
-            + "select id, a, _version from ks_src where sleepEachRow(0.000003) = 0")
+    p.model(
+        "ks_sharded", SHARDED.format(extra="") + "select id, a, _version from ks_src where sleepEachRow(0.000003) = 0"
+    )
     p.command("truncate table ks_src")
     p.command(f"insert into ks_src select number, number * 2, 2 from numbers({keys})")
     lost = cluster.nodes[1]
@@ -433,7 +505,8 @@ def test_shard_lost_during_a_load_then_rerun_is_exact(on_cluster, cluster):
         while time.monotonic() < deadline and proc.poll() is None:
             loading = watcher.query(
                 "select count() from system.processes where is_initial_query and query_id != queryID() "
-                "and query ilike '%insert into%ks_sharded__stage%'").result_rows[0][0]
+                "and query ilike '%insert into%ks_sharded__stage%'"
+            ).result_rows[0][0]
             if loading:
                 break
             time.sleep(0.05)
@@ -454,15 +527,20 @@ def test_shard_lost_during_a_load_then_rerun_is_exact(on_cluster, cluster):
         watcher.close()
         lost.start()
     p.dbt("run", "--select", "ks_sharded")
-    assert p.query("select count(), sum(a), min(_version) from ks_sharded final where sign = 1") == \
-        [(keys, keys * (keys - 1), 2)]
+    assert p.query("select count(), sum(a), min(_version) from ks_sharded final where sign = 1") == [
+        (keys, keys * (keys - 1), 2)
+    ]
     assert p.scalar("select sum(sign) from ks_sharded") == keys
-    assert p.query("select count() from (select id from ks_sharded group by id having sum(sign) not in (0, 1))") \
-        == [(0,)]
+    assert p.query("select count() from (select id from ks_sharded group by id having sum(sign) not in (0, 1))") == [
+        (0,)
+    ]
     problems: list[str] = []
     for shard, client in enumerate(_shard_clients(cluster, p)):
-        for finding in invariants.check(lambda sql, c=client: [tuple(r) for r in c.query(sql).result_rows],
-                                        invariants.Target("ks_sharded_local", ["id"]), ["a"]):
+        for finding in invariants.check(
+            lambda sql, c=client: [tuple(r) for r in c.query(sql).result_rows],
+            invariants.Target("ks_sharded_local", ["id"]),
+            ["a"],
+        ):
             if not finding.ok:
                 problems.append(f"shard {shard + 1}: {finding.name}: {finding.detail}")
         misplaced = client.query(f"select countIf(not {_routed('cityHash64(id)', shard)}) from ks_sharded_local")
@@ -478,8 +556,10 @@ def test_loads_through_two_nodes_are_serialised(on_cluster, cluster):
     both succeed and the model is exact (docs/design.md#one-load-at-a-time)."""
     p = on_cluster
     # The source: the same rows on every node (each load reads it where it runs).
-    p.command(f"create or replace table two_src on cluster {cluster.name} (id Int64, a Int64, _version UInt64) "
-              "engine = MergeTree order by tuple()")
+    p.command(
+        f"create or replace table two_src on cluster {cluster.name} (id Int64, a Int64, _version UInt64) "
+        "engine = MergeTree order by tuple()"
+    )
     clients = _shard_clients(cluster, p)
     for client in clients:
         client.command("insert into two_src select number, number, 1 from numbers(1000)")
@@ -494,15 +574,26 @@ def test_loads_through_two_nodes_are_serialised(on_cluster, cluster):
     first = second = None
     try:
         via_second = target_on_port(p, "via_second_node", entry.port)
-        first = p.dbt_process("first", "run", "--select", "two_nodes", program=[sys.executable, "-m", "vcmt_lab.faults.inject"],
-                              env={"VCMT_FAULT": "pause@insert two_nodes__stage#1"})
+        first = p.dbt_process(
+            "first",
+            "run",
+            "--select",
+            "two_nodes",
+            program=[sys.executable, "-m", "vcmt_lab.faults.inject"],
+            env={"VCMT_FAULT": "pause@insert two_nodes__stage#1"},
+        )
         deadline = time.monotonic() + KILL_TIMEOUT_S
         assert wait_until_stopped(first, KILL_TIMEOUT_S), first.communicate()[0][-3000:]
         second = p.dbt_process("second", "run", "--select", "two_nodes", target=via_second)
         node2 = cluster.nodes[1].client(p.schema)
-        while time.monotonic() < deadline and second.poll() is None and not node2.command(
+        while (
+            time.monotonic() < deadline
+            and second.poll() is None
+            and not node2.command(
                 "select count() from system.processes where query_id != queryID() "
-                "and position(query, concat('select sle', 'ep(1)')) > 0"):
+                "and position(query, concat('select sle', 'ep(1)')) > 0"
+            )
+        ):
             time.sleep(0.05)
         node2.close()
         first.send_signal(signal.SIGCONT)
@@ -517,10 +608,12 @@ def test_loads_through_two_nodes_are_serialised(on_cluster, cluster):
         p.vars = saved
     assert first.returncode == 0 and second.returncode == 0, out1[-3000:] + out2[-3000:]
     assert "waiting for another load of this model" in out2, out2[-3000:]
-    assert p.query("select count(), sum(a), min(_version) from two_nodes final where sign = 1") == \
-        [(1500, 3 * 1499 * 1500 // 2, 2)]
-    assert p.query("select count() from (select id, _version from two_nodes group by id, _version "
-                   "having sum(sign) not in (0, 1))") == [(0,)]
+    assert p.query("select count(), sum(a), min(_version) from two_nodes final where sign = 1") == [
+        (1500, 3 * 1499 * 1500 // 2, 2)
+    ]
+    assert p.query(
+        "select count() from (select id, _version from two_nodes group by id, _version having sum(sign) not in (0, 1))"
+    ) == [(0,)]
 
 
 def test_a_lock_generation_dropped_while_a_load_reads_it_reads_as_empty(on_cluster, cluster):
@@ -529,8 +622,10 @@ def test_a_lock_generation_dropped_while_a_load_reads_it_reads_as_empty(on_clust
     the dropped generation as empty (not "Unknown table"), sees the lock released, and loads
     (docs/design.md#one-load-at-a-time)."""
     p = on_cluster
-    p.command(f"create or replace table gen_src on cluster {cluster.name} (id Int64, a Int64, _version UInt64) "
-              "engine = MergeTree order by tuple()")
+    p.command(
+        f"create or replace table gen_src on cluster {cluster.name} (id Int64, a Int64, _version UInt64) "
+        "engine = MergeTree order by tuple()"
+    )
     clients = _shard_clients(cluster, p)
     for client in clients:
         client.command("insert into gen_src select number, number, 1 from numbers(100)")
@@ -547,9 +642,15 @@ def test_a_lock_generation_dropped_while_a_load_reads_it_reads_as_empty(on_clust
         via_second = target_on_port(p, "via_second_node_gen", entry.port)
         # A load's first poll lists the generations (through cluster(): `select cluster`), then reads the lock's
         # state, the newest one's rows among it: it stops right before that read (vcmt_lab.faults.inject).
-        second = p.dbt_process("second", "run", "--select", "gen_drop", target=via_second,
-                               program=[sys.executable, "-m", "vcmt_lab.faults.inject"],
-                               env={"VCMT_FAULT": "pause@select cluster#2"})
+        second = p.dbt_process(
+            "second",
+            "run",
+            "--select",
+            "gen_drop",
+            target=via_second,
+            program=[sys.executable, "-m", "vcmt_lab.faults.inject"],
+            env={"VCMT_FAULT": "pause@select cluster#2"},
+        )
         assert wait_until_stopped(second, KILL_TIMEOUT_S), second.communicate()[0][-3000:]
         generations = "select name from system.tables where database = currentDatabase() and name like 'gen\\_drop%\\_\\_lock\\_%'"
         listed = p.query(generations)
@@ -564,8 +665,9 @@ def test_a_lock_generation_dropped_while_a_load_reads_it_reads_as_empty(on_clust
         entry.stop()
         p.vars = saved
     assert second.returncode == 0, out2[-3000:]
-    assert p.query("select count(), sum(a), min(_version) from gen_drop final where sign = 1") == \
-        [(150, 3 * 149 * 150 // 2, 2)]
+    assert p.query("select count(), sum(a), min(_version) from gen_drop final where sign = 1") == [
+        (150, 3 * 149 * 150 // 2, 2)
+    ]
 
 
 # -- a node lost while a --full-refresh swaps its tables in (issue 40, case 5) -----------------------------------------
@@ -575,19 +677,41 @@ def test_a_lock_generation_dropped_while_a_load_reads_it_reads_as_empty(on_clust
 # the exchanges (helpers, the local target, the local stage), the Distributed tables replaced, the views' queries,
 # the old delete writer and round batch dropped, then the staging objects (the old tables) dropped.
 REFRESH_STATEMENTS = [
-    "create {m}__vcmt_new_local", "create {m}__vcmt_new__tombstones", "create {m}__vcmt_new__applied",
-    "create {m}__vcmt_new__loads", "create {m}__vcmt_new__truncates", "create {m}__vcmt_new__applied_writer",
-    "create {m}__vcmt_new__stage_local", "create {m}__vcmt_new__transform", "create {m}__vcmt_new__tombstones_writer",
-    "create {m}__vcmt_new", "create {m}__vcmt_new__stage",
-    "exchange {m}__vcmt_new__tombstones", "exchange {m}__vcmt_new__applied", "exchange {m}__vcmt_new__loads",
-    "exchange {m}__vcmt_new__truncates", "exchange {m}__vcmt_new_local", "exchange {m}__vcmt_new__stage_local",
-    "create {m}", "create {m}__stage",
-    "alter {m}__transform", "alter {m}__applied_writer", "alter {m}__tombstones_writer",
-    "drop {m}__tombstones_from_cancels", "drop {m}__batch",
-    "drop {m}__vcmt_new__stage", "drop {m}__vcmt_new", "drop {m}__vcmt_new__transform",
-    "drop {m}__vcmt_new__tombstones_writer", "drop {m}__vcmt_new__applied_writer", "drop {m}__vcmt_new__stage_local",
-    "drop {m}__vcmt_new_local", "drop {m}__vcmt_new__tombstones", "drop {m}__vcmt_new__applied",
-    "drop {m}__vcmt_new__loads", "drop {m}__vcmt_new__truncates",
+    "create {m}__vcmt_new_local",
+    "create {m}__vcmt_new__tombstones",
+    "create {m}__vcmt_new__applied",
+    "create {m}__vcmt_new__loads",
+    "create {m}__vcmt_new__truncates",
+    "create {m}__vcmt_new__applied_writer",
+    "create {m}__vcmt_new__stage_local",
+    "create {m}__vcmt_new__transform",
+    "create {m}__vcmt_new__tombstones_writer",
+    "create {m}__vcmt_new",
+    "create {m}__vcmt_new__stage",
+    "exchange {m}__vcmt_new__tombstones",
+    "exchange {m}__vcmt_new__applied",
+    "exchange {m}__vcmt_new__loads",
+    "exchange {m}__vcmt_new__truncates",
+    "exchange {m}__vcmt_new_local",
+    "exchange {m}__vcmt_new__stage_local",
+    "create {m}",
+    "create {m}__stage",
+    "alter {m}__transform",
+    "alter {m}__applied_writer",
+    "alter {m}__tombstones_writer",
+    "drop {m}__tombstones_from_cancels",
+    "drop {m}__batch",
+    "drop {m}__vcmt_new__stage",
+    "drop {m}__vcmt_new",
+    "drop {m}__vcmt_new__transform",
+    "drop {m}__vcmt_new__tombstones_writer",
+    "drop {m}__vcmt_new__applied_writer",
+    "drop {m}__vcmt_new__stage_local",
+    "drop {m}__vcmt_new_local",
+    "drop {m}__vcmt_new__tombstones",
+    "drop {m}__vcmt_new__applied",
+    "drop {m}__vcmt_new__loads",
+    "drop {m}__vcmt_new__truncates",
 ]
 FIRST_SWAP = REFRESH_STATEMENTS.index("exchange {m}__vcmt_new__tombstones")
 # make test runs the issue's case (the second node lost at the local target's EXCHANGE: the first node serves the
@@ -618,8 +742,9 @@ def _swap_cases():
 
 
 @pytest.mark.parametrize("statement,lost_node", list(_swap_cases()))
-def test_node_lost_at_a_swap_statement_of_a_full_refresh_then_next_runs_repair(on_cluster, cluster, statement,
-                                                                               lost_node):
+def test_node_lost_at_a_swap_statement_of_a_full_refresh_then_next_runs_repair(
+    on_cluster, cluster, statement, lost_node
+):
     """A sharded `--full-refresh` is stopped right before one ON CLUSTER statement of its swap, a node is killed,
     and the statement runs: it fails on that node, the nodes before it in the queue having run it; the node comes
     back. If an EXCHANGE ran on some nodes only (the second node lost), the next ordinary run fails before it
@@ -631,7 +756,9 @@ def test_node_lost_at_a_swap_statement_of_a_full_refresh_then_next_runs_repair(o
     label = statement.format(m=m)
     # The model before: 100 keys. The rebuild's SELECT: 50 of them, other values, a newer version. (dbt reaches the
     # first node: the source lives there.)
-    p.command(f"create or replace table {m}_src (id Int64, a Int64, _version UInt64) engine = MergeTree order by tuple()")
+    p.command(
+        f"create or replace table {m}_src (id Int64, a Int64, _version UInt64) engine = MergeTree order by tuple()"
+    )
     p.command(f"insert into {m}_src select number, number, 1 from numbers(100)")
     p.model(m, SHARDED.format(extra="") + f"select id, a, _version from {m}_src")
     p.dbt("run", "--select", m)
@@ -640,9 +767,15 @@ def test_node_lost_at_a_swap_statement_of_a_full_refresh_then_next_runs_repair(o
     lost = cluster.nodes[lost_node]
     saved = dict(p.vars)
     p.vars = {**p.vars, "vcmt_lock_lease_s": 3}  # the failed refresh's lock may be left to lapse (node lost)
-    proc = p.dbt_process(f"refresh_{m}", "run", "--select", m, "--full-refresh",
-                         program=[sys.executable, "-m", "vcmt_lab.faults.inject"],
-                         env={"VCMT_FAULT": f"pause@{label}#1"})
+    proc = p.dbt_process(
+        f"refresh_{m}",
+        "run",
+        "--select",
+        m,
+        "--full-refresh",
+        program=[sys.executable, "-m", "vcmt_lab.faults.inject"],
+        env={"VCMT_FAULT": f"pause@{label}#1"},
+    )
     try:
         assert wait_until_stopped(proc, KILL_TIMEOUT_S), proc.communicate()[0][-3000:]
         lost.kill()
@@ -671,8 +804,9 @@ def _next_runs_repair(p, cluster, m: str, outcome: str) -> None:
         assert "ran on some nodes only: the nodes serve different generations of the model" in log, log[-4000:]
         for node in cluster.nodes:
             assert f":{node.tcp_port}) serves the rebuild for" in log, log[-4000:]
-        assert f"run `dbt run --select {m} --full-refresh`, which drops the staging objects on every node" in log, \
-            log[-4000:]
+        assert f"run `dbt run --select {m} --full-refresh`, which drops the staging objects on every node" in log, log[
+            -4000:
+        ]
         run = p.dbt("run", "--select", m, "--full-refresh")
     elif outcome == "rollback":
         # The old model serves on every node, the staging objects are gone, the run's events are applied to it.
@@ -683,8 +817,7 @@ def _next_runs_repair(p, cluster, m: str, outcome: str) -> None:
             assert not [t for t in node_tables if "vcmt_new" in t], node_tables
         run = p.dbt("run", "--select", m, "--full-refresh")
     else:
-        assert f"vcmt_upsert {m}: a --full-refresh" in log and "its swap is finished on every node" in log, \
-            log[-4000:]
+        assert f"vcmt_upsert {m}: a --full-refresh" in log and "its swap is finished on every node" in log, log[-4000:]
     assert p.query(read) == rebuild, run.log[-3000:]
     assert p.scalar(f"select sum(sign) from {m}") == 50
     for node_tables in _tables(cluster, p, f"^{m}"):

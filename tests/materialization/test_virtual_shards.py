@@ -20,7 +20,8 @@ def _batch(project, n: int, seed: int) -> None:
     project.command("truncate table vs_src")
     project.command(
         f"insert into vs_src select cityHash64(number, {seed}) % 15000 as id, id % 3, number, toString(number % 7), "
-        f"{seed} * 1000000 + number, if(number % 11 = 0, -1, 1) from numbers({n})")
+        f"{seed} * 1000000 + number, if(number % 11 = 0, -1, 1) from numbers({n})"
+    )
 
 
 def _state(project, name: str) -> list[tuple]:
@@ -33,19 +34,25 @@ def test_shards_share_no_key_run_at_once_and_equal_one_stream(module_project):
     project.command(f"create table vs_src ({COLUMNS}) engine = MergeTree order by tuple()")
     for path, merge in PATHS.items():
         for k in (1, 4):
-            project.model(f"vs_{path}_{k}", "{{ config(materialized='vcmt_upsert', unique_key=['tenant', 'id'], "
-                          f"{merge}virtual_shards={k}, {SMALL_BLOCKS}) }}}}\nselect * from vs_src")
+            project.model(
+                f"vs_{path}_{k}",
+                "{{ config(materialized='vcmt_upsert', unique_key=['tenant', 'id'], "
+                f"{merge}virtual_shards={k}, {SMALL_BLOCKS}) }}}}\nselect * from vs_src",
+            )
     models = [f"vs_{p}_{k}" for p in PATHS for k in (1, 4)]
     _batch(project, 12000, 1)
     project.dbt("run", "--select", *models)
     for path in PATHS:
         name = f"vs_{path}_4"
-        project.command(f"create table {name}_seen (q String, tenant UInt8, id UInt64, t DateTime64(6), running UInt64) "
-                        "engine = MergeTree order by tuple()")
+        project.command(
+            f"create table {name}_seen (q String, tenant UInt8, id UInt64, t DateTime64(6), running UInt64) "
+            "engine = MergeTree order by tuple()"
+        )
         project.command(
             f"create materialized view {name}_seen_mv to {name}_seen as select queryID() as q, tenant, id, now64(6) as t, "
             "(select count() from system.processes where query_kind = 'Insert' and query like '%__stage%') as running "
-            f"from {name}__stage")
+            f"from {name}__stage"
+        )
     _batch(project, 12000, 2)
     run = project.dbt("run", "--select", *models)
 
@@ -63,9 +70,11 @@ def test_shards_share_no_key_run_at_once_and_equal_one_stream(module_project):
         running = project.scalar(f"select max(running) from {four}_seen")
         assert running >= 2 if not project.engine.served else running == 1, running
         # ... and no key went into the stage through two INSERTs of one step (steps run one after another).
-        for step in (queries[i:i + 4] for i in range(0, len(queries), 4)):
-            shared = project.query(f"select tenant, id, groupArray(q) from {four}_seen where q in {tuple(step)} "
-                                   "group by tenant, id having count() > 1")
+        for step in (queries[i : i + 4] for i in range(0, len(queries), 4)):
+            shared = project.query(
+                f"select tenant, id, groupArray(q) from {four}_seen where q in {tuple(step)} "
+                "group by tenant, id having count() > 1"
+            )
             assert shared == [], shared[:3]
         assert project.scalar(f"select count() from {four}_seen") > 4000
 
@@ -77,29 +86,41 @@ def test_shards_read_the_select_once_and_keep_the_session_settings(module_projec
     project = module_project
     project.command("create table vs_this (id UInt64, a Int64, _version UInt64) engine = MergeTree order by tuple()")
     for k in (1, 4):
-        project.model(f"vs_this_{k}", f"{{{{ config(materialized='vcmt_upsert', unique_key='id', virtual_shards={k}, "
-                      "pre_hook=\"set session_timezone = 'Asia/Tokyo'\") }}\n"
-                      "select id, a, _version, toDateTime('2024-01-01 00:00:00') as ts from vs_this "
-                      "{% if vcmt.is_incremental() %} where a > (select max(a) from {{ this }}) {% endif %}")
+        project.model(
+            f"vs_this_{k}",
+            f"{{{{ config(materialized='vcmt_upsert', unique_key='id', virtual_shards={k}, "
+            "pre_hook=\"set session_timezone = 'Asia/Tokyo'\") }}\n"
+            "select id, a, _version, toDateTime('2024-01-01 00:00:00') as ts from vs_this "
+            "{% if vcmt.is_incremental() %} where a > (select max(a) from {{ this }}) {% endif %}",
+        )
     for b in range(3):
         project.command(f"insert into vs_this select number, number, 1 from numbers({b * 400}, 400)")
         project.dbt("run", "--select", "vs_this_1", "vs_this_4")
         for k in (1, 4):
             assert project.scalar(f"select count() from vs_this_{k} final where sign = 1") == (b + 1) * 400, (k, b)
-    assert project.query("select distinct toUnixTimestamp(ts) from vs_this_4") == \
-        project.query("select distinct toUnixTimestamp(ts) from vs_this_1") == [(1704034800,)]
+    assert (
+        project.query("select distinct toUnixTimestamp(ts) from vs_this_4")
+        == project.query("select distinct toUnixTimestamp(ts) from vs_this_1")
+        == [(1704034800,)]
+    )
 
 
 def test_unset_is_one_and_strings_are_refused_by_name(module_project):
     """Unset `virtual_shards` is 1 (off); a string is refused saying it is a string."""
     project = module_project
-    project.write("macros/vs_default.sql", """
+    project.write(
+        "macros/vs_default.sql",
+        """
 {% macro vs_default() %}
   {{ log('vs_default ' ~ [vcmt._validate_virtual_shards(none), vcmt._validate_virtual_shards(3)] | join(','), info=true) }}
 {% endmacro %}
-""")
+""",
+    )
     assert "vs_default 1,3" in project.dbt("run-operation", "vs_default").log
-    project.model("vs_string", "{{ config(materialized='vcmt_upsert', unique_key='id', virtual_shards='2') }}\n"
-                  "select toUInt64(1) as id, toUInt64(1) as _version")
+    project.model(
+        "vs_string",
+        "{{ config(materialized='vcmt_upsert', unique_key='id', virtual_shards='2') }}\n"
+        "select toUInt64(1) as id, toUInt64(1) as _version",
+    )
     run = project.dbt("run", "--select", "vs_string", expect_pass=False)
     assert "`virtual_shards` must be a number, not the string `'2'`" in run.log

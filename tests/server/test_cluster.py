@@ -11,31 +11,47 @@ from vcmt_lab.clickhouse_cluster import fan_out_statement
 
 REWRITES = [
     # The clause goes; a Replicated engine becomes its plain engine, its path and replica dropped.
-    ("create table db.t on cluster c (x Int8) engine = ReplicatedVersionedCollapsingMergeTree(sign, v) order by x",
-     "create table db.t  (x Int8) engine = VersionedCollapsingMergeTree(sign, v) order by x"),
-    ("CREATE TABLE t ON CLUSTER `my c` (x Int8) ENGINE = ReplicatedMergeTree('/ch/{shard}/t', '{replica}') ORDER BY x",
-     "CREATE TABLE t  (x Int8) ENGINE = MergeTree() ORDER BY x"),
-    ("create table t on cluster 'c' (x Int8) engine = ReplicatedReplacingMergeTree('/p', '{replica}', v) order by x",
-     "create table t  (x Int8) engine = ReplacingMergeTree( v) order by x"),
+    (
+        "create table db.t on cluster c (x Int8) engine = ReplicatedVersionedCollapsingMergeTree(sign, v) order by x",
+        "create table db.t  (x Int8) engine = VersionedCollapsingMergeTree(sign, v) order by x",
+    ),
+    (
+        "CREATE TABLE t ON CLUSTER `my c` (x Int8) ENGINE = ReplicatedMergeTree('/ch/{shard}/t', '{replica}') ORDER BY x",
+        "CREATE TABLE t  (x Int8) ENGINE = MergeTree() ORDER BY x",
+    ),
+    (
+        "create table t on cluster 'c' (x Int8) engine = ReplicatedReplacingMergeTree('/p', '{replica}', v) order by x",
+        "create table t  (x Int8) engine = ReplacingMergeTree( v) order by x",
+    ),
     ("exchange tables a and b on cluster c", "exchange tables a and b "),
     ("system stop merges on cluster c `t`", "system stop merges  `t`"),
     ("drop table if exists x on cluster c sync", "drop table if exists x  sync"),
     # Literals, quoted names and comments are never changed, even when they spell the clause or an engine.
-    ("create table x on cluster c (s String default 'on cluster c ReplicatedMergeTree') engine = Memory",
-     "create table x  (s String default 'on cluster c ReplicatedMergeTree') engine = Memory"),
+    (
+        "create table x on cluster c (s String default 'on cluster c ReplicatedMergeTree') engine = Memory",
+        "create table x  (s String default 'on cluster c ReplicatedMergeTree') engine = Memory",
+    ),
     ("create table x -- on cluster c2\n on cluster c as y", "create table x -- on cluster c2\n  as y"),
-    ("create table x /* a /* on cluster c */ on cluster c */ on cluster c as y",
-     "create table x /* a /* on cluster c */ on cluster c */  as y"),
+    (
+        "create table x /* a /* on cluster c */ on cluster c */ on cluster c as y",
+        "create table x /* a /* on cluster c */ on cluster c */  as y",
+    ),
     ("create table x // it's on cluster c\n on cluster c as y", "create table x // it's on cluster c\n  as y"),
     # Only the table engine is made plain, never a column or function named like one.
-    ("create table x on cluster c engine = ReplicatedMergeTree order by tuple() as select ReplicatedMergeTree "
-     "from remote('h', db, ReplicatedMergeTree)",
-     "create table x  engine = MergeTree order by tuple() as select ReplicatedMergeTree "
-     "from remote('h', db, ReplicatedMergeTree)"),
-    ("create table `ReplicatedMergeTree` on cluster c (s String comment 'it''s \\' on cluster') engine = Log",
-     "create table `ReplicatedMergeTree`  (s String comment 'it''s \\' on cluster') engine = Log"),
-    ("alter table t on cluster c update s = $$ on cluster x $$ where 1",
-     "alter table t  update s = $$ on cluster x $$ where 1"),
+    (
+        "create table x on cluster c engine = ReplicatedMergeTree order by tuple() as select ReplicatedMergeTree "
+        "from remote('h', db, ReplicatedMergeTree)",
+        "create table x  engine = MergeTree order by tuple() as select ReplicatedMergeTree "
+        "from remote('h', db, ReplicatedMergeTree)",
+    ),
+    (
+        "create table `ReplicatedMergeTree` on cluster c (s String comment 'it''s \\' on cluster') engine = Log",
+        "create table `ReplicatedMergeTree`  (s String comment 'it''s \\' on cluster') engine = Log",
+    ),
+    (
+        "alter table t on cluster c update s = $$ on cluster x $$ where 1",
+        "alter table t  update s = $$ on cluster x $$ where 1",
+    ),
 ]
 
 UNTOUCHED = [
@@ -65,26 +81,34 @@ def test_the_cluster_fans_out_ddl_routes_inserts_and_gathers_reads(cluster):
     client = cluster.client()
     try:
         client.command(f"create database if not exists fan_out on cluster {cluster.name}")
-        client.command(f"create or replace table fan_out.t on cluster {cluster.name} (id UInt64, s String) "
-                       "engine = ReplicatedReplacingMergeTree('/clickhouse/{shard}/t', '{replica}') order by id")
-        client.command(f"create or replace table fan_out.d on cluster {cluster.name} as fan_out.t "
-                       f"engine = Distributed({cluster.name}, fan_out, t, id)")
-        client.command("insert into fan_out.d select number, 'on cluster x' from numbers(10) "
-                       "settings distributed_foreground_insert = 1")
+        client.command(
+            f"create or replace table fan_out.t on cluster {cluster.name} (id UInt64, s String) "
+            "engine = ReplicatedReplacingMergeTree('/clickhouse/{shard}/t', '{replica}') order by id"
+        )
+        client.command(
+            f"create or replace table fan_out.d on cluster {cluster.name} as fan_out.t "
+            f"engine = Distributed({cluster.name}, fan_out, t, id)"
+        )
+        client.command(
+            "insert into fan_out.d select number, 'on cluster x' from numbers(10) "
+            "settings distributed_foreground_insert = 1"
+        )
         # Routed by the key (shard n of 2 takes id % 2 = n), the Replicated engine made plain on each node (FINAL through the Distributed table below).
         for n, node in enumerate(cluster.nodes):
             local = node.client()
-            assert local.query("select engine from system.tables where database = 'fan_out' and name = 't'") \
-                .result_rows == [("ReplacingMergeTree",)]
-            assert local.query("select groupArray(id) from (select id from fan_out.t order by id)").result_rows == \
-                [([i for i in range(10) if i % 2 == n],)]
+            assert local.query(
+                "select engine from system.tables where database = 'fan_out' and name = 't'"
+            ).result_rows == [("ReplacingMergeTree",)]
+            assert local.query("select groupArray(id) from (select id from fan_out.t order by id)").result_rows == [
+                ([i for i in range(10) if i % 2 == n],)
+            ]
             local.close()
         # Reads gather every shard: through the Distributed table, GLOBAL IN, clusterAllReplicas.
         assert client.query("select count(), sum(id) from fan_out.d final").result_rows == [(10, 45)]
-        assert client.query(f"select count() from clusterAllReplicas({cluster.name}, fan_out.t)").result_rows == \
-            [(10,)]
-        assert client.query("select count() from fan_out.d where id global in (select id from fan_out.d "
-                            "where id > 4)").result_rows == [(5,)]
+        assert client.query(f"select count() from clusterAllReplicas({cluster.name}, fan_out.t)").result_rows == [(10,)]
+        assert client.query(
+            "select count() from fan_out.d where id global in (select id from fan_out.d where id > 4)"
+        ).result_rows == [(5,)]
         # A node that fails the statement fails it for the client, naming the node and those that had run it.
         second, first = (f"127.0.0.1:{node.tcp_port}" for node in reversed(cluster.nodes))
         with contextlib.closing(cluster.nodes[1].client()) as second_node:

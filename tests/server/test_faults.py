@@ -61,14 +61,18 @@ def test_a_holder_paused_past_its_lease_and_taken_over_writes_nothing_more(modul
 def cluster_project(tmp_path_factory, chdb_path, lab_dir, cluster):
     """A project on the two-node cluster (`cluster:` in its profile, over HTTP through the first node's entry):
     the harness shards the model."""
-    proj = make_project(tmp_path_factory.mktemp("faults_cluster") / "proj", "faults_cluster", chdb_path, lab_dir,
-                        engine=Engine("http", node=cluster, cluster=cluster.name))
+    proj = make_project(
+        tmp_path_factory.mktemp("faults_cluster") / "proj",
+        "faults_cluster",
+        chdb_path,
+        lab_dir,
+        engine=Engine("http", node=cluster, cluster=cluster.name),
+    )
     yield proj
     proj.close()
 
 
-def test_on_the_cluster_a_holder_paused_past_its_lease_is_fenced_off_by_a_load_through_the_other_node(
-        cluster_project):
+def test_on_the_cluster_a_holder_paused_past_its_lease_is_fenced_off_by_a_load_through_the_other_node(cluster_project):
     """The issue's case 1 across nodes (case 6): a sharded model's holder, through the first node, paused right
     before its first stage INSERT past its lease; a `dbt run` through the second node takes the lock over and
     loads; the holder goes on and its write is refused. Read through the Distributed table, the model is
@@ -77,8 +81,9 @@ def test_on_the_cluster_a_holder_paused_past_its_lease_is_fenced_off_by_a_load_t
         outcome = run_schedule(cluster_project, Schedule("fold", "pause", "insert m__stage#1", "run"), via_second)
     code, out = outcome.outputs["faulted"]
     assert code != 0 and "no longer holds the lock of the model" in out, out[-3000:]
-    assert outcome.outputs["other"][0] == 0 and "took over the lock of" in outcome.outputs["other"][1], \
-        outcome.outputs["other"][1][-3000:]
+    assert outcome.outputs["other"][0] == 0 and "took over the lock of" in outcome.outputs["other"][1], outcome.outputs[
+        "other"
+    ][1][-3000:]
     assert outcome.exact, "\n".join(outcome.problems)
 
 
@@ -86,22 +91,37 @@ def test_on_the_cluster_a_holder_paused_past_its_lease_is_fenced_off_by_a_load_t
 def test_the_sweep_enumerates_the_loads_statements_from_its_log(module_project):
     statements = enumerate_statements(module_project, "rounds")
     # From the lock on, every write of the load is there, each once, by its stable name.
-    for name in ["create m__lock_N#1", "insert m__lock_N acquired#1", "create m__batch#1", "insert m__batch#1",
-                 "insert m__stage#1", "insert m__loads#1", "insert m__lock_N released#1"]:
+    for name in [
+        "create m__lock_N#1",
+        "insert m__lock_N acquired#1",
+        "create m__batch#1",
+        "insert m__batch#1",
+        "insert m__stage#1",
+        "insert m__loads#1",
+        "insert m__lock_N released#1",
+    ]:
         assert name in statements, statements
     # From its claim: the lock's state read back (its holder is this load), its first row, the state again, and
     # the older generation dropped; the lock's state is one statement (`select merge`), its counts run on from
     # the polls before the claim.
     # m__batch is replaced by its (fenced) CREATE, and its DROP follows a check of the fence.
-    assert "drop m__batch#2" not in statements and \
-        statements[statements.index("drop m__batch#1") - 1].startswith("select tables#"), statements
-    assert statements[:5] == ["create m__lock_N#1", "select merge#2", "insert m__lock_N acquired#1", "select merge#3",
-                              "drop m__lock_N#1"], statements
+    assert "drop m__batch#2" not in statements and statements[statements.index("drop m__batch#1") - 1].startswith(
+        "select tables#"
+    ), statements
+    assert statements[:5] == [
+        "create m__lock_N#1",
+        "select merge#2",
+        "insert m__lock_N acquired#1",
+        "select merge#3",
+        "drop m__lock_N#1",
+    ], statements
 
 
 def test_statement_names_are_stable_and_drop_comments_databases_and_generations():
-    sql = ("/* {\"app\": \"dbt\"} */\ninsert into `db`.`m__lock_17` select 'x' as holder, 'renewed' as kind, "
-           "'dbt run' as what")
+    sql = (
+        "/* {\"app\": \"dbt\"} */\ninsert into `db`.`m__lock_17` select 'x' as holder, 'renewed' as kind, "
+        "'dbt run' as what"
+    )
     assert statement_label(sql) == "insert m__lock_N renewed"
     assert statement_label("create table if not exists `db`.`m__lock_3` (a Int8)") == "create m__lock_N"
     assert statement_label("exchange tables `db`.`m__vcmt_new` and `db`.`m`") == "exchange m__vcmt_new"
@@ -115,26 +135,31 @@ def test_a_load_that_ended_before_a_full_refresh_is_checked_against_the_loads_it
     assert unrecorded_loads("full-refresh", refreshed, ["F", "R"]) == []
     # The rebuilt __loads cannot hold a record of a load that ended before the full refresh started...
     assert unrecorded_loads("full-refresh", refreshed, ["A", "F", "R"]) == [
-        "faulted ended before the --full-refresh, whose rebuilt __loads still holds its record"]
+        "faulted ended before the --full-refresh, whose rebuilt __loads still holds its record"
+    ]
     # ... and its oldest record is the full refresh's own.
     assert unrecorded_loads("full-refresh", refreshed, ["R", "F"]) == [
-        "the --full-refresh's record is not the oldest of the __loads it rebuilt: ['R', 'F']"]
+        "the --full-refresh's record is not the oldest of the __loads it rebuilt: ['R', 'F']"
+    ]
     # A full refresh that failed swapped nothing in: the faulted run's record must be there.
     failed = [("faulted", 0, "A"), ("other", 1, "F")]
     assert unrecorded_loads("full-refresh", failed, ["A", "R"]) == []
     assert unrecorded_loads("full-refresh", failed, ["R"]) == ["faulted reported success but recorded no load"]
     # Any other load leaves every record where it is; a run that failed records nothing.
     assert unrecorded_loads("run", [("faulted", 0, "A"), ("other", 0, "O")], ["O", "R"]) == [
-        "faulted reported success but recorded no load"]
+        "faulted reported success but recorded no load"
+    ]
     assert unrecorded_loads("full-refresh", [("other", 0, "F"), ("faulted", 0, "A")], ["F", "R"]) == [
-        "faulted reported success but recorded no load"]
+        "faulted reported success but recorded no load"
+    ]
     assert unrecorded_loads("run", [("faulted", 1, "A"), ("other", 0, "O")], ["O"]) == []
     # A run paused after it recorded its load (right before its release) ends after the full refresh: its record
     # went with the __loads the full refresh replaced, as if it had ended first.
     late = [("other", 0, "F"), ("faulted", 0, "A")]
     assert unrecorded_loads("full-refresh", late, ["F", "R"], {"faulted"}) == []
     assert unrecorded_loads("full-refresh", late, ["A", "F", "R"], {"faulted"}) == [
-        "faulted ended before the --full-refresh, whose rebuilt __loads still holds its record"]
+        "faulted ended before the --full-refresh, whose rebuilt __loads still holds its record"
+    ]
 
 
 @pytest.mark.engines("http")

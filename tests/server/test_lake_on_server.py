@@ -27,8 +27,10 @@ def _stage(project: DbtProject, lake: Path) -> None:
     """One staged batch of `stg_orders` under `lake`, written by the node itself (it runs on this machine)."""
     folder = lake / "staged" / "stg_orders" / "_batch_id=1"
     folder.mkdir(parents=True)
-    project.command(f"insert into function file('{folder / 'part-0.parquet'}', 'Parquet') "
-                    "select toInt32(number + 1) as id, toInt64(10 * (number + 1)) as x from numbers(2)")
+    project.command(
+        f"insert into function file('{folder / 'part-0.parquet'}', 'Parquet') "
+        "select toInt32(number + 1) as id, toInt64(10 * (number + 1)) as x from numbers(2)"
+    )
 
 
 def test_a_lake_outside_the_servers_user_files_path_is_refused(project: DbtProject, tmp_path: Path) -> None:
@@ -69,8 +71,10 @@ NEW_FILES_MART = """
 def _land(project: DbtProject, lake: Path, batch: int, ids: range) -> None:
     folder = lake / "staged" / "stg_orders" / f"_batch_id={batch}"
     folder.mkdir(parents=True, exist_ok=True)
-    project.command(f"insert into function file('{folder / f'part-{ids.start}.parquet'}', 'Parquet') "
-                    f"select toInt32(number) as id, toInt64(10 * number) as x from numbers({ids.start}, {len(ids)})")
+    project.command(
+        f"insert into function file('{folder / f'part-{ids.start}.parquet'}', 'Parquet') "
+        f"select toInt32(number) as id, toInt64(10 * number) as x from numbers({ids.start}, {len(ids)})"
+    )
 
 
 def _labels(log: Path) -> list[str]:
@@ -92,16 +96,27 @@ def test_a_file_landing_during_a_run_is_read_by_the_next_run_once(project: DbtPr
         # A clean run names its statements: the one right after the claim is where the next run stops.
         _land(project, lake, 2, range(2, 4))
         log = tmp_path / "statements.log"
-        clean = project.dbt_process("clean", "run", "--select", "m", program=[sys.executable, "-m", "vcmt_lab.faults.inject"],
-                                    env={"VCMT_FAULT_LOG": str(log)})
+        clean = project.dbt_process(
+            "clean",
+            "run",
+            "--select",
+            "m",
+            program=[sys.executable, "-m", "vcmt_lab.faults.inject"],
+            env={"VCMT_FAULT_LOG": str(log)},
+        )
         assert clean.wait(timeout=300) == 0, clean.communicate()[0][-3000:]
         labels = _labels(log)  # `<verb> <object>#<n-th such statement>`
         after = labels[next(i for i, label in enumerate(labels) if label.startswith("insert m__lake_files#")) + 1]
 
         _land(project, lake, 3, range(4, 6))
-        paused = project.dbt_process("paused", "run", "--select", "m",
-                                     program=[sys.executable, "-m", "vcmt_lab.faults.inject"],
-                                     env={"VCMT_FAULT": f"pause@{after}"})
+        paused = project.dbt_process(
+            "paused",
+            "run",
+            "--select",
+            "m",
+            program=[sys.executable, "-m", "vcmt_lab.faults.inject"],
+            env={"VCMT_FAULT": f"pause@{after}"},
+        )
         assert wait_until_stopped(paused, 300), paused.communicate()[0][-3000:]
         _land(project, lake, 4, range(6, 8))  # lands after the claim, before the read
         _land(project, lake, 2, range(8, 9))  # and a file added to a loaded batch

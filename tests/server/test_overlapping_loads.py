@@ -24,8 +24,10 @@ from vcmt_tools.stage_writer import LoadError
 
 TIMEOUT = 300
 KEYS = 3000
-MODEL = ("{{ config(materialized='vcmt_upsert', unique_key='id', merge={'n': 'sum'}, lock_timeout=240) }}\n"
-         "select id, n, _version from src")
+MODEL = (
+    "{{ config(materialized='vcmt_upsert', unique_key='id', merge={'n': 'sum'}, lock_timeout=240) }}\n"
+    "select id, n, _version from src"
+)
 
 
 def _start(project: DbtProject, name: str, *args: str) -> subprocess.Popen:
@@ -43,8 +45,9 @@ def _assert_exact(project: DbtProject, expected: dict[int, tuple[int, int]]) -> 
     """sum(sign) in {0, 1} per key, GROUP BY = FINAL, and each key's state is the oracle's."""
     bad = project.query("select id, sum(sign) as s from m group by id having s not in (0, 1) limit 5")
     assert bad == [], f"keys with sum(sign) outside {{0, 1}}: {bad}"
-    grouped = project.query("select id, sum(n * sign), max(_version) from m group by id having sum(sign) = 1 "
-                            "order by id")
+    grouped = project.query(
+        "select id, sum(n * sign), max(_version) from m group by id having sum(sign) = 1 order by id"
+    )
     final = project.query("select id, n, _version from m final where sign = 1 order by id")
     assert [(i, n) for i, n, _ in grouped] == [(i, n) for i, n, _ in final]
     assert {i: (n, v) for i, n, v in final} == expected
@@ -67,9 +70,14 @@ def test_staggered_runs_and_loads_of_one_model_never_corrupt_it(project):
         for k, n, v in rows:
             expected[k][0] += n
             expected[k][1] = max(expected[k][1], v)
-        holder = project.dbt_process(f"b{batch}p0", "run", "--select", "m",
-                                     program=[sys.executable, "-m", "vcmt_lab.faults.inject"],
-                                     env={"VCMT_FAULT": "pause@insert m__stage#1"})
+        holder = project.dbt_process(
+            f"b{batch}p0",
+            "run",
+            "--select",
+            "m",
+            program=[sys.executable, "-m", "vcmt_lab.faults.inject"],
+            env={"VCMT_FAULT": "pause@insert m__stage#1"},
+        )
         deadline = time.monotonic() + TIMEOUT
         assert wait_until_stopped(holder, TIMEOUT), holder.communicate()[0][-3000:]
         procs = [holder]
@@ -78,12 +86,25 @@ def test_staggered_runs_and_loads_of_one_model_never_corrupt_it(project):
             if kind == "run":
                 procs.append(_start(project, f"b{batch}p{i}", "run", "--select", "m"))
             else:
-                procs.append(_start(project, f"b{batch}p{i}", "run-operation", "vcmt.load_stage", "--args",
-                                    json.dumps({"model": "m", "sql": "select id, n, _version from src"})))
+                procs.append(
+                    _start(
+                        project,
+                        f"b{batch}p{i}",
+                        "run-operation",
+                        "vcmt.load_stage",
+                        "--args",
+                        json.dumps({"model": "m", "sql": "select id, n, _version from src"}),
+                    )
+                )
         # Each waiting load polls with `select sleep(1)`: all three wait once three sleeps run at a time.
-        while time.monotonic() < deadline and project.scalar(
+        while (
+            time.monotonic() < deadline
+            and project.scalar(
                 "select count() from system.processes where current_database = currentDatabase() "
-                "and query_id != queryID() and position(query, concat('select sle', 'ep(1)')) > 0") < 3:
+                "and query_id != queryID() and position(query, concat('select sle', 'ep(1)')) > 0"
+            )
+            < 3
+        ):
             time.sleep(0.05)
         holder.send_signal(signal.SIGCONT)
         for proc in procs:
@@ -94,7 +115,9 @@ def test_staggered_runs_and_loads_of_one_model_never_corrupt_it(project):
     # The loads did overlap: the three of each batch waited.
     assert waits >= 6, waits
     # Generations only grow; the holder drops the older ones.
-    locks = project.query("select name from system.tables where database = currentDatabase() and name like 'm\\_\\_lock\\_%'")
+    locks = project.query(
+        "select name from system.tables where database = currentDatabase() and name like 'm\\_\\_lock\\_%'"
+    )
     assert len(locks) == 1, locks
 
 
@@ -108,7 +131,9 @@ def test_a_load_killed_holding_the_lock_blocks_the_next_only_for_the_lease(proje
     killed = _start(project, "killed", "run", "--select", "m")
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
-        if project.query("select name from system.tables where database = currentDatabase() and name like 'm\\_\\_lock\\_%'"):
+        if project.query(
+            "select name from system.tables where database = currentDatabase() and name like 'm\\_\\_lock\\_%'"
+        ):
             break
         time.sleep(0.1)
     else:
@@ -121,7 +146,9 @@ def test_a_load_killed_holding_the_lock_blocks_the_next_only_for_the_lease(proje
     out, _ = proc.communicate(timeout=TIMEOUT)
     took = time.monotonic() - started
     assert proc.returncode == 0, out[-4000:]
-    assert "waiting for another load of this model" in out and "took over the lock of vcmt load by dbt invocation" in out
+    assert (
+        "waiting for another load of this model" in out and "took over the lock of vcmt load by dbt invocation" in out
+    )
     assert took < 120, took
     _assert_exact(project, {k: (1, 1) for k in range(100)})
 
@@ -134,19 +161,22 @@ def test_a_live_holder_is_waited_for_and_a_silent_one_taken_over(project):
     project.dbt("run")
     project.command("insert into src values (1, 2, 2)")
     # A holder that renewed just now and another load's lock on the next generation.
-    gen = project.scalar("select max(toUInt64(substring(name, 9))) from system.tables where database = currentDatabase() "
-                         "and name like 'm\\_\\_lock\\_%'")
+    gen = project.scalar(
+        "select max(toUInt64(substring(name, 9))) from system.tables where database = currentDatabase() "
+        "and name like 'm\\_\\_lock\\_%'"
+    )
     lock = f"m__lock_{gen + 1}"
-    project.command(f"create table {lock} (holder String, kind String, what String, at DateTime64(3)) "
-                    "engine = MergeTree order by tuple() comment 'vcmt load by dbt invocation other'")
+    project.command(
+        f"create table {lock} (holder String, kind String, what String, at DateTime64(3)) "
+        "engine = MergeTree order by tuple() comment 'vcmt load by dbt invocation other'"
+    )
     project.command(f"insert into {lock} select 'vcmt load by dbt invocation other', 'acquired', 'dbt run', now64(3)")
     run = project.dbt("run", expect_pass=False)
     assert "another load of this model is running (dbt run; vcmt load by dbt invocation other; since" in run.log
     assert "waited 2 s (`lock_timeout` = 2). Nothing was changed." in run.log
     assert project.query("select n, _version from m final where sign = 1") == [(5, 1)]
     # The same holder, silent for longer than the lease and with nothing running: taken over.
-    project.command(f"alter table {lock} update at = now64(3) - interval 1 hour where 1 "
-                    "settings mutations_sync = 2")
+    project.command(f"alter table {lock} update at = now64(3) - interval 1 hour where 1 settings mutations_sync = 2")
     run = project.dbt("run")
     assert "took over the lock of vcmt load by dbt invocation other (dbt run, silent for" in run.log
     assert project.query("select n, _version from m final where sign = 1") == [(7, 2)]
@@ -182,22 +212,32 @@ def test_a_log_comment_in_insert_settings_does_not_hide_a_running_load(project):
     per_row_s = 0.00004
     project.command("create table slow (x UInt8) engine = MergeTree order by tuple()")
     project.command("insert into slow values (1)")
-    slow = ("{{ config(materialized='vcmt_upsert', unique_key='id', lock_timeout=" + str(3 * insert_s) + ", "
-            "insert_settings={'log_comment': 'mine', 'max_threads': 1}) }}\n"
-            f"select id, n, _version from src where sleepEachRow((select {per_row_s} * count() from slow)) = 0")
+    slow = (
+        "{{ config(materialized='vcmt_upsert', unique_key='id', lock_timeout=" + str(3 * insert_s) + ", "
+        "insert_settings={'log_comment': 'mine', 'max_threads': 1}) }}\n"
+        f"select id, n, _version from src where sleepEachRow((select {per_row_s} * count() from slow)) = 0"
+    )
     project.model("m", slow)
     project.dbt("run")
     # The batch: the 300 keys again, repeated (exact duplicates fold into one event): rows for insert_s seconds.
     project.command(f"insert into src select number % 300, 2, 2 from numbers({int(insert_s / per_row_s)})")
     # The second load stops right before it first reads the lock's rows (vcmt_lab.faults.inject), and goes on
     # once the first load's INSERT runs: it meets that INSERT whatever its own start-up took.
-    second = project.dbt_process("second", "run", "--select", "m", program=[sys.executable, "-m", "vcmt_lab.faults.inject"],
-                                 env={"VCMT_FAULT": "pause@select merge#1"})
+    second = project.dbt_process(
+        "second",
+        "run",
+        "--select",
+        "m",
+        program=[sys.executable, "-m", "vcmt_lab.faults.inject"],
+        env={"VCMT_FAULT": "pause@select merge#1"},
+    )
     deadline = time.monotonic() + 120
     assert wait_until_stopped(second, 120), second.communicate()[0][-3000:]
     first = _start(project, "first", "run", "--select", "m")
-    running = ("select count() from system.processes where position(query, 'sleepEachRow') > 0 "
-               "and position(query, 'insert into') > 0 and position(query, 'm__stage') > 0 and query_id != queryID()")
+    running = (
+        "select count() from system.processes where position(query, 'sleepEachRow') > 0 "
+        "and position(query, 'insert into') > 0 and position(query, 'm__stage') > 0 and query_id != queryID()"
+    )
     # Rows read: past its analysis, so it read its pause before `slow` is emptied.
     while time.monotonic() < deadline and not project.scalar(running + " and read_rows > 0"):
         time.sleep(0.05)
@@ -241,14 +281,24 @@ def test_a_full_refresh_taken_over_before_its_swap_never_swaps(project, tmp_path
     project.dbt("run")
     # The statement a full refresh sends first in its swap, named as the harness names it.
     log = tmp_path / "statements.log"
-    clean = project.dbt_process("clean", "run", "--full-refresh", program=[sys.executable, "-m", "vcmt_lab.faults.inject"],
-                                env={"VCMT_FAULT_LOG": str(log)})
+    clean = project.dbt_process(
+        "clean",
+        "run",
+        "--full-refresh",
+        program=[sys.executable, "-m", "vcmt_lab.faults.inject"],
+        env={"VCMT_FAULT_LOG": str(log)},
+    )
     assert clean.wait(timeout=TIMEOUT) == 0, clean.communicate()[0][-3000:]
     labels = log.read_text(encoding="utf-8").splitlines()
     swap = next(label for label in labels if label.startswith("exchange "))
 
-    holder = project.dbt_process("holder", "run", "--full-refresh", program=[sys.executable, "-m", "vcmt_lab.faults.inject"],
-                                 env={"VCMT_FAULT": f"pause@{swap}"})
+    holder = project.dbt_process(
+        "holder",
+        "run",
+        "--full-refresh",
+        program=[sys.executable, "-m", "vcmt_lab.faults.inject"],
+        env={"VCMT_FAULT": f"pause@{swap}"},
+    )
     assert wait_until_stopped(holder, TIMEOUT), holder.communicate()[0][-3000:]
     project.command("insert into src select number, 5, 2 from numbers(50)")
     newer = project.dbt("run")  # takes the silent holder's lock over
@@ -275,29 +325,41 @@ def test_a_full_refresh_killed_between_its_exchanges_is_finished_by_the_next_run
     the rebuild's helpers, and every `m__vcmt_new*` object stayed."""
     project.command("create table src (id UInt64, n Int64, _version UInt64) engine = MergeTree order by id")
     project.command("insert into src select number, 1, 1 from numbers(100)")
-    project.model("m", "{{ config(materialized='vcmt_upsert', unique_key='id', lock_timeout=240) }}\n"
-                       "select id, n, _version from src")
+    project.model(
+        "m",
+        "{{ config(materialized='vcmt_upsert', unique_key='id', lock_timeout=240) }}\nselect id, n, _version from src",
+    )
     project.vars = {"vcmt_lock_lease_s": 2}  # the killed refresh's lock lapses at once
     project.dbt("run")
     project.command("truncate table src")
     project.command("insert into src select number, 3, 2 from numbers(50)")
-    killed = project.dbt_process("killed", "run", "--full-refresh", program=[sys.executable, "-m", "vcmt_lab.faults.inject"],
-                                 env={"VCMT_FAULT": "kill@exchange m__vcmt_new#1"})
+    killed = project.dbt_process(
+        "killed",
+        "run",
+        "--full-refresh",
+        program=[sys.executable, "-m", "vcmt_lab.faults.inject"],
+        env={"VCMT_FAULT": "kill@exchange m__vcmt_new#1"},
+    )
     out, _ = killed.communicate(timeout=TIMEOUT)
     assert killed.returncode != 0 and "vcmt fault: kill at exchange m__vcmt_new#1" in out, out[-3000:]
     with pytest.raises(LoadError) as refused:
         project.load_rows("m", [{"id": 1, "n": 9, "_version": 9}])
     message = " ".join(str(refused.value).split())
-    assert "vcmt.load_stage m: a --full-refresh (`vcmt generation " in message and "Nothing was loaded. Run " \
-        "`dbt run --select m` first" in message, message
+    assert (
+        "vcmt.load_stage m: a --full-refresh (`vcmt generation " in message
+        and "Nothing was loaded. Run `dbt run --select m` first" in message
+    ), message
     project.vars = {"vcmt_lock_lease_s": 600}  # a lock left held would now hold the next run for 10 minutes
     project.command("insert into src select number, 4, 3 from numbers(0, 100, 2)")
     run = project.dbt("run")
     assert "waiting for another load" not in run.log, run.log[-3000:]
-    assert "vcmt_upsert m: a --full-refresh" in run.log and "its swap is finished on every node (exchanging m, " \
-        "m__stage, then" in " ".join(run.log.split()), run.log[-3000:]
-    assert not project.query("select name from system.tables where database = currentDatabase() "
-                             "and position(name, 'vcmt_new') > 0")
+    assert (
+        "vcmt_upsert m: a --full-refresh" in run.log
+        and "its swap is finished on every node (exchanging m, m__stage, then" in " ".join(run.log.split())
+    ), run.log[-3000:]
+    assert not project.query(
+        "select name from system.tables where database = currentDatabase() and position(name, 'vcmt_new') > 0"
+    )
     _assert_exact(project, {k: ((4, 3) if k % 2 == 0 else (3, 2)) for k in range(100) if k < 50 or k % 2 == 0})
     # Finished, the model takes external loads again.
     project.load_rows("m", [{"id": 1, "n": 9, "_version": 9}])

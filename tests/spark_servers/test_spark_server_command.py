@@ -26,8 +26,12 @@ def _reader(proc: subprocess.Popen, lines: list[str]) -> threading.Thread:
 
 def test_serves_a_connect_client_and_stops_on_ctrl_c(tmp_path):
     port = free_port()
-    proc = subprocess.Popen([COMMAND, "--dir", str(tmp_path / "srv"), "--port", str(port), "--master", "local[1]"],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [COMMAND, "--dir", str(tmp_path / "srv"), "--port", str(port), "--master", "local[1]"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     lines: list[str] = []
     reader = _reader(proc, lines)
     try:
@@ -36,10 +40,17 @@ def test_serves_a_connect_client_and_stops_on_ctrl_c(tmp_path):
             time.sleep(0.5)
         assert any(f"method: connect, host: 127.0.0.1, port: {port}" in line for line in lines), "".join(lines)
         client = subprocess.run(
-            [sys.executable, "-c", "from pyspark.sql import SparkSession\n"
-             f"s = SparkSession.builder.remote('sc://127.0.0.1:{port}').getOrCreate()\n"
-             "print('answer', s.sql('select 40 + 2 as x').collect()[0].x)"],
-            capture_output=True, text=True, timeout=300)
+            [
+                sys.executable,
+                "-c",
+                "from pyspark.sql import SparkSession\n"
+                f"s = SparkSession.builder.remote('sc://127.0.0.1:{port}').getOrCreate()\n"
+                "print('answer', s.sql('select 40 + 2 as x').collect()[0].x)",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert "answer 42" in client.stdout, client.stdout[-2000:] + client.stderr[-2000:]
         proc.send_signal(signal.SIGINT)
         assert proc.wait(90) == 0
@@ -58,15 +69,25 @@ def test_refuses_a_port_in_use_and_a_bad_setting(tmp_path):
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        run = subprocess.run([COMMAND, "--dir", str(tmp_path / "srv"), "--port", str(port)],
-                             capture_output=True, text=True, timeout=60)
+        run = subprocess.run(
+            [COMMAND, "--dir", str(tmp_path / "srv"), "--port", str(port)], capture_output=True, text=True, timeout=60
+        )
     assert run.returncode == 2
     assert f"127.0.0.1:{port} is already in use" in run.stderr and "--port" in run.stderr
-    run = subprocess.run([COMMAND, "--dir", str(tmp_path / "srv"), "--conf", "spark.driver.memory"],
-                         capture_output=True, text=True, timeout=60)
+    run = subprocess.run(
+        [COMMAND, "--dir", str(tmp_path / "srv"), "--conf", "spark.driver.memory"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert run.returncode != 0 and "--conf takes key=value" in run.stderr
-    run = subprocess.run([COMMAND, "--dir", str(tmp_path / "srv")], capture_output=True, text=True, timeout=60,
-                         env={**os.environ, "JAVA_HOME": str(tmp_path / "no-java")})
+    run = subprocess.run(
+        [COMMAND, "--dir", str(tmp_path / "srv")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "JAVA_HOME": str(tmp_path / "no-java")},
+    )
     assert run.returncode == 2
     assert f"Spark needs Java 17 or later, and JAVA_HOME={tmp_path / 'no-java'} has no bin/java" in run.stderr
     assert not (tmp_path / "srv").exists()

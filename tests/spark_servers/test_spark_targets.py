@@ -34,8 +34,23 @@ PIPELINE_TIMEOUT_S = 900
 
 
 def _demo(work: Path, target: str, servers: dict[str, SparkServer]) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "vcmt_lab.demo", "--events", "300", "--batches", "2", "--seed", "5", "--staging", "sql",
-           "--work", str(work), "--spark", target]
+    cmd = [
+        sys.executable,
+        "-m",
+        "vcmt_lab.demo",
+        "--events",
+        "300",
+        "--batches",
+        "2",
+        "--seed",
+        "5",
+        "--staging",
+        "sql",
+        "--work",
+        str(work),
+        "--spark",
+        target,
+    ]
     if target != "session":
         cmd += ["--spark-server", f"127.0.0.1:{servers[target].port}"]
     out = open(work.parent / f"{target}.out", "w")  # noqa: SIM115 - closed with the process below
@@ -96,8 +111,11 @@ def test_spark_log_stays_off_the_console(pipelines) -> None:
     """No Spark or py4j log line reaches the demo's output; the report names the file that holds them."""
     for target in TARGETS:
         work, out, _ = pipelines[target]
-        noisy = [line for line in out.splitlines()
-                 if any(mark in line for mark in (" WARN ", " INFO ", "WARNING", "[Stage "))]
+        noisy = [
+            line
+            for line in out.splitlines()
+            if any(mark in line for mark in (" WARN ", " INFO ", "WARNING", "[Stage "))
+        ]
         assert not noisy, (target, noisy[:5])
         assert f"Spark's log: {work / 'logs' / 'spark.log'}" in out
     assert all((pipelines[t][0] / "logs" / "spark.log").exists() for t in TARGETS)
@@ -111,26 +129,32 @@ def test_servers_ran_the_work_in_separate_executor_jvms(pipelines, spark_servers
         executors = [p for p in jvms if "org.apache.spark.executor.CoarseGrainedExecutorBackend" in p.cmdline()]
         assert len(driver) == 1 and len(executors) == 2, (kind, [p.cmdline()[-6:] for p in jvms])
         assert driver[0].pid not in {p.pid for p in executors}
-        finished = {log.parent.name: log.read_text(errors="replace").count("Finished task")
-                    for log in server.executor_logs}
+        finished = {
+            log.parent.name: log.read_text(errors="replace").count("Finished task") for log in server.executor_logs
+        }
         assert len(finished) >= 2 and sum(1 for n in finished.values() if n) >= 2, (kind, finished)
 
 
-def test_python_model_through_spark_connect(tmp_path_factory, chdb_path: Path, lab_dir: Path,
-                                            spark_servers: dict[str, SparkServer]) -> None:
+def test_python_model_through_spark_connect(
+    tmp_path_factory, chdb_path: Path, lab_dir: Path, spark_servers: dict[str, SparkServer]
+) -> None:
     """The Python staging model runs on the Spark Connect server, incremental by batch, as on the session."""
     root = tmp_path_factory.mktemp("python_connect")
     lake = root / "lake"
-    proj = python_staging_project(root, chdb_path, lab_dir,
-                                  spark_servers={"connect": ("127.0.0.1", spark_servers["connect"].port)})
+    proj = python_staging_project(
+        root, chdb_path, lab_dir, spark_servers={"connect": ("127.0.0.1", spark_servers["connect"].port)}
+    )
     run_two_batches(lake, lambda: proj.dbt_subprocess("run", target="spark_connect"))
     # A run with nothing new: its empty result (built without the decoding) is written through the Connect
     # session and changes no partition.
     quiet = proj.dbt_subprocess("run", target="spark_connect")
     assert f"{proj.schema}.stg_orders_py: nothing new to stage" in quiet.stdout, quiet.stdout[-3000:]
     table = lake / "staged" / "stg_orders_py"
-    rows = [{**r, **_partition_values(path, table)}
-            for path in sorted(table.rglob("*.parquet")) for r in pq.read_table(path).to_pylist()]
+    rows = [
+        {**r, **_partition_values(path, table)}
+        for path in sorted(table.rglob("*.parquet"))
+        for r in pq.read_table(path).to_pylist()
+    ]
     assert sorted((r["_batch_id"], r["_kind"], r["_reason"], r["id"]) for r in rows) == STAGED_BY_BATCH
     assert Counter(str(r["_unavailable"]) for r in rows if r["_batch_id"] == 1 and r["id"] == 1) == {"['note']": 1}
     proj.close()

@@ -11,11 +11,23 @@ from __future__ import annotations
 # What a line is. Only `change` lines are events for a mart (and `truncate` lines, with
 # `truncate_when`); the others are counted and kept out.
 KINDS: tuple[str, ...] = (
-    "change", "truncate", "tombstone", "heartbeat", "transaction", "message", "schema_change", "malformed",
+    "change",
+    "truncate",
+    "tombstone",
+    "heartbeat",
+    "transaction",
+    "message",
+    "schema_change",
+    "malformed",
 )
 # Why a line cannot be staged, in the order they are checked: the first that applies wins.
 REASONS: tuple[str, ...] = (
-    "bad_json", "unknown_op", "null_key", "null_version", "version_out_of_range", "wrong_type",
+    "bad_json",
+    "unknown_op",
+    "null_key",
+    "null_version",
+    "version_out_of_range",
+    "wrong_type",
 )
 # The SQL staging of the example (the simple encoding: `source.lsn` as the version) cannot tell a
 # position out of range: its version is the LSN itself.

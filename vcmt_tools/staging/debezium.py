@@ -69,11 +69,20 @@ _TIME_UNITS = {
     "io.debezium.time.MicroTime": "micros",
     "io.debezium.time.NanoTime": "nanos",
 }
-_INTEGERS = {"tinyint": "tinyint", "byte": "tinyint", "smallint": "smallint", "short": "smallint",
-             "int": "int", "integer": "int", "bigint": "bigint", "long": "bigint"}
+_INTEGERS = {
+    "tinyint": "tinyint",
+    "byte": "tinyint",
+    "smallint": "smallint",
+    "short": "smallint",
+    "int": "int",
+    "integer": "int",
+    "bigint": "bigint",
+    "long": "bigint",
+}
 
 
 # -- declared types ------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Declared:
@@ -126,13 +135,19 @@ class Declared:
 
 _S = T.StringType()
 # A field of the row image: its name, Connect type, logical name and (for decimals) scale parameter.
-_FIELD = T.StructType([T.StructField(n, _S) for n in ("field", "type", "name")]
-                      + [T.StructField("parameters", T.StructType([T.StructField("scale", _S)]))])
-_SCHEMA = T.StructType([
-    T.StructField("name", _S),
-    T.StructField("fields", T.ArrayType(T.StructType([T.StructField("field", _S),
-                                                      T.StructField("fields", T.ArrayType(_FIELD))]))),
-])
+_FIELD = T.StructType(
+    [T.StructField(n, _S) for n in ("field", "type", "name")]
+    + [T.StructField("parameters", T.StructType([T.StructField("scale", _S)]))]
+)
+_SCHEMA = T.StructType(
+    [
+        T.StructField("name", _S),
+        T.StructField(
+            "fields",
+            T.ArrayType(T.StructType([T.StructField("field", _S), T.StructField("fields", T.ArrayType(_FIELD))])),
+        ),
+    ]
+)
 _SOURCE = T.StructType([T.StructField(n, _S) for n in ("lsn", "file", "pos", "row", "ts_ms", "ts_us")])
 # Top-level fields of the other kinds of lines: transaction markers, schema changes, heartbeats.
 _MARKERS = ("ts_ms", "status", "id", "ddl", "tableChanges")
@@ -149,20 +164,32 @@ def _leaf_type(d: Declared) -> T.DataType:
 def line_type(declared: dict[str, Declared]) -> T.DataType:
     """What `parse` reads of a line: the Connect schema, the envelope (wrapped or bare) and the declared columns."""
     image = T.StructType([T.StructField(name, _leaf_type(d)) for name, d in declared.items()])
-    envelope = [T.StructField("before", image), T.StructField("after", image), T.StructField("source", _SOURCE),
-                T.StructField("op", _S), *[T.StructField(m, _S) for m in _MARKERS]]
-    return T.ArrayType(T.StructType([T.StructField("schema", _SCHEMA),
-                                     T.StructField("payload", T.StructType(envelope)), *envelope]))
+    envelope = [
+        T.StructField("before", image),
+        T.StructField("after", image),
+        T.StructField("source", _SOURCE),
+        T.StructField("op", _S),
+        *[T.StructField(m, _S) for m in _MARKERS],
+    ]
+    return T.ArrayType(
+        T.StructType([T.StructField("schema", _SCHEMA), T.StructField("payload", T.StructType(envelope)), *envelope])
+    )
 
 
 # JSON as RFC 8259 writes it: Spark's reader also takes single quotes and NaN unless told not to.
 # Jackson refuses a string value longer than 20,000,000 characters by default (StreamReadConstraints), which
 # made a long text value `bad_json`: a line's string can be as long as the line (docs/staging.md, "Declared
 # columns").
-_STRICT_JSON = {"allowSingleQuotes": "false", "allowNonNumericNumbers": "false", "allowComments": "false",
-                "allowUnquotedFieldNames": "false", "allowNumericLeadingZeros": "false",
-                "allowBackslashEscapingAnyCharacter": "false", "allowUnquotedControlChars": "false",
-                "maxStringLen": str(2**31 - 1)}
+_STRICT_JSON = {
+    "allowSingleQuotes": "false",
+    "allowNonNumericNumbers": "false",
+    "allowComments": "false",
+    "allowUnquotedFieldNames": "false",
+    "allowNumericLeadingZeros": "false",
+    "allowBackslashEscapingAnyCharacter": "false",
+    "allowUnquotedControlChars": "false",
+    "maxStringLen": str(2**31 - 1),
+}
 
 
 def schema_prefix(line: str) -> str | None:
@@ -242,8 +269,9 @@ def line_schema(line: Column, raw: Column, declared: dict[str, Declared], prefix
     """
     if prefix is None:
         return line["schema"]
-    return F.when(_known(raw, prefix, declared),
-                  F.coalesce(line["schema"], _prefix_schema(prefix, declared))).otherwise(line["schema"])
+    return F.when(
+        _known(raw, prefix, declared), F.coalesce(line["schema"], _prefix_schema(prefix, declared))
+    ).otherwise(line["schema"])
 
 
 def one_value(parsed: Column) -> Column:
@@ -288,8 +316,12 @@ def _null_payload(raw: Column, line: Column) -> Column:
     runs on those few lines alone).
     """
     bare = [line[n] for n in ENVELOPE_FIELDS]
-    return (line["payload"].isNull() & ~F.greatest(*[x.isNotNull() for x in bare])
-            & raw.rlike(r'"schema"\s*:') & raw.rlike(r'"payload"\s*:\s*null'))
+    return (
+        line["payload"].isNull()
+        & ~F.greatest(*[x.isNotNull() for x in bare])
+        & raw.rlike(r'"schema"\s*:')
+        & raw.rlike(r'"payload"\s*:\s*null')
+    )
 
 
 def kind(raw: Column, one: Column, line: Column, e: dict[str, Column], schema_name: Column) -> Column:
@@ -312,8 +344,11 @@ def kind(raw: Column, one: Column, line: Column, e: dict[str, Column], schema_na
         # Schema change topic: DDL and the table structure after it.
         .when(e["ddl"].isNotNull() | e["tableChanges"].isNotNull(), F.lit("schema_change"))
         # Heartbeat topic: `{"ts_ms": ...}` alone (schema io.debezium.connector.common.Heartbeat).
-        .when(schema_name.endswith("Heartbeat")
-              | (e["ts_ms"].isNotNull() & ~F.greatest(*[x.isNotNull() for x in others])), F.lit("heartbeat"))
+        .when(
+            schema_name.endswith("Heartbeat")
+            | (e["ts_ms"].isNotNull() & ~F.greatest(*[x.isNotNull() for x in others])),
+            F.lit("heartbeat"),
+        )
         .otherwise(F.lit("malformed"))
     )
 
@@ -324,6 +359,7 @@ def image(e: dict[str, Column]) -> Column:
 
 
 # -- values --------------------------------------------------------------------------------------
+
 
 def is_text(d: Declared) -> bool:
     """Whether a declared column is parsed as its text (else as a VARIANT: the decoder needs the JSON type)."""
@@ -355,8 +391,11 @@ class Parts:
     def named(prefix: str, encoded: bool, digits: bool = False) -> Parts:
         """The parts computed earlier as columns `<prefix>__<part>` (`octets`, `scale` only when `encoded`,
         `digits` when asked)."""
-        names = [f.name for f in dataclasses.fields(Parts)
-                 if (encoded or f.name not in ("octets", "scale")) and (digits or f.name != "digits")]
+        names = [
+            f.name
+            for f in dataclasses.fields(Parts)
+            if (encoded or f.name not in ("octets", "scale")) and (digits or f.name != "digits")
+        ]
         return Parts(*[F.col(f"{prefix}__{n}") for n in names])
 
     @staticmethod
@@ -373,8 +412,13 @@ class Parts:
             is_string, is_object = json.startswith('"'), json.startswith("{")
             # Strings the decoders read (base64, numbers, ISO times) have no escapes.
             text = F.when(is_string, json.substr(F.lit(2), F.length(json) - 2)).when(present, json)
-        return {"present": present, "text": text, "is_string": is_string, "is_object": is_object,
-                "number": exact_integer(text, "bigint")}
+        return {
+            "present": present,
+            "text": text,
+            "is_string": is_string,
+            "is_object": is_object,
+            "number": exact_integer(text, "bigint"),
+        }
 
 
 def exact_integer(text: Column, spark_type: str) -> Column:
@@ -427,7 +471,8 @@ def unscaled_from_bytes(b: Column) -> Column:
     # The leading part carries the sign: the high bytes, or the whole value when it has 8 bytes or fewer.
     lead_n, lead = F.when(high_n > 0, high_n).otherwise(n), F.when(high_n > 0, high).otherwise(low)
     signed = (lead - F.when(negative, F.get(_powers_256(), lead_n.cast("int"))).otherwise(F.lit(0))).cast(
-        "decimal(38,0)")
+        "decimal(38,0)"
+    )
     two_64 = F.lit(Decimal(2**64)).cast("decimal(38,0)")
     value = (
         F.when(high_n == 0, signed)
@@ -472,9 +517,8 @@ def numeric_parts(p: Parts, field: Column, d: Declared, mode: str | Column, has_
     # NaN and infinities are a double's, never base64 (Spark also makes a JSON number beyond a double
     # the string "Infinity").
     bytes_text = p.is_string & bytes_encoded & (~p.text.isin(*_NOT_FINITE) if d.family == "float" else F.lit(True))
-    octets = (
-        F.when(p.is_object, from_base64(F.try_variant_get(variable, "$.value", "string")))
-        .when(bytes_text, from_base64(p.text))
+    octets = F.when(p.is_object, from_base64(F.try_variant_get(variable, "$.value", "string"))).when(
+        bytes_text, from_base64(p.text)
     )
     declared_scale = F.lit(d.scale if d.scale is not None else 0)
     if d.scale is None:
@@ -563,8 +607,9 @@ def decode_value(p: Parts, field: Column, d: Declared) -> Column:
         days = p.number
         value = (
             # ISO dates only: Spark's cast also reads "2024" and drops the time of "2024-01-01T12:00".
-            F.when(p.is_string, F.when(text.rlike(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"), text.cast("date")))
-            .when(_in_range(days, _MIN_DAYS, _MAX_DAYS), F.date_from_unix_date(days.cast("int")))
+            F.when(p.is_string, F.when(text.rlike(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"), text.cast("date"))).when(
+                _in_range(days, _MIN_DAYS, _MAX_DAYS), F.date_from_unix_date(days.cast("int"))
+            )
         )
     elif d.family == "timestamp":
         unit = _unit(sem, _TS_UNITS, d.unit)
@@ -573,9 +618,8 @@ def decode_value(p: Parts, field: Column, d: Declared) -> Column:
         # (years 1 to 9999); digits beyond microseconds must be zeros (Spark's cast drops them). Spark's cast
         # also read "2024" and a time without an offset (in the session's time zone), and years past 9999.
         zoned = F.when(text.rlike(_INSTANT) & ~text.rlike(r"\.[0-9]{6}0*[1-9]"), text.cast("timestamp"))
-        value = (
-            F.when(p.is_string, F.when(_in_range(F.unix_micros(zoned), _MIN_MICROS, _MAX_MICROS), zoned))
-            .when(_in_range(micros, _MIN_MICROS, _MAX_MICROS), F.timestamp_micros(micros))
+        value = F.when(p.is_string, F.when(_in_range(F.unix_micros(zoned), _MIN_MICROS, _MAX_MICROS), zoned)).when(
+            _in_range(micros, _MIN_MICROS, _MAX_MICROS), F.timestamp_micros(micros)
         )
     elif d.family == "time":
         unit = _unit(sem, _TIME_UNITS, d.unit)
@@ -598,8 +642,11 @@ def _fits_scale(number: Column, scale: int) -> Column:
     whole, fraction, exponent = (F.regexp_extract(number, _NUMBER, i) for i in (1, 2, 3))
     digits = F.concat(whole, fraction)
     significant = F.regexp_replace(digits, "0+$", "")
-    places = (F.length(fraction) - F.when(exponent == "", F.lit(0)).otherwise(exponent.try_cast("int"))
-              - (F.length(digits) - F.length(significant)))
+    places = (
+        F.length(fraction)
+        - F.when(exponent == "", F.lit(0)).otherwise(exponent.try_cast("int"))
+        - (F.length(digits) - F.length(significant))
+    )
     zero = significant.rlike("^0*$")
     return F.coalesce(number.rlike(_NUMBER) & (zero | (places <= F.lit(scale))), F.lit(False))
 
@@ -666,6 +713,7 @@ def source_ts(e: dict[str, Column]) -> tuple[Column, Column]:
     us, ms = exact_integer(source["ts_us"], "bigint"), exact_integer(source["ts_ms"], "bigint")
     # A `ts_us` that is sent decides, read or not: one that is not a count is not replaced by `ts_ms`.
     micros = F.when(source["ts_us"].isNotNull(), us).when(
-        _in_range(ms, _MIN_MICROS // 1000, _MAX_MICROS // 1000), ms * 1000)
+        _in_range(ms, _MIN_MICROS // 1000, _MAX_MICROS // 1000), ms * 1000
+    )
     present = source["ts_us"].isNotNull() | source["ts_ms"].isNotNull()
     return F.when(_in_range(micros, _MIN_MICROS, _MAX_MICROS), F.timestamp_micros(micros)), present

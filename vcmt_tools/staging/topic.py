@@ -30,9 +30,18 @@ from vcmt_tools.staging import debezium as dbz
 # Characters a declared column name may not contain (see _decode_steps).
 _NAME_REFUSED = (" ", ",", ";", "{", "}", "(", ")", "\n", "\t", "=", ".", "`")
 # The staged columns after the declared ones, in order, with their Spark types (`_judge_stage` casts to them).
-STAGED_COLUMNS = {"_unavailable": "array<string>", "_version": "bigint", "sign": "tinyint", "_op": "string",
-                  "_source_ts": "timestamp", "_kind": "string", "_reason": "string", "_raw": "string",
-                  "_source_file": "string", "_batch_id": "bigint"}
+STAGED_COLUMNS = {
+    "_unavailable": "array<string>",
+    "_version": "bigint",
+    "sign": "tinyint",
+    "_op": "string",
+    "_source_ts": "timestamp",
+    "_kind": "string",
+    "_reason": "string",
+    "_raw": "string",
+    "_source_file": "string",
+    "_batch_id": "bigint",
+}
 RESERVED = tuple(STAGED_COLUMNS)
 
 # The run summaries of the model this thread runs under dbt's `vcmt_spark` adapter, which puts them in dbt's
@@ -60,8 +69,9 @@ def report(text: str) -> None:
         found.append(text)
 
 
-def read_lines(session, topic_path: str, exclude_batches: Iterable[int] = (),
-               only_batches: Iterable[int] | None = None) -> DataFrame:
+def read_lines(
+    session, topic_path: str, exclude_batches: Iterable[int] = (), only_batches: Iterable[int] | None = None
+) -> DataFrame:
     """The raw lines under `<topic_path>/_batch_id=<N>/`, as text, with `source_file` and `_batch_id`; no line
     when the topic has no batch folder yet (`landed_batches`, which checks every folder's name first).
 
@@ -110,12 +120,16 @@ def landed_batches(session, topic_path: str) -> tuple[DataFrame, list[int]]:
     for path in lines.inputFiles():
         match = _FOLDER_OF.search(path)
         if match is None:
-            raise ValueError(f"a landed file must be in a batch folder of its topic, named {BATCH_FOLDER}; move "
-                             f"{path} into one. Nothing was staged.")
+            raise ValueError(
+                f"a landed file must be in a batch folder of its topic, named {BATCH_FOLDER}; move "
+                f"{path} into one. Nothing was staged."
+            )
         name = unquote(match[1])
         if re.fullmatch(_DIGITS, name) is None or int(name) > _MAX_BATCH:
-            raise ValueError(f"a landed batch folder must be named {BATCH_FOLDER}; rename the folder "
-                             f"{unquote(path.rsplit('/', 1)[0])}. Nothing was staged.")
+            raise ValueError(
+                f"a landed batch folder must be named {BATCH_FOLDER}; rename the folder "
+                f"{unquote(path.rsplit('/', 1)[0])}. Nothing was staged."
+            )
         landed.add(int(name))
     return lines, sorted(landed)
 
@@ -130,8 +144,12 @@ def batch_id(folder: Column, path: Column) -> Column:
     since (a folder typed as a double by Spark reads `1.0`, not digits).
     """
     digits = folder.cast("string")
-    return F.coalesce(F.when(digits.rlike(f"^{_DIGITS}$"), digits.try_cast("bigint")), F.raise_error(F.concat(
-        F.lit(f"a landed batch folder must be named {BATCH_FOLDER}; rename the folder holding "), path)))
+    return F.coalesce(
+        F.when(digits.rlike(f"^{_DIGITS}$"), digits.try_cast("bigint")),
+        F.raise_error(
+            F.concat(F.lit(f"a landed batch folder must be named {BATCH_FOLDER}; rename the folder holding "), path)
+        ),
+    )
 
 
 def staged_predicate(batch: Column, batches: Iterable[int]) -> Column | None:
@@ -179,8 +197,14 @@ class _Steps:
 _RECORDED: dict[tuple, tuple[object, tuple]] = {}
 
 
-def decode_lines(lines: DataFrame, flavour: str, key: Sequence[str], columns: Mapping[str, str],
-                 decimal_handling: str | Column = "precise", prefix: str | None = None) -> DataFrame:
+def decode_lines(
+    lines: DataFrame,
+    flavour: str,
+    key: Sequence[str],
+    columns: Mapping[str, str],
+    decimal_handling: str | Column = "precise",
+    prefix: str | None = None,
+) -> DataFrame:
     """Every line of `lines` (columns raw, _source_file, _batch_id) decoded; see `stage_topic`. `prefix`:
     the topic's Connect schema prefix (`schema_prefix_of`), None to parse every line whole."""
     session = lines.sparkSession
@@ -199,8 +223,14 @@ def decode_lines(lines: DataFrame, flavour: str, key: Sequence[str], columns: Ma
     return lines
 
 
-def _decode_steps(lines: _Steps, flavour: str, key: Sequence[str], columns: Mapping[str, str],
-                  decimal_handling: str | Column = "precise", prefix: str | None = None) -> _Steps:
+def _decode_steps(
+    lines: _Steps,
+    flavour: str,
+    key: Sequence[str],
+    columns: Mapping[str, str],
+    decimal_handling: str | Column = "precise",
+    prefix: str | None = None,
+) -> _Steps:
     """The decoding's projections, recorded on `lines`: one stage each (docs/staging.md, "Output")."""
     declared = _declared_columns(flavour, key, columns)
     opened = _parse_stage(lines, declared, prefix)
@@ -221,15 +251,19 @@ def _declared_columns(flavour: str, key: Sequence[str], columns: Mapping[str, st
     # Spark resolves column names without regard to case: `SIGN` is `sign`.
     clash = [c for c in columns if c.lower() in RESERVED or c.lower().startswith("_vcmt_")]
     if clash:
-        raise ValueError(f"columns {clash} collide with the staged change-event columns {RESERVED} (in any case) "
-                         "or the decoding's own `_vcmt_` columns; rename them in the model's `columns`")
+        raise ValueError(
+            f"columns {clash} collide with the staged change-event columns {RESERVED} (in any case) "
+            "or the decoding's own `_vcmt_` columns; rename them in the model's `columns`"
+        )
     declared = {name: dbz.Declared.parse(t) for name, t in columns.items()}
     # A name is a column of the staged Parquet table and a Spark column reference: Parquet refuses these
     # characters, and a dot or backtick would be read as a path.
     odd = [name for name in declared if not name or any(c in name for c in _NAME_REFUSED)]
     if odd:
-        raise ValueError(f"columns {odd}: a declared name must be non-empty, without any of "
-                         f"{' '.join(repr(c) for c in _NAME_REFUSED)}; rename it in the model's `columns`")
+        raise ValueError(
+            f"columns {odd}: a declared name must be non-empty, without any of "
+            f"{' '.join(repr(c) for c in _NAME_REFUSED)}; rename it in the model's `columns`"
+        )
     # Spark resolves struct fields without regard to case: two such names would be one field.
     folded: dict[str, list[str]] = {}
     for name in declared:
@@ -243,18 +277,22 @@ def _declared_columns(flavour: str, key: Sequence[str], columns: Mapping[str, st
 def _parse_stage(lines: _Steps, declared: Mapping[str, dbz.Declared], prefix: str | None) -> _Steps:
     """Stages 1-2: the one parse of each line, into the fields staging reads (a line with the topic's schema
     prefix from its payload on); then the line's value, its Connect schema and its envelope fields."""
-    parsed = lines.select("raw", "_source_file", "_batch_id",
-                          dbz.parse(F.col("raw"), declared, prefix).alias("_vcmt_parsed"))
+    parsed = lines.select(
+        "raw", "_source_file", "_batch_id", dbz.parse(F.col("raw"), declared, prefix).alias("_vcmt_parsed")
+    )
     line = F.get(F.col("_vcmt_parsed"), 0)
     opened = parsed.select(
         # Only the line's value travels on: the parse's wide type would make every later projection costly
         # to analyse.
-        "raw", "_source_file", "_batch_id", dbz.one_value(F.col("_vcmt_parsed")).alias("_vcmt_one"),
-        line.alias("_vcmt_line"), dbz.line_schema(line, F.col("raw"), declared, prefix).alias("_vcmt_schema"),
+        "raw",
+        "_source_file",
+        "_batch_id",
+        dbz.one_value(F.col("_vcmt_parsed")).alias("_vcmt_one"),
+        line.alias("_vcmt_line"),
+        dbz.line_schema(line, F.col("raw"), declared, prefix).alias("_vcmt_schema"),
     )
     line, schema = F.col("_vcmt_line"), F.col("_vcmt_schema")
-    return opened.select("*", *[dbz.envelope_field(line, n, schema).alias(f"_vcmt_e_{n}")
-                                for n in dbz.ENVELOPE_FIELDS])
+    return opened.select("*", *[dbz.envelope_field(line, n, schema).alias(f"_vcmt_e_{n}") for n in dbz.ENVELOPE_FIELDS])
 
 
 def _envelope_stage(opened: _Steps, declared: Mapping[str, dbz.Declared], flavour: str) -> _Steps:
@@ -265,7 +303,10 @@ def _envelope_stage(opened: _Steps, declared: Mapping[str, dbz.Declared], flavou
     version, version_present = dbz.version(e, flavour)
     ts, ts_present = dbz.source_ts(e)
     typed = opened.select(
-        "raw", "_source_file", "_batch_id", "_vcmt_one",
+        "raw",
+        "_source_file",
+        "_batch_id",
+        "_vcmt_one",
         dbz.kind(F.col("raw"), F.col("_vcmt_one"), line, e, schema["name"]).alias("_kind"),
         e["op"].alias("_op"),
         dbz.image(e).alias("img"),
@@ -279,26 +320,32 @@ def _envelope_stage(opened: _Steps, declared: Mapping[str, dbz.Declared], flavou
     # Each stage below is its own projection, so an expression used several times (a column's raw
     # value, the reason) is computed once and referenced, and the generated code stays small.
     img, flds = F.col("img"), F.col("fields")
-    return typed.select("*", *[
-        col
-        for name in declared
-        for col in (img[name].alias(f"{name}__raw"), dbz.field_schema(flds, name).alias(f"{name}__field"))
-    ])
+    return typed.select(
+        "*",
+        *[
+            col
+            for name in declared
+            for col in (img[name].alias(f"{name}__raw"), dbz.field_schema(flds, name).alias(f"{name}__field"))
+        ],
+    )
 
 
-def _value_stage(located: _Steps, declared: Mapping[str, dbz.Declared],
-                 decimal_handling: str | Column) -> _Steps:
+def _value_stage(located: _Steps, declared: Mapping[str, dbz.Declared], decimal_handling: str | Column) -> _Steps:
     """Stages 4-5: the JSON text of values whose JSON type matters, then what the decoders ask of each value
     (present, text, JSON type, number), a decimal's encoded bytes and scale, then its text, each computed once; then
     whether a value is the unavailable placeholder, and its decoded value."""
     variants = [name for name, d in declared.items() if not dbz.is_text(d)]
     with_json = located.select("*", *[F.to_json(F.col(f"{name}__raw")).alias(f"{name}__json") for name in variants])
-    parted = with_json.select("*", *[
-        col.alias(f"{name}__{part}")
-        for name, d in declared.items()
-        for part, col in dbz.Parts.columns(F.col(f"{name}__raw"), F.col(f"{name}__json") if name in variants
-                                           else None, d, F.col("raw")).items()
-    ])
+    parted = with_json.select(
+        "*",
+        *[
+            col.alias(f"{name}__{part}")
+            for name, d in declared.items()
+            for part, col in dbz.Parts.columns(
+                F.col(f"{name}__raw"), F.col(f"{name}__json") if name in variants else None, d, F.col("raw")
+            ).items()
+        ],
+    )
     numeric = [name for name, d in declared.items() if d.family in ("float", "decimal")]
 
     def parts(name: str, encoded: bool = True, digits: bool = True) -> dbz.Parts:
@@ -306,20 +353,34 @@ def _value_stage(located: _Steps, declared: Mapping[str, dbz.Declared],
         text once `digits`)."""
         return dbz.Parts.named(name, encoded and name in numeric, digits and encoded and name in numeric)
 
-    encoded = parted.select("*", *[
-        col.alias(f"{name}__{part}")
-        for name in numeric
-        for part, col in dbz.numeric_parts(parts(name, encoded=False), F.col(f"{name}__field"), declared[name],
-                                           decimal_handling, F.col("has_schema")).items()
-    ])
-    numbers = encoded.select("*", *[dbz.number_text(parts(name, digits=False)).alias(f"{name}__digits")
-                                     for name in numeric])
-    return numbers.select("*", *[
-        col
-        for name, d in declared.items()
-        for col in (dbz.is_unavailable(parts(name)).alias(f"{name}__unavailable"),
-                    dbz.decode_value(parts(name), F.col(f"{name}__field"), d).alias(f"{name}__value"))
-    ])
+    encoded = parted.select(
+        "*",
+        *[
+            col.alias(f"{name}__{part}")
+            for name in numeric
+            for part, col in dbz.numeric_parts(
+                parts(name, encoded=False),
+                F.col(f"{name}__field"),
+                declared[name],
+                decimal_handling,
+                F.col("has_schema"),
+            ).items()
+        ],
+    )
+    numbers = encoded.select(
+        "*", *[dbz.number_text(parts(name, digits=False)).alias(f"{name}__digits") for name in numeric]
+    )
+    return numbers.select(
+        "*",
+        *[
+            col
+            for name, d in declared.items()
+            for col in (
+                dbz.is_unavailable(parts(name)).alias(f"{name}__unavailable"),
+                dbz.decode_value(parts(name), F.col(f"{name}__field"), d).alias(f"{name}__value"),
+            )
+        ],
+    )
 
 
 def _judge_stage(values: _Steps, declared: Mapping[str, dbz.Declared], key: Sequence[str]) -> _Steps:
@@ -347,19 +408,20 @@ def _judge_stage(values: _Steps, declared: Mapping[str, dbz.Declared], key: Sequ
     for name, broken in reversed(position.items()):
         truncate_reason = F.when(broken, F.lit(name)).otherwise(truncate_reason)
     reason = (
-        F.when(kind == "malformed",
-               F.when(F.col("_vcmt_one"), F.lit("unknown_op")).otherwise(F.lit("bad_json")))
+        F.when(kind == "malformed", F.when(F.col("_vcmt_one"), F.lit("unknown_op")).otherwise(F.lit("bad_json")))
         .when(kind == "truncate", truncate_reason)
         .when(kind != "change", F.lit(None).cast("string"))
     )
     for name, broken in rules.items():
         reason = reason.when(broken, F.lit(name))
     judged = values.select("*", reason.alias("_reason")).select(
-        "*", ((F.col("_kind") == "change") & F.col("_reason").isNull()).alias("_valid"))
+        "*", ((F.col("_kind") == "change") & F.col("_reason").isNull()).alias("_valid")
+    )
     valid = F.col("_valid")
     # A change or truncate line that cannot be staged is malformed: only valid ones keep their kind.
-    out_kind = F.when(F.col("_kind").isin("change", "truncate") & F.col("_reason").isNotNull(),
-                      F.lit("malformed")).otherwise(F.col("_kind"))
+    out_kind = F.when(
+        F.col("_kind").isin("change", "truncate") & F.col("_reason").isNotNull(), F.lit("malformed")
+    ).otherwise(F.col("_kind"))
     unavailable = F.filter(
         F.array(*[F.when(F.col(f"{n}__unavailable"), F.lit(n)) for n in declared]), lambda c: c.isNotNull()
     )
@@ -393,9 +455,17 @@ def nothing_staged(lines: DataFrame, declared: Mapping[str, dbz.Declared]) -> Da
     )
 
 
-def stage_topic(session, topic_path: str, flavour: str, key: Sequence[str], columns: Mapping[str, str], *,
-                exclude_batches: Iterable[int] = (), only_batches: Iterable[int] | None = None,
-                decimal_handling: str | Column = "precise") -> DataFrame:
+def stage_topic(
+    session,
+    topic_path: str,
+    flavour: str,
+    key: Sequence[str],
+    columns: Mapping[str, str],
+    *,
+    exclude_batches: Iterable[int] = (),
+    only_batches: Iterable[int] | None = None,
+    decimal_handling: str | Column = "precise",
+) -> DataFrame:
     """Every line of a topic's new batches, typed from declared columns, ready for a `vcmt_upsert` mart.
 
     `topic_path`: the folder holding `_batch_id=<N>/` folders of JSON lines.
@@ -419,8 +489,15 @@ def stage_topic(session, topic_path: str, flavour: str, key: Sequence[str], colu
     return _staged_lines(session, topic_path, lines, flavour, key, columns, decimal_handling)
 
 
-def _staged_lines(session, topic_path: str, lines: DataFrame, flavour: str, key: Sequence[str],
-                  columns: Mapping[str, str], decimal_handling: str | Column) -> DataFrame:
+def _staged_lines(
+    session,
+    topic_path: str,
+    lines: DataFrame,
+    flavour: str,
+    key: Sequence[str],
+    columns: Mapping[str, str],
+    decimal_handling: str | Column,
+) -> DataFrame:
     """`stage_topic` of lines read already (`read_lines`)."""
     prefix = schema_prefix_of(session, topic_path, lines, columns)
     return decode_lines(lines, flavour, key, columns, decimal_handling, prefix)
@@ -433,8 +510,9 @@ PEEK_LINES = 16
 _PREFIXES: dict[str, tuple[object, str | None]] = {}
 
 
-def schema_prefix_of(session, topic_path: str, lines: DataFrame,
-                     columns: Mapping[str, str] | None = None) -> str | None:
+def schema_prefix_of(
+    session, topic_path: str, lines: DataFrame, columns: Mapping[str, str] | None = None
+) -> str | None:
     """The Connect schema prefix (`dbz.schema_prefix`) staging parses once for `topic_path`: the first
     among the first new `lines`, read once per session and topic (one small Spark job); None when none
     carries a schema. Those lines also check the declared `columns` (`refuse_unknown_units`).
@@ -465,15 +543,20 @@ def schema_prefix_of(session, topic_path: str, lines: DataFrame,
 
 def unitless(columns: Mapping[str, str]) -> list[str]:
     """The declared columns whose numbers have no unit without a Connect schema: plain `timestamp`, `time`."""
-    return [name for name, t in columns.items()
-            if (d := dbz.Declared.parse(t)).family in ("timestamp", "time") and d.unit is None]
+    return [
+        name
+        for name, t in columns.items()
+        if (d := dbz.Declared.parse(t)).family in ("timestamp", "time") and d.unit is None
+    ]
 
 
 def unit_fix(name: str, declared: str) -> str:
     """What to declare for a `unitless` column."""
-    return (f"declare `{name}` as `{declared}_micros` or `{declared}_millis`, the unit of the connector's numbers "
-            "(time.precision.mode adaptive: microseconds for PostgreSQL timestamp/time and MySQL DATETIME(4..6), "
-            "milliseconds for precision 0..3; connect: milliseconds)")
+    return (
+        f"declare `{name}` as `{declared}_micros` or `{declared}_millis`, the unit of the connector's numbers "
+        "(time.precision.mode adaptive: microseconds for PostgreSQL timestamp/time and MySQL DATETIME(4..6), "
+        "milliseconds for precision 0..3; connect: milliseconds)"
+    )
 
 
 def refuse_unknown_units(texts: Sequence[str], columns: Mapping[str, str]) -> None:
@@ -498,7 +581,8 @@ def refuse_unknown_units(texts: Sequence[str], columns: Mapping[str, str]) -> No
                     raise ValueError(
                         f"column `{name}` is declared `{columns[name]}`, but the topic's lines carry no Kafka Connect "
                         f"schema and its value is a number ({value}) whose unit is unknown: every change line would be "
-                        f"quarantined as wrong_type. {unit_fix(name, columns[name].strip().lower())}.")
+                        f"quarantined as wrong_type. {unit_fix(name, columns[name].strip().lower())}."
+                    )
 
 
 def staged_batches(session, table: str) -> list[int]:
@@ -523,8 +607,17 @@ def _partition_batches(session, table: str) -> list[int]:
     return sorted(set(batches))
 
 
-def stage_new_batches(dbt, session, topic_path: str, flavour: str, key: Sequence[str], columns: Mapping[str, str],
-                      *, decimal_handling: str | Column = "precise", max_malformed_share: float = 0.5) -> DataFrame:
+def stage_new_batches(
+    dbt,
+    session,
+    topic_path: str,
+    flavour: str,
+    key: Sequence[str],
+    columns: Mapping[str, str],
+    *,
+    decimal_handling: str | Column = "precise",
+    max_malformed_share: float = 0.5,
+) -> DataFrame:
     """The body of a Python staging model: the topic at `topic_path` through `stage_topic`, without the
     batches the model's table holds already (`staged_batches`), counted and checked (`checked`): a batch
     with more than `max_malformed_share` of its lines malformed fails the run before anything is written.
@@ -533,9 +626,11 @@ def stage_new_batches(dbt, session, topic_path: str, flavour: str, key: Sequence
     only the config keys its own file reads, and `dbt.config(...)` must be in that file as well.
     """
     if not topic_path:
-        raise ValueError(f"{dbt.this}: `topic_path` is empty; set `meta: {{topic_path: ...}}` in the model's yml "
-                         "config to the topic's folder of `_batch_id=<N>/` batches, e.g. "
-                         "\"{{ var('vcmt_lake_root') }}/raw/<topic>\", and pass dbt.config.meta_get(\"topic_path\")")
+        raise ValueError(
+            f"{dbt.this}: `topic_path` is empty; set `meta: {{topic_path: ...}}` in the model's yml "
+            "config to the topic's folder of `_batch_id=<N>/` batches, e.g. "
+            '"{{ var(\'vcmt_lake_root\') }}/raw/<topic>", and pass dbt.config.meta_get("topic_path")'
+        )
     model = str(dbt.this)
     # The arguments are checked on every run, one with nothing new included.
     _check_share(model, max_malformed_share)
@@ -589,9 +684,12 @@ def _fingerprints(session, topic_path: str, record: str | None) -> tuple[dict, d
     from the listing's paths (`inputFiles`, no job), with size 0 and no modification time."""
     files = session.read.format("binaryFile").option("recursiveFileLookup", "true").load(topic_path)
     listing = files.select(
-        F.lit(None).cast("bigint").alias("_batch_id"), F.col("path").alias("file"),
-        F.col("length").alias("size"), F.unix_millis("modificationTime").alias("modified"),
-        F.lit(None).cast("bigint").alias("run"))
+        F.lit(None).cast("bigint").alias("_batch_id"),
+        F.col("path").alias("file"),
+        F.col("length").alias("size"),
+        F.unix_millis("modificationTime").alias("modified"),
+        F.lit(None).cast("bigint").alias("run"),
+    )
     if record is not None:
         listing = listing.unionByName(session.table(record).select("_batch_id", "file", "size", "modified", "run"))
     landed: dict[int, dict[str, tuple[int, int | None]]] = {}
@@ -639,13 +737,17 @@ def _difference(landed: Mapping[str, tuple], recorded: Mapping[str, tuple] | Non
     added = len(landed.keys() - recorded.keys())
     removed = len(recorded.keys() - landed.keys())
     changed = sum(1 for f in landed.keys() & recorded.keys() if landed[f] != recorded[f])
-    parts = [_plural(n, f"file {what}", f"files {what}")
-             for n, what in ((added, "added"), (changed, "changed"), (removed, "removed")) if n]
+    parts = [
+        _plural(n, f"file {what}", f"files {what}")
+        for n, what in ((added, "added"), (changed, "changed"), (removed, "removed"))
+        if n
+    ]
     return ", ".join(parts) or None
 
 
-def _compare_with_record(session, model: str, topic_path: str, done: Sequence[int],
-                         incremental: bool) -> tuple[dict[int, str], tuple[str, list[tuple], dict[int, str], bool]]:
+def _compare_with_record(
+    session, model: str, topic_path: str, done: Sequence[int], incremental: bool
+) -> tuple[dict[int, str], tuple[str, list[tuple], dict[int, str], bool]]:
     """The staged batches to stage again, each with why (`_difference`), and what to record once this run's
     result is written (`record_staged`).
 
@@ -670,12 +772,14 @@ def _compare_with_record(session, model: str, topic_path: str, done: Sequence[in
     restaged = {b: why for b in done if b in landed and (why := _difference(landed[b], recorded.get(b)))}
     skipped = set(done) - set(restaged)
     run = max(latest.values(), default=0) + 1
-    rows = [(b, f, s, m, run) for b in sorted(landed) if b not in skipped
-            for f, (s, m) in sorted(landed[b].items())]
+    rows = [(b, f, s, m, run) for b in sorted(landed) if b not in skipped for f, (s, m) in sorted(landed[b].items())]
     compact = appends >= RECORD_COMPACT_RUNS
     if compact:
-        rows += [(b, f, s, m, latest[b]) for b in sorted(set(recorded) - {r[0] for r in rows})
-                 for f, (s, m) in sorted(recorded[b].items())]
+        rows += [
+            (b, f, s, m, latest[b])
+            for b in sorted(set(recorded) - {r[0] for r in rows})
+            for f, (s, m) in sorted(recorded[b].items())
+        ]
     return restaged, (record, rows, restaged, compact)
 
 
@@ -705,7 +809,8 @@ def _refuse_unreplaceable(model: str, topic_path: str, restaged: Mapping[int, st
             f"{model}: the raw batch folders {folders} changed since they were staged and hold no line now: their "
             "staged partitions cannot be replaced by a write of no row, and would keep the old lines. Restore "
             "their files, or remove the folders (a batch folder that is gone keeps its staged lines), or drop the "
-            f"partitions (alter table {model} drop partition (_batch_id=N)). Nothing was staged.")
+            f"partitions (alter table {model} drop partition (_batch_id=N)). Nothing was staged."
+        )
 
 
 # How much of a sample line a refusal shows.
@@ -718,20 +823,32 @@ def _plural(n: int, word: str, words: str | None = None) -> str:
 
 def _check_share(model: str, max_malformed_share: float) -> None:
     if not 0 <= max_malformed_share <= 1:
-        raise ValueError(f"{model}: max_malformed_share must be between 0 and 1 (1 never refuses a batch), "
-                         f"got {max_malformed_share!r}")
+        raise ValueError(
+            f"{model}: max_malformed_share must be between 0 and 1 (1 never refuses a batch), "
+            f"got {max_malformed_share!r}"
+        )
 
 
-def checked(staged: DataFrame, model: str, columns: Mapping[str, str], max_malformed_share: float, *,
-            restaged: Mapping[int, str] | None = None, topic_path: str = "") -> DataFrame:
+def checked(
+    staged: DataFrame,
+    model: str,
+    columns: Mapping[str, str],
+    max_malformed_share: float,
+    *,
+    restaged: Mapping[int, str] | None = None,
+    topic_path: str = "",
+) -> DataFrame:
     """`staged` computed once, as a local checkpoint that the model's write then reads, after counting its
     lines per batch, kind and reason: reports one summary line (`report`), and refuses (ValueError, before
     anything is written) a batch in which more than `max_malformed_share` of the lines are malformed, naming
     its top reasons with a sample line (docs/staging.md, "Run summary and the malformed threshold")."""
     _check_share(model, max_malformed_share)
     staged = staged.localCheckpoint(eager=True)
-    counts = staged.groupBy("_batch_id", "_kind", "_reason").agg(
-        F.count(F.lit(1)).alias("n"), F.min("_raw").alias("sample")).collect()
+    counts = (
+        staged.groupBy("_batch_id", "_kind", "_reason")
+        .agg(F.count(F.lit(1)).alias("n"), F.min("_raw").alias("sample"))
+        .collect()
+    )
     report(summary(model, counts, restaged))
     _refuse_unreplaceable(model, topic_path, restaged or {}, {r["_batch_id"] for r in counts})
     # The share as written (0.29 is 29/100): a float product rounds, and 29 of 100 lines was "more than 0.29".
@@ -747,15 +864,19 @@ def checked(staged: DataFrame, model: str, columns: Mapping[str, str], max_malfo
         sample = top["sample"] if len(top["sample"]) <= SAMPLE_CHARS else top["sample"][:SAMPLE_CHARS] + " ..."
         hint = ""
         if top["_reason"] == "wrong_type" and unitless(columns):
-            hint = " If the topic's lines carry no Connect schema: " + "; ".join(
-                unit_fix(n, columns[n].strip().lower()) for n in unitless(columns)) + "."
+            hint = (
+                " If the topic's lines carry no Connect schema: "
+                + "; ".join(unit_fix(n, columns[n].strip().lower()) for n in unitless(columns))
+                + "."
+            )
         raise ValueError(
             f"{model}: batch {batch}: {malformed:,} of {_plural(lines, 'line')} ({malformed / lines:.0%}) are "
             f"malformed, more than max_malformed_share={max_malformed_share}; nothing was staged. Reasons: "
             + ", ".join(f"{r['_reason']} {r['n']:,}" for r in bad)
             + f". A {top['_reason']} line: {sample}\nFix the model's declared columns (or the lines), or pass "
             "max_malformed_share=1 to stage_new_batches to stage the batch anyway (malformed lines are kept as "
-            f"_kind = 'malformed').{hint}")
+            f"_kind = 'malformed').{hint}"
+        )
     return staged
 
 
@@ -776,7 +897,12 @@ def summary(model: str, counts: Sequence, restaged: Mapping[int, str] | None = N
         shown += "".join(f"; {b} restaged: {why}" for b, why in sorted(restaged.items()))
     parts = [f"{kinds[k]:,} {k}" for k in contract.KINDS if kinds[k] and k != "malformed"]
     if kinds["malformed"]:
-        parts.append(f"{kinds['malformed']:,} malformed ("
-                     + ", ".join(f"{reasons[r]:,} {r}" for r in contract.REASONS if reasons[r]) + ")")
-    return (f"{model}: staged {_plural(len(batches), 'batch', 'batches')} ({shown}), "
-            f"{_plural(sum(kinds.values()), 'line')}: {', '.join(parts)}")
+        parts.append(
+            f"{kinds['malformed']:,} malformed ("
+            + ", ".join(f"{reasons[r]:,} {r}" for r in contract.REASONS if reasons[r])
+            + ")"
+        )
+    return (
+        f"{model}: staged {_plural(len(batches), 'batch', 'batches')} ({shown}), "
+        f"{_plural(sum(kinds.values()), 'line')}: {', '.join(parts)}"
+    )

@@ -17,8 +17,10 @@ import sys
 from functools import cache
 
 MIN_JAVA = 17
-INSTALL_HINT = (f"install a Java {MIN_JAVA} runtime (Debian and Ubuntu: "
-                f"apt-get install openjdk-{MIN_JAVA}-jre-headless), or point JAVA_HOME at one")
+INSTALL_HINT = (
+    f"install a Java {MIN_JAVA} runtime (Debian and Ubuntu: "
+    f"apt-get install openjdk-{MIN_JAVA}-jre-headless), or point JAVA_HOME at one"
+)
 
 
 def java_major(version_text: str) -> int | None:

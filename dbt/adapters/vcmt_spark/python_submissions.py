@@ -179,7 +179,8 @@ def _refuse_other_columns(session: Any, df: Any, table: str) -> None:
         f"was written. Rebuild the table with the new columns: dbt run --select {table.rsplit('.', 1)[-1]} "
         "--full-refresh (a staging "
         "model then restages every landed batch; the marts reading it ask for their own --full-refresh), or "
-        "return the table's columns, in its order (partition columns last).")
+        "return the table's columns, in its order (partition columns last)."
+    )
 
 
 def save_model_result(
@@ -223,7 +224,8 @@ def save_model_result(
                 f"{table}: the raw batches {', '.join(f'{b} ({why})' for b, why in sorted(restaged.items()))} changed "
                 "since they were staged; an append would stage their lines twice, nothing was written. Stage with "
                 "incremental_strategy='insert_overwrite' and partition_by=['_batch_id'] (each changed batch's "
-                "partition is replaced whole).")
+                "partition is replaced whole)."
+            )
         df.write.insertInto(table, overwrite=mode == "overwrite_partitions")
         # The raw files of the batches a staging model wrote, recorded after the write: a run killed between
         # the two leaves them unrecorded, and the next run stages them again (docs/staging.md).

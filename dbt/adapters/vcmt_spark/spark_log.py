@@ -70,7 +70,7 @@ def _property(path: Path) -> str:
             out.append(c)
         else:  # as UTF-16 code units, a surrogate pair beyond the first 65,536 code points
             units = c.encode("utf-16-be")
-            out += [f"\\u{int.from_bytes(units[i:i + 2], 'big'):04x}" for i in range(0, len(units), 2)]
+            out += [f"\\u{int.from_bytes(units[i : i + 2], 'big'):04x}" for i in range(0, len(units), 2)]
     return "".join(out)
 
 

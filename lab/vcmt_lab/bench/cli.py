@@ -38,8 +38,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--batch", type=_positive, default=1_000_000, help="events per batch B (default 1M)")
     p.add_argument("--small-batch", type=_positive, default=10_000, help="events per small batch (default 10k)")
     p.add_argument("--repeat", type=_positive, default=3, help="samples per step, median reported (default 3)")
-    p.add_argument("--big", action="store_true",
-                   help=f"N = {BIG_ROWS:,} (the article's size); writes big.* instead of latest.*")
+    p.add_argument(
+        "--big", action="store_true", help=f"N = {BIG_ROWS:,} (the article's size); writes big.* instead of latest.*"
+    )
     p.add_argument("--seed", type=int, default=1, help="data seed")
     p.add_argument("--schema", default="vcmt_bench", help="database for the bench tables")
     p.add_argument("--work", type=Path, default=BENCH_ROOT / "work", help="scratch folder (git-ignored)")
@@ -54,6 +55,7 @@ class Progress:
 
     def __call__(self, message: str) -> None:
         print(f"[bench {time.perf_counter() - self.started:6.1f}s] {message}", flush=True)
+
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)

@@ -120,13 +120,16 @@ def render(out: Outcome, ratios: list[Ratio], ctx: Context) -> str:
         f"{ctx.load[2]:.0%} of all cores during the run",
         f"- N = {s.rows:,} base rows, B = {s.batch:,}, small batch = {s.small_batch:,}, R = {out.repeat}; "
         f"total {ctx.total_s:,.0f} s (setup {out.setup_ms / 1000:,.0f} s)",
-        *[f"- {size} batch: {e:,} events on {k:,} distinct keys (random keys) in {p} partitions"
-          for size, (e, k, p) in out.batches.items()],  # fmt: skip
+        *[
+            f"- {size} batch: {e:,} events on {k:,} distinct keys (random keys) in {p} partitions"
+            for size, (e, k, p) in out.batches.items()
+        ],  # fmt: skip
         "",
         "## Correctness",
         "",
-        *_table("check | result | detail", [f"| {c.name} | {'PASS' if c.ok else 'FAIL'} | {c.detail} |"
-                                            for c in out.checks]),  # fmt: skip
+        *_table(
+            "check | result | detail", [f"| {c.name} | {'PASS' if c.ok else 'FAIL'} | {c.detail} |" for c in out.checks]
+        ),  # fmt: skip
     ]
     if out.answers:
         lines += ["", "Report query (Department, live rows, sum(metric1)), `replace`: "
@@ -157,8 +160,12 @@ def _where_time_goes(out: Outcome) -> list[str]:
             f"| dbt itself: start-up, parse, compile, Python between statements | {_ms(overhead)} |",
         ])]  # fmt: skip
     if out.bookkeeping:
-        lines += ["", "The slowest statements of that `dbt run` besides the loader INSERT:", "",
-                  *_table("statement | ms", [f"| `{q}` | {_ms(ms)} |" for ms, q in out.bookkeeping])]
+        lines += [
+            "",
+            "The slowest statements of that `dbt run` besides the loader INSERT:",
+            "",
+            *_table("statement | ms", [f"| `{q}` | {_ms(ms)} |" for ms, q in out.bookkeeping]),
+        ]
     for size, (views, processors) in out.profiles.items():
         lines += ["", f"Inside the loader's INSERT, {size} batch, one more run (query_views_log: a view's time "
                   "includes the views on its own target; processors_profile_log: work summed over threads, so "

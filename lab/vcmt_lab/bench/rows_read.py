@@ -76,8 +76,9 @@ def _model_name(layout: str, rows: int, granularity: int) -> str:
     return f"rr_{layout}_{rows}_{granularity}"
 
 
-def build(engine: Engine, project: DbtProject, sizes: list[int], granularities: list[int], layouts: list[str],
-          say=print) -> list[tuple[str, str, int, int]]:
+def build(
+    engine: Engine, project: DbtProject, sizes: list[int], granularities: list[int], layouts: list[str], say=print
+) -> list[tuple[str, str, int, int]]:
     db = engine.database
     engine.command(f"create database if not exists `{db}`")
     engine.command(f"create table if not exists `{db}`.rr_src ({COLUMNS}) engine = MergeTree order by tuple()")
@@ -89,34 +90,48 @@ def build(engine: Engine, project: DbtProject, sizes: list[int], granularities: 
                 name = _model_name(layout, n, g)
                 extra = f", partition_by={partition_by!r}" if partition_by else ""
                 extra += "".join(f", {k}={v!r}" for k, v in config.items())
-                project.model(name, f"{{{{ config(materialized='vcmt_upsert', unique_key={keys!r}{extra}, "
-                                    f"settings={{'index_granularity': {g}}}) }}}}\nselect * from rr_src")
+                project.model(
+                    name,
+                    f"{{{{ config(materialized='vcmt_upsert', unique_key={keys!r}{extra}, "
+                    f"settings={{'index_granularity': {g}}}) }}}}\nselect * from rr_src",
+                )
                 models.append((layout, name, n, g))
     say(f"building {len(models)} models")
     project.dbt("run", "--select", *(m[1] for m in models))
     for layout, name, n, _g in models:
         # Keys are multiples of 7, so a key's neighbours are not keys.
-        engine.command(f"insert into `{db}`.`{name}` select number % 20, number * 7, "
-                       f"{DATES.get(layout, DATE).format(n=n)}, number, 1, 1 from numbers({n})",
-                       max_partitions_per_insert_block=1000)
+        engine.command(
+            f"insert into `{db}`.`{name}` select number % 20, number * 7, "
+            f"{DATES.get(layout, DATE).format(n=n)}, number, 1, 1 from numbers({n})",
+            max_partitions_per_insert_block=1000,
+        )
     return models
 
 
 def _batch_keys(engine: Engine, n: int, b: int, pexpr: str | None, seed: int) -> list[int]:
     """B random row numbers: over the whole table, or (with `pexpr`) of the partition row 3 is in."""
     where = f"where {pexpr} = (select {pexpr} from (select 3 % 20 as tenant, 3 * 7 as id))" if pexpr else ""
-    return [int(r[0]) for r in engine.rows(
-        f"select number from (select number, number % 20 as tenant, number * 7 as id from numbers({n})) {where} "
-        f"order by cityHash64(number, {seed}) limit {b}")]
+    return [
+        int(r[0])
+        for r in engine.rows(
+            f"select number from (select number, number % 20 as tenant, number * 7 as id from numbers({n})) {where} "
+            f"order by cityHash64(number, {seed}) limit {b}"
+        )
+    ]
 
 
 def _read_rows(engine: Engine, tag: str) -> int:
-    return int(engine._logged(f"select read_rows from system.query_log where type = 'QueryFinish' "
-                              f"and query_kind = 'Select' and log_comment = '{tag}'")[0][0])
+    return int(
+        engine._logged(
+            f"select read_rows from system.query_log where type = 'QueryFinish' "
+            f"and query_kind = 'Select' and log_comment = '{tag}'"
+        )[0][0]
+    )
 
 
-def measure(engine: Engine, project: DbtProject, models: list[tuple[str, str, int, int]], batches: list[int],
-            say=print) -> list[Row]:
+def measure(
+    engine: Engine, project: DbtProject, models: list[tuple[str, str, int, int]], batches: list[int], say=print
+) -> list[Row]:
     db = engine.database
     out: list[Row] = []
     for layout, name, n, g in models:
@@ -131,31 +146,41 @@ def measure(engine: Engine, project: DbtProject, models: list[tuple[str, str, in
                 numbers = _batch_keys(engine, n, b, pexpr if one else None, seed=b + n + g)
                 engine.command(f"drop table if exists `{db}`.rr_keys")
                 engine.command(f"create table `{db}`.rr_keys ({COLUMNS}) engine = MergeTree order by tuple()")
-                engine.command(f"insert into `{db}`.rr_keys select number % 20, number * 7, "
-                               f"{DATES.get(layout, DATE).format(n=n)}, -number, 0, 1 "
-                               f"from numbers({n}) where number in ({','.join(map(str, numbers))})")
+                engine.command(
+                    f"insert into `{db}`.rr_keys select number % 20, number * 7, "
+                    f"{DATES.get(layout, DATE).format(n=n)}, -number, 0, 1 "
+                    f"from numbers({n}) where number in ({','.join(map(str, numbers))})"
+                )
                 target = f"`{db}`.`{objs['target']}`"
                 kt = f"({key_cols})" if len(keys) > 1 else key_cols
-                floor = int(engine.scalar(
-                    f"select count() from {target} where (_part, intDiv(_part_offset, {g})) in "
-                    f"(select _part, intDiv(_part_offset, {g}) from {target} where {kt} in "
-                    f"(select {key_cols} from `{db}`.rr_keys))"))
+                floor = int(
+                    engine.scalar(
+                        f"select count() from {target} where (_part, intDiv(_part_offset, {g})) in "
+                        f"(select _part, intDiv(_part_offset, {g}) from {target} where {kt} in "
+                        f"(select {key_cols} from `{db}`.rr_keys))"
+                    )
+                )
                 ks = f"(select {key_cols} from `{db}`.rr_keys)"
                 pf = f" and ({pexpr}) in (select {pexpr} from `{db}`.rr_keys)" if pexpr else ""
                 shapes = {
                     "key IN": f"select count() from {target} final prewhere {kt} in {ks} "
-                              f"where sign = 1 {FINAL_SETTINGS}",
+                    f"where sign = 1 {FINAL_SETTINGS}",
                     "key IN + partition IN": f"select count() from {target} final prewhere {kt} in {ks}{pf} "
-                                             f"where sign = 1 {FINAL_SETTINGS}",
+                    f"where sign = 1 {FINAL_SETTINGS}",
                     "argMax, no FINAL": f"select {key_cols}, argMax(a, _version) from {target} where {kt} in {ks}"
-                                        f"{pf} group by {key_cols} having sum(sign) > 0",
+                    f"{pf} group by {key_cols} having sum(sign) > 0",
                 }
                 if pexpr:
                     parts = sorted({int(x[0]) for x in engine.rows(f"select distinct {pexpr} from `{db}`.rr_keys")})
-                    shapes["per-partition literal"] = "select sum(c) from (" + " union all ".join(
-                        f"select count() as c from {target} final prewhere {pexpr} = {p} and {kt} in "
-                        f"(select {key_cols} from `{db}`.rr_keys where {pexpr} = {p}) where sign = 1"
-                        for p in parts) + f") {FINAL_SETTINGS}"
+                    shapes["per-partition literal"] = (
+                        "select sum(c) from ("
+                        + " union all ".join(
+                            f"select count() as c from {target} final prewhere {pexpr} = {p} and {kt} in "
+                            f"(select {key_cols} from `{db}`.rr_keys where {pexpr} = {p}) where sign = 1"
+                            for p in parts
+                        )
+                        + f") {FINAL_SETTINGS}"
+                    )
                 read = {}
                 for shape, sql in shapes.items():
                     tag = f"rr {name} {b} {kind} {shape}"
@@ -163,15 +188,23 @@ def measure(engine: Engine, project: DbtProject, models: list[tuple[str, str, in
                     # the keys' table is read once per subquery: count only the target's rows
                     read[shape] = _read_rows(engine, tag) - sql.count("rr_keys") * len(numbers)
                 tag = f"rr {name} {b} {kind} insert"
-                engine.timed(tag, f"insert into `{db}`.`{objs['stage']}` (tenant, id, d, a, _version, sign) "
-                                  f"select tenant, id, d, a, {2 + len(out)}, 1 from `{db}`.rr_keys")
+                engine.timed(
+                    tag,
+                    f"insert into `{db}`.`{objs['stage']}` (tenant, id, d, a, _version, sign) "
+                    f"select tenant, id, d, a, {2 + len(out)}, 1 from `{db}`.rr_keys",
+                )
                 views = engine._logged(
                     "select view_name, read_rows from system.query_views_log where initial_query_id = "
                     f"(select any(query_id) from system.query_log where type = 'QueryFinish' "
-                    f"and query_kind = 'Insert' and log_comment = '{tag}')")
+                    f"and query_kind = 'Insert' and log_comment = '{tag}')"
+                )
                 transform = sum(int(r[1]) for r in views if str(r[0]).strip("`").endswith(objs["transform"]))
-                load = int(engine._logged(f"select read_rows from system.query_log where type = 'QueryFinish' "
-                                          f"and query_kind = 'Insert' and log_comment = '{tag}'")[0][0])
+                load = int(
+                    engine._logged(
+                        f"select read_rows from system.query_log where type = 'QueryFinish' "
+                        f"and query_kind = 'Insert' and log_comment = '{tag}'"
+                    )[0][0]
+                )
                 row = Row(layout, n, g, len(numbers), kind, floor, transform, load, read)
                 out.append(row)
                 say(_line(row))
@@ -187,16 +220,26 @@ SHAPES = ("key IN", "key IN + partition IN", "argMax, no FINAL", "per-partition 
 
 def _line(r: Row) -> str:
     cells = " | ".join("-" if r.shapes.get(s) is None else _ratio(r.shapes[s], r.floor) for s in SHAPES)
-    return (f"| {r.layout} | {r.rows:,} | {r.granularity} | {r.batch:,} | {r.keys} | {r.floor:,} | "
-            f"{r.transform:,} | {_ratio(r.transform, r.floor)} | {_ratio(r.load, r.floor)} | {cells} |")
+    return (
+        f"| {r.layout} | {r.rows:,} | {r.granularity} | {r.batch:,} | {r.keys} | {r.floor:,} | "
+        f"{r.transform:,} | {_ratio(r.transform, r.floor)} | {_ratio(r.load, r.floor)} | {cells} |"
+    )
 
 
 def render(rows: list[Row]) -> str:
-    head = ["| layout | N | granularity | B | keys | floor rows | transform read | transform / floor | load / floor "
-            "| key IN | + partition IN | argMax no FINAL | per-partition literal |",
-            "|---|--:|--:|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|"]
-    return "\n".join(["rows read / floor (load: the whole stage INSERT, its source and every view; shapes: the "
-                      "lookup alone, as a SELECT over the same keys)", *head, *map(_line, rows)])
+    head = [
+        "| layout | N | granularity | B | keys | floor rows | transform read | transform / floor | load / floor "
+        "| key IN | + partition IN | argMax no FINAL | per-partition literal |",
+        "|---|--:|--:|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|",
+    ]
+    return "\n".join(
+        [
+            "rows read / floor (load: the whole stage INSERT, its source and every view; shapes: the "
+            "lookup alone, as a SELECT over the same keys)",
+            *head,
+            *map(_line, rows),
+        ]
+    )
 
 
 # The goal (issue 41): the transform reads at most twice the floor wherever the lookup can tell a key's granules
@@ -214,9 +257,11 @@ def goal(rows: list[Row]) -> tuple[bool, str]:
     worst = max(judged, key=lambda r: r.transform / r.floor)
     ratio = worst.transform / worst.floor
     met = ratio <= GOAL_RATIO
-    return met, (f"goal: transform rows read <= {GOAL_RATIO:g} x floor for {', '.join(GOAL_LAYOUTS)}: "
-                 f"{'met' if met else 'MISSED'} (worst {ratio:.2f}: {worst.layout}, N={worst.rows:,}, "
-                 f"granularity {worst.granularity}, B={worst.batch:,}, {worst.keys})")
+    return met, (
+        f"goal: transform rows read <= {GOAL_RATIO:g} x floor for {', '.join(GOAL_LAYOUTS)}: "
+        f"{'met' if met else 'MISSED'} (worst {ratio:.2f}: {worst.layout}, N={worst.rows:,}, "
+        f"granularity {worst.granularity}, B={worst.batch:,}, {worst.keys})"
+    )
 
 
 def _ints(text: str) -> list[int]:
@@ -239,8 +284,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     engine = Engine((args.work / "chdb").resolve(), args.work, "vcmt_bench_rr")
     engine.open()
     try:
-        project = DbtProject((args.work / "project").resolve(), REPO_ROOT, (args.work / "chdb").resolve(),
-                             "vcmt_bench_rr", lab_dir=args.work.resolve())
+        project = DbtProject(
+            (args.work / "project").resolve(),
+            REPO_ROOT,
+            (args.work / "chdb").resolve(),
+            "vcmt_bench_rr",
+            lab_dir=args.work.resolve(),
+        )
         models = build(engine, project, args.rows, args.granularity, layouts)
         rows = measure(engine, project, models, args.batches)
     finally:

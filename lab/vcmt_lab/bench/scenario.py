@@ -18,6 +18,7 @@ from vcmt_lab.dbt_project import DbtProject
 Say = Callable[[str], None]
 Answer = list[tuple[str, int, int]]
 
+
 class BenchFailure(Exception):
     """Setup failed (dbt could not build a model, the loader SQL was not found...)."""
 
@@ -267,12 +268,19 @@ class Scenario:
             found = _FENCE.search(statement)
             if found:
                 holder, database, prefix = found.groups()
-                gen = self.engine.rows(f"select max(toUInt64OrZero(substring(name, length('{prefix}') + 1))) "
-                                       f"from system.tables where database = '{database}' "
-                                       f"and startsWith(name, '{prefix}')")[0][0] or 0
-                self.engine.command(f"create table `{database}`.`{prefix}{int(gen) + 1}` (holder String, kind String, "
-                                    "what String, at DateTime64(3)) engine = MergeTree order by tuple() "
-                                    f"comment '{holder}'")
+                gen = (
+                    self.engine.rows(
+                        f"select max(toUInt64OrZero(substring(name, length('{prefix}') + 1))) "
+                        f"from system.tables where database = '{database}' "
+                        f"and startsWith(name, '{prefix}')"
+                    )[0][0]
+                    or 0
+                )
+                self.engine.command(
+                    f"create table `{database}`.`{prefix}{int(gen) + 1}` (holder String, kind String, "
+                    "what String, at DateTime64(3)) engine = MergeTree order by tuple() "
+                    f"comment '{holder}'"
+                )
                 return
 
     def _run_all(self, statements: str | list[str]) -> None:
@@ -295,8 +303,11 @@ def _is(kinds: str, statement: str) -> bool:
 
 
 # A fence: the holder it expects, then the lock's database and name prefix (macros/vcmt/lock.sql, _lock_fence).
-_FENCE = re.compile(r"!= '(vcmt load by dbt invocation [^']+)'.*?where database = '([^']+)' "
-                    r"and startsWith\(name, '([^']+)'\)", re.S)
+_FENCE = re.compile(
+    r"!= '(vcmt load by dbt invocation [^']+)'.*?where database = '([^']+)' "
+    r"and startsWith\(name, '([^']+)'\)",
+    re.S,
+)
 
 
 def _statements(statements: str | list[str]) -> list[str]:

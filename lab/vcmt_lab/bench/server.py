@@ -22,23 +22,28 @@ from vcmt_lab.clickhouse_server import served_node
 from vcmt_lab.dbt_project import DbtProject, Engine
 from vcmt_lab.paths import BENCH_ROOT, REPO_ROOT
 
-MODEL = ("{{ config(materialized='vcmt_upsert', unique_key='id', merge={'n': 'sum'}) }}\n"
-         "select id, status, n, _version from src")
+MODEL = (
+    "{{ config(materialized='vcmt_upsert', unique_key='id', merge={'n': 'sum'}) }}\n"
+    "select id, status, n, _version from src"
+)
 
 
 def _load(project: DbtProject, rows: int, batch: int, version: int) -> tuple[float, int]:
     """Replace `src` with `batch` events (updates of existing keys, some new) and time one `dbt run`."""
     project.command("truncate table src")
-    project.command(f"insert into src select cityHash64(number, {version}) % {rows * 11 // 10}, "
-                    f"['new', 'paid', 'shipped'][number % 3 + 1], number % 100, {version} from numbers({batch})")
+    project.command(
+        f"insert into src select cityHash64(number, {version}) % {rows * 11 // 10}, "
+        f"['new', 'paid', 'shipped'][number % 3 + 1], number % 100, {version} from numbers({batch})"
+    )
     started = time.perf_counter()
     run = project.dbt("run", "--select", "m")
     return time.perf_counter() - started, run.log.count("SQL status: OK")
 
 
 def measure(project: DbtProject, rows: int, batches: Sequence[int], repeat: int) -> dict[int, tuple[float, int]]:
-    project.command("create table src (id UInt64, status String, n Int64, _version UInt64) engine = MergeTree "
-                    "order by id")
+    project.command(
+        "create table src (id UInt64, status String, n Int64, _version UInt64) engine = MergeTree order by id"
+    )
     project.model("m", MODEL)
     project.command(f"insert into src select number, 'new', 1, 1 from numbers({rows})")
     project.dbt("run", "--select", "m")
@@ -67,20 +72,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     with served_node(work / "node") as node:
         for kind in ("chdb", "http", "native"):
             engine = Engine("chdb", chdb_path=work / "chdb") if kind == "chdb" else Engine(kind, node=node)
-            project = DbtProject(work / f"project_{kind}", REPO_ROOT, work / "chdb", f"vcmt_bench_{kind}",
-                                 lab_dir=work, engine=engine)
+            project = DbtProject(
+                work / f"project_{kind}", REPO_ROOT, work / "chdb", f"vcmt_bench_{kind}", lab_dir=work, engine=engine
+            )
             try:
                 print(f"bench server: {kind} ...", flush=True)
                 results[kind] = measure(project, args.rows, batches, args.repeat)
             finally:
                 project.close()
-    lines = [f"## Server leg: `dbt run` of one model, {args.rows:,} base rows, median of {args.repeat}", "",
-             "| events per load | embedded (s) | HTTP (s) | native (s) | HTTP / embedded | native / embedded "
-             "| statements per load |", "|--:|--:|--:|--:|--:|--:|--:|"]
+    lines = [
+        f"## Server leg: `dbt run` of one model, {args.rows:,} base rows, median of {args.repeat}",
+        "",
+        "| events per load | embedded (s) | HTTP (s) | native (s) | HTTP / embedded | native / embedded "
+        "| statements per load |",
+        "|--:|--:|--:|--:|--:|--:|--:|",
+    ]
     for batch in batches:
         c, h, n = (results[k][batch][0] for k in ("chdb", "http", "native"))
-        lines.append(f"| {batch:,} | {c:.2f} | {h:.2f} | {n:.2f} | {h / c:.2f} | {n / c:.2f} "
-                     f"| {results['http'][batch][1]} |")
+        lines.append(
+            f"| {batch:,} | {c:.2f} | {h:.2f} | {n:.2f} | {h / c:.2f} | {n / c:.2f} | {results['http'][batch][1]} |"
+        )
     print("\n".join(lines), flush=True)
     return 0
 

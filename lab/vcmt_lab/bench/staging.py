@@ -75,9 +75,13 @@ def _spark_counters() -> tuple[int, int, int, float, float]:
     pid = session._jvm.java.lang.ProcessHandle.current().pid()  # noqa: SLF001
     ticks = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[11:13]
     jit_ms = session._jvm.java.lang.management.ManagementFactory.getCompilationMXBean().getTotalCompilationTime()  # noqa: SLF001
-    return (sum(d.inputRecords() for d in data), sum(d.inputBytes() for d in data),
-            len(sc.statusTracker().getJobIdsForGroup(None)), sum(map(int, ticks)) / os.sysconf("SC_CLK_TCK"),
-            jit_ms / 1000)
+    return (
+        sum(d.inputRecords() for d in data),
+        sum(d.inputBytes() for d in data),
+        len(sc.statusTracker().getJobIdsForGroup(None)),
+        sum(map(int, ticks)) / os.sysconf("SC_CLK_TCK"),
+        jit_ms / 1000,
+    )
 
 
 def _settle(sc) -> None:
@@ -154,8 +158,9 @@ def _models_wall_s(results: list) -> float:
     return (max(e for _, e in spans) - min(s for s, _ in spans)).total_seconds() if spans else 0.0
 
 
-def _run_batch(pipeline: demo.Pipeline, landing: Path, lake: Path, batch: int | None, marts: bool = True,
-               memory: bool = False) -> BatchRun:
+def _run_batch(
+    pipeline: demo.Pipeline, landing: Path, lake: Path, batch: int | None, marts: bool = True, memory: bool = False
+) -> BatchRun:
     """Land `batch` (None: nothing), stage it with `dbt run`, apply it to the marts unless not `marts`.
 
     `memory`: measure the driver's heap after a full GC (the memory line only: under G1, Java's default
@@ -181,15 +186,27 @@ def _run_batch(pipeline: demo.Pipeline, landing: Path, lake: Path, batch: int | 
         pipeline.dbt("run", "--select", "marts", target="chdb")
         clickhouse_s = time.perf_counter() - t
     heap, rss = _memory() if memory else (0.0, 0.0)
-    return BatchRun(lines=lines, raw_bytes=0 if batch is None else _raw_bytes(lake, batch), staging_s=staging_s,
-                    models_s=_models_wall_s(run.result.result.results), cpu_s=python_cpu + after[3] - before[3],
-                    jit_s=after[4] - before[4], clickhouse_s=clickhouse_s, records_read=after[0] - before[0],
-                    bytes_read=after[1] - before[1], files_read=files_read, folders_read=folders_read,
-                    jobs=after[2] - before[2], jvm_heap_mb=heap, rss_mb=rss)
+    return BatchRun(
+        lines=lines,
+        raw_bytes=0 if batch is None else _raw_bytes(lake, batch),
+        staging_s=staging_s,
+        models_s=_models_wall_s(run.result.result.results),
+        cpu_s=python_cpu + after[3] - before[3],
+        jit_s=after[4] - before[4],
+        clickhouse_s=clickhouse_s,
+        records_read=after[0] - before[0],
+        bytes_read=after[1] - before[1],
+        files_read=files_read,
+        folders_read=folders_read,
+        jobs=after[2] - before[2],
+        jvm_heap_mb=heap,
+        rss_mb=rss,
+    )
 
 
-def bench_size(work: Path, size: int, batches: int, seed: int, landed: int = 0,
-               warmup: int = 1) -> tuple[list[BatchRun], list[BatchRun], list[BatchRun]]:
+def bench_size(
+    work: Path, size: int, batches: int, seed: int, landed: int = 0, warmup: int = 1
+) -> tuple[list[BatchRun], list[BatchRun], list[BatchRun]]:
     """(warm-up runs, measured runs, the fixed-cost runs: one line per topic, then nothing new) of one batch
     size, or of the memory line (`landed`: its first run is the warm-up, no fixed-cost run)."""
     from vcmt_lab.cdc import generate
@@ -210,8 +227,10 @@ def bench_size(work: Path, size: int, batches: int, seed: int, landed: int = 0,
     _one_line_batch(landing, total - 1)
     warm = [_run_batch(pipeline, landing, lake, b) for b in range(warmup)]
     runs = [_run_batch(pipeline, landing, lake, b) for b in range(warmup, warmup + batches)]
-    fixed = [_run_batch(pipeline, landing, lake, total - 1, marts=False),
-             _run_batch(pipeline, landing, lake, None, marts=False)]
+    fixed = [
+        _run_batch(pipeline, landing, lake, total - 1, marts=False),
+        _run_batch(pipeline, landing, lake, None, marts=False),
+    ]
     return warm, runs, fixed
 
 
@@ -228,18 +247,21 @@ WARMUP_GROUPS = ((1, 1), (2, 8), (9, WARMUP - 1), (WARMUP, None))
 def _warmup_cells(warm: list[BatchRun]) -> list[str]:
     cells = []
     for lo, hi in WARMUP_GROUPS:
-        group = warm[lo - 1:hi]
+        group = warm[lo - 1 : hi]
         cells.append(f"{_mean(group, 'staging_s'):.1f} ({_mean(group, 'jit_s'):.1f})" if group else "")
     return cells
 
 
-def report(results: dict[int, tuple[list[BatchRun], list[BatchRun], list[BatchRun]]],
-           landed: dict[int, list[BatchRun]]) -> str:
-    out = ["| batch size (events) | lines per batch | staging s/batch (CPU s) | JVM JIT s/batch | staging lines/s "
-           "| ClickHouse s/batch | ClickHouse lines/s | staging / ClickHouse rate | lines read by Spark per batch "
-           "| files read per batch | batch folders read per batch | raw MB per batch | MB read by Spark per batch "
-           "| Spark jobs per batch |",
-           "|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
+def report(
+    results: dict[int, tuple[list[BatchRun], list[BatchRun], list[BatchRun]]], landed: dict[int, list[BatchRun]]
+) -> str:
+    out = [
+        "| batch size (events) | lines per batch | staging s/batch (CPU s) | JVM JIT s/batch | staging lines/s "
+        "| ClickHouse s/batch | ClickHouse lines/s | staging / ClickHouse rate | lines read by Spark per batch "
+        "| files read per batch | batch folders read per batch | raw MB per batch | MB read by Spark per batch "
+        "| Spark jobs per batch |",
+        "|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
+    ]
     for size, (_, runs, _) in results.items():
         lines, st, ch = _mean(runs, "lines"), _mean(runs, "staging_s"), _mean(runs, "clickhouse_s")
         out.append(
@@ -247,49 +269,80 @@ def report(results: dict[int, tuple[list[BatchRun], list[BatchRun], list[BatchRu
             f"| {lines / st:,.0f} | {ch:.1f} | {lines / ch:,.0f} | {ch / st:.2f} | {_mean(runs, 'records_read'):,.0f} "
             f"| {_mean(runs, 'files_read'):.0f} | {_mean(runs, 'folders_read'):.0f} "
             f"| {_mean(runs, 'raw_bytes') / 2**20:.1f} | {_mean(runs, 'bytes_read') / 2**20:.1f} "
-            f"| {_mean(runs, 'jobs'):.0f} |")
+            f"| {_mean(runs, 'jobs'):.0f} |"
+        )
     heads = [f"batch {lo}" if lo == hi else f"batches {lo}–{hi or 'last'}" for lo, hi in WARMUP_GROUPS]
-    out += ["", "| warm-up, staging s/batch (JVM JIT s) | " + " | ".join(heads) + " |",
-            "|---|" + "--:|" * len(heads)]
+    out += ["", "| warm-up, staging s/batch (JVM JIT s) | " + " | ".join(heads) + " |", "|---|" + "--:|" * len(heads)]
     for size, (warm, _, _) in results.items():
         count = f"{len(warm)} batch" if len(warm) == 1 else f"{len(warm)} batches"
         out.append(f"| {count} of {size:,} events | " + " | ".join(_warmup_cells(warm)) + " |")
-    out += ["", "| fixed cost, after the batches above | `dbt run` s (CPU s) "
-            "| of which the two models (wall) s | of which dbt itself s | lines read | files read | Spark jobs "
-            "| models' wall / one-line batch's |",
-            "|---|--:|--:|--:|--:|--:|--:|--:|"]
+    out += [
+        "",
+        "| fixed cost, after the batches above | `dbt run` s (CPU s) "
+        "| of which the two models (wall) s | of which dbt itself s | lines read | files read | Spark jobs "
+        "| models' wall / one-line batch's |",
+        "|---|--:|--:|--:|--:|--:|--:|--:|",
+    ]
     for size, (_, _, fixed) in results.items():
-        for what, f in zip(("one more batch of one line per topic", "then a run with nothing new"), fixed,
-                           strict=True):
+        for what, f in zip(("one more batch of one line per topic", "then a run with nothing new"), fixed, strict=True):
             ratio = f"{f.models_s / fixed[0].models_s:.2f}" if fixed[0].models_s else ""
-            out.append(f"| after {size:,}-event batches: {what} | {f.staging_s:.1f} ({f.cpu_s:.1f}) | {f.models_s:.1f} "
-                       f"| {f.staging_s - f.models_s:.1f} | {f.records_read} | {f.files_read} | {f.jobs} | {ratio} |")
+            out.append(
+                f"| after {size:,}-event batches: {what} | {f.staging_s:.1f} ({f.cpu_s:.1f}) | {f.models_s:.1f} "
+                f"| {f.staging_s - f.models_s:.1f} | {f.records_read} | {f.files_read} | {f.jobs} | {ratio} |"
+            )
     if landed:
-        out += ["", "| landed batches | staging s per batch (CPU s) | lines read per batch | files read per batch "
-                "| Spark jobs per batch | driver JVM heap MB | process RSS MB |", "|--:|--:|--:|--:|--:|--:|--:|"]
+        out += [
+            "",
+            "| landed batches | staging s per batch (CPU s) | lines read per batch | files read per batch "
+            "| Spark jobs per batch | driver JVM heap MB | process RSS MB |",
+            "|--:|--:|--:|--:|--:|--:|--:|",
+        ]
         for n, runs in landed.items():
-            out.append(f"| {n} | {_mean(runs, 'staging_s'):.1f} ({_mean(runs, 'cpu_s'):.1f}) "
-                       f"| {_mean(runs, 'records_read'):,.0f} | {_mean(runs, 'files_read'):.0f} "
-                       f"| {_mean(runs, 'jobs'):.0f} "
-                       f"| {runs[-1].jvm_heap_mb:,.0f} | {runs[-1].rss_mb:,.0f} |")
+            out.append(
+                f"| {n} | {_mean(runs, 'staging_s'):.1f} ({_mean(runs, 'cpu_s'):.1f}) "
+                f"| {_mean(runs, 'records_read'):,.0f} | {_mean(runs, 'files_read'):.0f} "
+                f"| {_mean(runs, 'jobs'):.0f} "
+                f"| {runs[-1].jvm_heap_mb:,.0f} | {runs[-1].rss_mb:,.0f} |"
+            )
     return "\n".join(out)
 
 
-def _measure(args: argparse.Namespace, size: int,
-             landed: int = 0) -> tuple[list[BatchRun], list[BatchRun], list[BatchRun]] | None:
+def _measure(
+    args: argparse.Namespace, size: int, landed: int = 0
+) -> tuple[list[BatchRun], list[BatchRun], list[BatchRun]] | None:
     # Its own process: chDB opens one data directory per process, Spark one metastore.
     proc = subprocess.run(
-        [sys.executable, "-m", "vcmt_lab.bench.staging", "--one", "--sizes", str(size), "--batches",
-         str(args.batches), "--seed", str(args.seed), "--work", str(args.work), "--landed", str(landed),
-         "--warmup", str(args.warmup)],
-        capture_output=True, text=True, check=False,
+        [
+            sys.executable,
+            "-m",
+            "vcmt_lab.bench.staging",
+            "--one",
+            "--sizes",
+            str(size),
+            "--batches",
+            str(args.batches),
+            "--seed",
+            str(args.seed),
+            "--work",
+            str(args.work),
+            "--landed",
+            str(landed),
+            "--warmup",
+            str(args.warmup),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
     )
     if proc.returncode != 0:
         print(proc.stdout[-3000:] + proc.stderr[-3000:], file=sys.stderr)
         return None
     data = json.loads(proc.stdout.strip().splitlines()[-1])
-    return ([BatchRun(**r) for r in data["warmup"]], [BatchRun(**r) for r in data["runs"]],
-            [BatchRun(**r) for r in data["fixed"]])
+    return (
+        [BatchRun(**r) for r in data["warmup"]],
+        [BatchRun(**r) for r in data["runs"]],
+        [BatchRun(**r) for r in data["fixed"]],
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -305,20 +358,30 @@ def main(argv: list[str] | None = None) -> int:
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     counts = [int(n) for n in str(args.landed).split(",") if n.strip() and int(n)]
     if not sizes or min(sizes) < 10 or args.batches < 1 or args.warmup < 1 or min(counts, default=4) < 4:
-        parser.error(f"--sizes must list batch sizes of 10 events or more, --batches and --warmup be 1 or more and "
-                     f"--landed list counts of 4 or more; got {args.sizes!r}, {args.batches}, {args.warmup} and "
-                     f"{args.landed!r}")
+        parser.error(
+            f"--sizes must list batch sizes of 10 events or more, --batches and --warmup be 1 or more and "
+            f"--landed list counts of 4 or more; got {args.sizes!r}, {args.batches}, {args.warmup} and "
+            f"{args.landed!r}"
+        )
     if args.one:
         work = args.work.resolve() / f"{sizes[0]}-{counts[0] if counts else 0}"
-        warm, runs, fixed = bench_size(work, sizes[0], args.batches, args.seed, counts[0] if counts else 0,
-                                       args.warmup)
-        print(json.dumps({"warmup": [asdict(r) for r in warm], "runs": [asdict(r) for r in runs],
-                          "fixed": [asdict(r) for r in fixed]}))
+        warm, runs, fixed = bench_size(work, sizes[0], args.batches, args.seed, counts[0] if counts else 0, args.warmup)
+        print(
+            json.dumps(
+                {
+                    "warmup": [asdict(r) for r in warm],
+                    "runs": [asdict(r) for r in runs],
+                    "fixed": [asdict(r) for r in fixed],
+                }
+            )
+        )
         return 0
     results, landed = {}, {}
     for size in sizes:
-        print(f"==> {size:,}-event batches: {args.warmup} warm-up, {args.batches} measured, one fixed-cost batch",
-              flush=True)
+        print(
+            f"==> {size:,}-event batches: {args.warmup} warm-up, {args.batches} measured, one fixed-cost batch",
+            flush=True,
+        )
         if (measured := _measure(args, size)) is None:
             return 1
         results[size] = measured

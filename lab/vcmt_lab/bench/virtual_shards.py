@@ -36,25 +36,32 @@ class ShardSamples:
     state: tuple = ()
 
 
-def measure(engine: Engine, project: DbtProject, rows: int, batch: int, shards: list[int], repeat: int,
-            say=print) -> list[ShardSamples]:
+def measure(
+    engine: Engine, project: DbtProject, rows: int, batch: int, shards: list[int], repeat: int, say=print
+) -> list[ShardSamples]:
     db = engine.database
     engine.command(f"create database if not exists `{db}`")
     engine.command(f"create table `{db}`.vs_src ({COLUMNS}) engine = MergeTree order by tuple()")
-    engine.command(f"insert into `{db}`.vs_src select number * 2, number, toString(number % 100), 1, 1 "
-                   f"from numbers({rows})")
+    engine.command(
+        f"insert into `{db}`.vs_src select number * 2, number, toString(number % 100), 1, 1 from numbers({rows})"
+    )
     models = {k: f"vs_k{k}" for k in shards}
     for k, name in models.items():
-        project.model(name, f"{{{{ config(materialized='vcmt_upsert', unique_key='id', virtual_shards={k}) }}}}\n"
-                            "select * from vs_src")
+        project.model(
+            name,
+            f"{{{{ config(materialized='vcmt_upsert', unique_key='id', virtual_shards={k}) }}}}\nselect * from vs_src",
+        )
     say(f"building {len(models)} models of {rows:,} rows")
     project.dbt("run", "--select", *models.values())
     # The base state, kept aside; the batch: random keys over twice the base's key space, 5% deletes.
-    engine.command(f"create table `{db}`.vs_base engine = MergeTree order by id "
-                   f"as select * from `{db}`.`{models[shards[0]]}`")
+    engine.command(
+        f"create table `{db}`.vs_base engine = MergeTree order by id as select * from `{db}`.`{models[shards[0]]}`"
+    )
     engine.command(f"truncate table `{db}`.vs_src")
-    engine.command(f"insert into `{db}`.vs_src select cityHash64(number) % {2 * rows}, number, 'x', 2 + number, "
-                   f"if(number % 20 = 0, -1, 1) from numbers({batch})")
+    engine.command(
+        f"insert into `{db}`.vs_src select cityHash64(number) % {2 * rows}, number, 'x', 2 + number, "
+        f"if(number % 20 = 0, -1, 1) from numbers({batch})"
+    )
     samples = {k: ShardSamples(k) for k in shards}
     objects = {name: project.object_names(name) for name in models.values()}
     for r in range(repeat):
@@ -68,24 +75,33 @@ def measure(engine: Engine, project: DbtProject, rows: int, batch: int, shards: 
             s.load_s.append(float(engine.scalar(f"select max(seconds) from `{db}`.`{objects[name]['loads']}`")))
             s.run_wall_s.append(out[0].wall_ms / 1000)
             s.run_cpu_s.append(out[0].cpu_ms / 1000)
-            s.state = tuple(engine.rows(f"select count(), sum(cityHash64(id, a, b, _version)) from `{db}`.`{name}` "
-                                        "final where sign = 1")[0])
-            say(f"repeat {r + 1}: K={k} load {s.load_s[-1]:.2f}s, dbt run {s.run_wall_s[-1]:.2f}s wall, "
-                f"{s.run_cpu_s[-1]:.2f}s CPU")
+            s.state = tuple(
+                engine.rows(
+                    f"select count(), sum(cityHash64(id, a, b, _version)) from `{db}`.`{name}` final where sign = 1"
+                )[0]
+            )
+            say(
+                f"repeat {r + 1}: K={k} load {s.load_s[-1]:.2f}s, dbt run {s.run_wall_s[-1]:.2f}s wall, "
+                f"{s.run_cpu_s[-1]:.2f}s CPU"
+            )
     return list(samples.values())
 
 
 def render(results: list[ShardSamples], rows: int, batch: int, load: tuple[float, float, float]) -> str:
     base = statistics.median(results[0].load_s)
-    lines = [f"virtual shards: base {rows:,} rows, batch {batch:,} events; median of {len(results[0].load_s)}; "
-             f"load average {load[0]:.1f} -> {load[1]:.1f}, other processes used {load[2]:.0%} of the cores",
-             "| K | load s (min-max) | throughput vs K=1 | dbt run wall s | dbt run CPU s | live rows |",
-             "|--:|--:|--:|--:|--:|--:|"]
+    lines = [
+        f"virtual shards: base {rows:,} rows, batch {batch:,} events; median of {len(results[0].load_s)}; "
+        f"load average {load[0]:.1f} -> {load[1]:.1f}, other processes used {load[2]:.0%} of the cores",
+        "| K | load s (min-max) | throughput vs K=1 | dbt run wall s | dbt run CPU s | live rows |",
+        "|--:|--:|--:|--:|--:|--:|",
+    ]
     for s in results:
         load_s = statistics.median(s.load_s)
         wall, cpu = statistics.median(s.run_wall_s), statistics.median(s.run_cpu_s)
-        lines.append(f"| {s.shards} | {load_s:.2f} ({min(s.load_s):.2f}-{max(s.load_s):.2f}) | {base / load_s:.2f}x "
-                     f"| {wall:.2f} | {cpu:.2f} | {s.state[0]:,} |")
+        lines.append(
+            f"| {s.shards} | {load_s:.2f} ({min(s.load_s):.2f}-{max(s.load_s):.2f}) | {base / load_s:.2f}x "
+            f"| {wall:.2f} | {cpu:.2f} | {s.state[0]:,} |"
+        )
     same = len({s.state for s in results}) == 1
     lines.append("identical live rows for every K" if same else "LIVE ROWS DIFFER between K values")
     return "\n".join(lines)
@@ -105,8 +121,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     engine = Engine((args.work / "chdb").resolve(), args.work, "vcmt_bench_vs")
     engine.open()
     try:
-        project = DbtProject((args.work / "project").resolve(), REPO_ROOT, (args.work / "chdb").resolve(),
-                             "vcmt_bench_vs", lab_dir=args.work.resolve())
+        project = DbtProject(
+            (args.work / "project").resolve(),
+            REPO_ROOT,
+            (args.work / "chdb").resolve(),
+            "vcmt_bench_vs",
+            lab_dir=args.work.resolve(),
+        )
         results = measure(engine, project, args.rows, args.batch, shards, args.repeat)
     finally:
         engine.close()

@@ -46,8 +46,9 @@ def _parser() -> argparse.ArgumentParser:
         help="comma-separated subset of the encoding's topics: "
         + "; ".join(f"{e}: {','.join(t)}" for e, t in ENCODINGS.items()),
     )
-    p.add_argument("--meta-share", type=_share, default=0.01,
-                   help="debezium: share of heartbeat and transaction-metadata lines")
+    p.add_argument(
+        "--meta-share", type=_share, default=0.01, help="debezium: share of heartbeat and transaction-metadata lines"
+    )
     p.add_argument("--truncates", type=int, default=1, help="debezium: truncates per PostgreSQL topic")
     return p
 

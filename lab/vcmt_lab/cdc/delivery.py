@@ -94,8 +94,9 @@ def deliver(
         kind = "truncate" if change.op == "t" else "change"
         line = Line(text, change, wrapped=wrapped, late=late_batch > batch, kind=kind)
         # A delete is followed by its tombstone (same key, null value), delivered with it.
-        follow = [Line(tombstone_line(domain), None, late=line.late, kind="tombstone")] \
-            if real and change.op == "d" else []
+        follow = (
+            [Line(tombstone_line(domain), None, late=line.late, kind="tombstone")] if real and change.op == "d" else []
+        )
         for one in (line, *follow):
             if line.late:
                 extra.append((late_batch, one))
@@ -117,25 +118,23 @@ def deliver(
         emitted_ms = template.ts_ms + rng.randint(5, 500)
         envelope = debezium_envelope(domain, template, emitted_ms) if real else envelope_of(template, emitted_ms)
         text = malformed_line(reason, envelope, domain, rng, schema_json if wrapped else None)
-        extra.append((rng.randrange(plan.batches), Line(text, None, reason=reason, wrapped=wrapped,
-                                                        kind="malformed")))
+        extra.append((rng.randrange(plan.batches), Line(text, None, reason=reason, wrapped=wrapped, kind="malformed")))
 
     for n in range(plan.meta):
         template = changes[rng.randrange(len(changes))]
         if n % 3 == 0:
             text, kind = heartbeat_line(domain, template.ts_ms + rng.randint(0, 10_000)), "heartbeat"
         else:
-            text = transaction_line(domain, template.tx_id, "BEGIN" if n % 3 == 1 else "END", template.ts_ms,
-                                    rng.randint(1, 3))
+            text = transaction_line(
+                domain, template.tx_id, "BEGIN" if n % 3 == 1 else "END", template.ts_ms, rng.randint(1, 3)
+            )
             kind = "transaction"
         extra.append((rng.randrange(plan.batches), Line(text, None, wrapped=domain.schemas, kind=kind)))
 
     return _interleave(on_time, extra, rng)
 
 
-def _interleave(
-    on_time: list[list[Line]], extra: list[tuple[int, Line]], rng: random.Random
-) -> list[list[Line]]:
+def _interleave(on_time: list[list[Line]], extra: list[tuple[int, Line]], rng: random.Random) -> list[list[Line]]:
     """Keep on-time lines in source order and drop every other line at a random place among them."""
     placed: list[list[tuple[float, int, Line]]] = [
         [((k + 0.5) / len(lines), k, line) for k, line in enumerate(lines)] for lines in on_time

@@ -190,8 +190,13 @@ class PgOrders(Orders):
     flavour: ClassVar[str] = "postgres"
     schemas: ClassVar[bool] = True
     types: ClassVar[Mapping[str, str]] = {
-        "tenant_id": "int32", "order_id": "int64", "customer_id": "int64", "status": "string",
-        "amount": "decimal(12,2)", "note": "string", "created_at": "micro_timestamp",
+        "tenant_id": "int32",
+        "order_id": "int64",
+        "customer_id": "int64",
+        "status": "string",
+        "amount": "decimal(12,2)",
+        "note": "string",
+        "created_at": "micro_timestamp",
     }
     typed_fields: ClassVar[Mapping[str, tuple[str, ...]]] = {
         "tenant_id": ("t-1", "tenant"),
@@ -215,8 +220,14 @@ class PgOrders(Orders):
 
     def delete_image(self, row: Row) -> Row:
         # REPLICA IDENTITY DEFAULT: the key, and the type's zero value in the other NOT NULL columns.
-        return {**{c: row[c] for c in self.key}, "customer_id": 0, "status": "", "amount": 0, "note": None,
-                "created_at": 0}
+        return {
+            **{c: row[c] for c in self.key},
+            "customer_id": 0,
+            "status": "",
+            "amount": 0,
+            "note": None,
+            "created_at": 0,
+        }
 
     def new_key_for(self, rng: random.Random, key: tuple) -> tuple | None:
         return self.new_key(rng)
@@ -234,8 +245,12 @@ class MysqlCustomers(Customers):
     flavour: ClassVar[str] = "mysql"
     columns: ClassVar[tuple[str, ...]] = ("name", "email", "tier", "lifetime_value", "birth_date")
     types: ClassVar[Mapping[str, str]] = {
-        "customer_id": "int64", "name": "string", "email": "string", "tier": "string",
-        "lifetime_value": "decimal(12,2)", "birth_date": "date",
+        "customer_id": "int64",
+        "name": "string",
+        "email": "string",
+        "tier": "string",
+        "lifetime_value": "decimal(12,2)",
+        "birth_date": "date",
     }
     typed_fields: ClassVar[Mapping[str, tuple[str, ...]]] = {
         "customer_id": ("C-42", "none"),
@@ -254,6 +269,4 @@ class MysqlCustomers(Customers):
         return dict(row)
 
 
-DOMAINS: dict[str, type[Domain]] = {
-    d.name: d for d in (Orders, Customers, PgOrders, MysqlCustomers)
-}
+DOMAINS: dict[str, type[Domain]] = {d.name: d for d in (Orders, Customers, PgOrders, MysqlCustomers)}

@@ -110,21 +110,48 @@ def mysql_position(lsn: int) -> dict[str, Any]:
 def _source(domain: Domain, change: Change) -> dict[str, Any]:
     table = domain.name.rsplit(".", 1)[-1]
     if domain.flavour == "postgres":
-        return {"version": "2.7.3.Final", "connector": "postgresql", "name": domain.name.split(".")[0],
-                "ts_ms": change.ts_ms, "snapshot": change.snapshot, "db": "shop", "schema": "public",
-                "table": table, "txId": change.tx_id, "lsn": change.lsn, "xmin": None}
+        return {
+            "version": "2.7.3.Final",
+            "connector": "postgresql",
+            "name": domain.name.split(".")[0],
+            "ts_ms": change.ts_ms,
+            "snapshot": change.snapshot,
+            "db": "shop",
+            "schema": "public",
+            "table": table,
+            "txId": change.tx_id,
+            "lsn": change.lsn,
+            "xmin": None,
+        }
     # MySQL's binlog timestamps have second resolution.
-    return {"version": "2.7.3.Final", "connector": "mysql", "name": domain.name.split(".")[0],
-            "ts_ms": change.ts_ms // 1000 * 1000, "snapshot": change.snapshot, "db": "shop", "table": table,
-            "server_id": 223344, "gtid": None, **mysql_position(change.lsn), "thread": 7, "query": None}
+    return {
+        "version": "2.7.3.Final",
+        "connector": "mysql",
+        "name": domain.name.split(".")[0],
+        "ts_ms": change.ts_ms // 1000 * 1000,
+        "snapshot": change.snapshot,
+        "db": "shop",
+        "table": table,
+        "server_id": 223344,
+        "gtid": None,
+        **mysql_position(change.lsn),
+        "thread": 7,
+        "query": None,
+    }
 
 
 def debezium_envelope(domain: Domain, change: Change, emitted_ms: int) -> Envelope:
     def image(row: Any) -> Any:
         return None if row is None else {c: _encode(domain.types[c], v) for c, v in row.items()}
 
-    return {"before": image(change.before), "after": image(change.after), "source": _source(domain, change),
-            "op": change.op, "ts_ms": emitted_ms, "transaction": None}
+    return {
+        "before": image(change.before),
+        "after": image(change.after),
+        "source": _source(domain, change),
+        "op": change.op,
+        "ts_ms": emitted_ms,
+        "transaction": None,
+    }
 
 
 _CONNECT_FIELD = {
@@ -138,9 +165,13 @@ _CONNECT_FIELD = {
 
 def _connect_field(column: str, connect_type: str, optional: bool) -> dict[str, Any]:
     if connect_type.startswith("decimal("):
-        precision, scale = connect_type[len("decimal("):-1].split(",")
-        spec = {"type": "bytes", "name": "org.apache.kafka.connect.data.Decimal", "version": 1,
-                "parameters": {"scale": scale, "connect.decimal.precision": precision}}
+        precision, scale = connect_type[len("decimal(") : -1].split(",")
+        spec = {
+            "type": "bytes",
+            "name": "org.apache.kafka.connect.data.Decimal",
+            "version": 1,
+            "parameters": {"scale": scale, "connect.decimal.precision": precision},
+        }
     else:
         spec = _CONNECT_FIELD[connect_type]
     return {**spec, "optional": optional, "field": column}
@@ -151,22 +182,37 @@ def debezium_schema(domain: Domain) -> dict[str, Any]:
     row = [_connect_field(c, domain.types[c], c not in domain.key) for c in (*domain.key, *domain.columns)]
     value = f"{domain.name}.Value"
     source = [{"type": "string", "optional": False, "field": f} for f in ("version", "connector", "name")]
-    source += [{"type": "int64", "optional": False, "field": "ts_ms"},
-               {"type": "string", "optional": True, "field": "snapshot",
-                "name": "io.debezium.data.Enum", "parameters": {"allowed": "true,first,last,false,incremental"}},
-               {"type": "string", "optional": False, "field": "db"},
-               {"type": "string", "optional": False, "field": "schema"},
-               {"type": "string", "optional": False, "field": "table"},
-               {"type": "int64", "optional": True, "field": "txId"},
-               {"type": "int64", "optional": True, "field": "lsn"},
-               {"type": "int64", "optional": True, "field": "xmin"}]
+    source += [
+        {"type": "int64", "optional": False, "field": "ts_ms"},
+        {
+            "type": "string",
+            "optional": True,
+            "field": "snapshot",
+            "name": "io.debezium.data.Enum",
+            "parameters": {"allowed": "true,first,last,false,incremental"},
+        },
+        {"type": "string", "optional": False, "field": "db"},
+        {"type": "string", "optional": False, "field": "schema"},
+        {"type": "string", "optional": False, "field": "table"},
+        {"type": "int64", "optional": True, "field": "txId"},
+        {"type": "int64", "optional": True, "field": "lsn"},
+        {"type": "int64", "optional": True, "field": "xmin"},
+    ]
     return {
-        "type": "struct", "optional": False, "name": f"{domain.name}.Envelope", "version": 2,
+        "type": "struct",
+        "optional": False,
+        "name": f"{domain.name}.Envelope",
+        "version": 2,
         "fields": [
             {"type": "struct", "fields": row, "optional": True, "name": value, "field": "before"},
             {"type": "struct", "fields": row, "optional": True, "name": value, "field": "after"},
-            {"type": "struct", "fields": source, "optional": False, "name": "io.debezium.connector.postgresql.Source",
-             "field": "source"},
+            {
+                "type": "struct",
+                "fields": source,
+                "optional": False,
+                "name": "io.debezium.connector.postgresql.Source",
+                "field": "source",
+            },
             {"type": "string", "optional": False, "field": "op"},
             {"type": "int64", "optional": True, "field": "ts_ms"},
         ],
@@ -177,22 +223,37 @@ def heartbeat_line(domain: Domain, ts_ms: int) -> str:
     payload = {"ts_ms": ts_ms}
     if not domain.schemas:
         return to_json(payload)
-    schema = {"type": "struct", "fields": [{"type": "int64", "optional": False, "field": "ts_ms"}],
-              "optional": False, "name": "io.debezium.connector.common.Heartbeat"}
+    schema = {
+        "type": "struct",
+        "fields": [{"type": "int64", "optional": False, "field": "ts_ms"}],
+        "optional": False,
+        "name": "io.debezium.connector.common.Heartbeat",
+    }
     return line_of(payload, to_json(schema))
 
 
 def transaction_line(domain: Domain, tx_id: int, status: str, ts_ms: int, events: int) -> str:
     """Transaction metadata (`provide.transaction.metadata`): a BEGIN or END marker."""
-    payload = {"status": status, "id": f"{tx_id}:{tx_id * 64}", "event_count": events if status == "END" else None,
-               "data_collections": None, "ts_ms": ts_ms}
+    payload = {
+        "status": status,
+        "id": f"{tx_id}:{tx_id * 64}",
+        "event_count": events if status == "END" else None,
+        "data_collections": None,
+        "ts_ms": ts_ms,
+    }
     if not domain.schemas:
         return to_json(payload)
-    schema = {"type": "struct", "optional": False, "name": "io.debezium.connector.common.TransactionMetadataValue",
-              "fields": [{"type": "string", "optional": False, "field": "status"},
-                         {"type": "string", "optional": False, "field": "id"},
-                         {"type": "int64", "optional": True, "field": "event_count"},
-                         {"type": "int64", "optional": False, "field": "ts_ms"}]}
+    schema = {
+        "type": "struct",
+        "optional": False,
+        "name": "io.debezium.connector.common.TransactionMetadataValue",
+        "fields": [
+            {"type": "string", "optional": False, "field": "status"},
+            {"type": "string", "optional": False, "field": "id"},
+            {"type": "int64", "optional": True, "field": "event_count"},
+            {"type": "int64", "optional": False, "field": "ts_ms"},
+        ],
+    }
     return line_of(payload, to_json(schema))
 
 

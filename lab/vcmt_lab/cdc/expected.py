@@ -59,7 +59,8 @@ def _display(row: dict[str, Any], micros: bool = False) -> dict[str, Any]:
         # Integer arithmetic: ms / 1000 as a float can land a hair below the millisecond.
         seconds, fraction = divmod(out["created_at"], 1_000_000 if micros else 1000)
         stamp = datetime.fromtimestamp(seconds, tz=UTC) + timedelta(
-            microseconds=fraction if micros else fraction * 1000)
+            microseconds=fraction if micros else fraction * 1000
+        )
         timespec = "microseconds" if micros else "milliseconds"
         out["created_at"] = stamp.isoformat(timespec=timespec).replace("+00:00", "Z")
     if out.get("birth_date") is not None:

@@ -52,10 +52,20 @@ def generate(
         raise ValueError(f"generate: `encoding` must be one of {sorted(ENCODINGS)}; got {encoding!r}.")
     topics = list(ENCODINGS[encoding] if topics is None else topics)
     if truncates < 0 or not 0 <= meta_share <= 1:
-        raise ValueError(f"generate: `truncates` must be 0 or more and `meta_share` within [0, 1]; "
-                         f"got {truncates} and {meta_share}.")
-    _check(events, batches, late_window, topics, ENCODINGS[encoding],
-           malformed_share, wrap_share, late_share, duplicate_share)
+        raise ValueError(
+            f"generate: `truncates` must be 0 or more and `meta_share` within [0, 1]; got {truncates} and {meta_share}."
+        )
+    _check(
+        events,
+        batches,
+        late_window,
+        topics,
+        ENCODINGS[encoding],
+        malformed_share,
+        wrap_share,
+        late_share,
+        duplicate_share,
+    )
     if not 0 < snapshot_share < 1:
         raise ValueError(f"generate: `snapshot_share` must be within (0, 1); got {snapshot_share}.")
     lake = Path(lake)
@@ -72,12 +82,11 @@ def generate(
         meta = round(lines * meta_share) if domain.flavour != "simple" else 0
         source = lines - malformed - duplicates - meta
         if source < 2:
-            raise ValueError(
-                f"generate: {lines} lines for topic `{topic}` leave {source} changes; raise `events`."
-            )
+            raise ValueError(f"generate: {lines} lines for topic `{topic}` leave {source} changes; raise `events`.")
         snapshot = min(source - 1, max(1, round(source * snapshot_share)))
-        history = changes(domain, rng, clock, snapshot, source - snapshot,
-                          truncates=truncates if domain.flavour == "postgres" else 0)
+        history = changes(
+            domain, rng, clock, snapshot, source - snapshot, truncates=truncates if domain.flavour == "postgres" else 0
+        )
         plan = DeliveryPlan(malformed=malformed, duplicates=duplicates, meta=meta, **plan_base)
         schema = debezium_schema(domain) if domain.flavour != "simple" else schema_of(domain)
         delivered = deliver(domain, history, snapshot, plan, rng, to_json(schema))
@@ -108,8 +117,9 @@ def _split(total: int, parts: int) -> list[int]:
     return [total // parts + (i < total % parts) for i in range(parts)]
 
 
-def _check(events: int, batches: int, late_window: int, topics: Sequence[str], allowed: Sequence[str],
-           *shares: float) -> None:
+def _check(
+    events: int, batches: int, late_window: int, topics: Sequence[str], allowed: Sequence[str], *shares: float
+) -> None:
     unknown = [t for t in topics if t not in allowed]
     if not topics or unknown:
         raise ValueError(

@@ -25,6 +25,7 @@ def reasons_of(domain: Domain) -> tuple[str, ...]:
     """The reason codes lines of this domain's encoding are quarantined under."""
     return REASONS if domain.flavour == "simple" else DEBEZIUM_REASONS
 
+
 # Debezium also emits `t` (truncate); it has no key, so staging treats it as unknown too.
 _UNKNOWN_OPS = ("x", "upsert", "", None)
 
@@ -34,9 +35,7 @@ def _image_field(envelope: Envelope) -> str:
     return "before" if envelope["op"] == "d" else "after"
 
 
-def malformed_line(
-    reason: str, valid: Envelope, domain: Domain, rng: random.Random, schema_json: str | None
-) -> str:
+def malformed_line(reason: str, valid: Envelope, domain: Domain, rng: random.Random, schema_json: str | None) -> str:
     """A JSON line made from a valid envelope by breaking the rule `reason` names."""
     if reason == "bad_json":
         text = line_of(valid, schema_json)
@@ -74,4 +73,3 @@ def malformed_line(
     else:
         raise ValueError(f"unknown malformed reason {reason!r}; expected one of {reasons_of(domain)}")
     return line_of(broken, schema_json)
-

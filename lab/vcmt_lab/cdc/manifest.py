@@ -74,8 +74,11 @@ class TopicManifest:
             flavour=domain.flavour,
             kinds={k: kinds.get(k, 0) for k in KINDS},
             deletes=sum(c.op == "d" for c in changes),
-            pk_changes=sum(line.change.pk_change and line.change.op == "d" and not line.duplicate
-                           for line in valid if line.change is not None),
+            pk_changes=sum(
+                line.change.pk_change and line.change.op == "d" and not line.duplicate
+                for line in valid
+                if line.change is not None
+            ),
             toast=sum(UNAVAILABLE in (c.after or {}).values() for c in changes),
         )
 

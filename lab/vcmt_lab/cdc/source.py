@@ -98,13 +98,31 @@ def changes(
     truncate_at = {stream * (i + 1) // (truncates + 1) for i in range(truncates)} if real else set()
     snapshot_at = clock.tick() if real and snapshot else None
 
-    def create(op: str, key: tuple, reinsert: bool = False, at: tuple | None = None, flag: str | None = None,
-               row: Row | None = None) -> None:
+    def create(
+        op: str,
+        key: tuple,
+        reinsert: bool = False,
+        at: tuple | None = None,
+        flag: str | None = None,
+        row: Row | None = None,
+    ) -> None:
         lsn, ts, tx = at or clock.tick()
         rows[key] = row if row is not None else domain.new_row(rng, key, ts)
         live.add(key)
-        out.append(Change(op, key, None, dict(rows[key]), lsn, ts, tx, reinsert,
-                          snapshot=flag or ("false" if real else None), pk_change=row is not None))
+        out.append(
+            Change(
+                op,
+                key,
+                None,
+                dict(rows[key]),
+                lsn,
+                ts,
+                tx,
+                reinsert,
+                snapshot=flag or ("false" if real else None),
+                pk_change=row is not None,
+            )
+        )
 
     for i in range(snapshot):
         flag = "first" if i == 0 else "last" if i == snapshot - 1 else "true"
@@ -140,8 +158,9 @@ def changes(
             deleted.add(key)
             row = rows.pop(key)
             flag = "false" if real else None
-            out.append(Change("d", key, domain.delete_image(row), None, *at, snapshot=flag,
-                              pk_change=moved is not None))
+            out.append(
+                Change("d", key, domain.delete_image(row), None, *at, snapshot=flag, pk_change=moved is not None)
+            )
             if moved is not None:
                 # The same row under its new key, at the same position (one UPDATE of the key at the source).
                 create("c", moved, at=at, row={**row, **dict(zip(domain.key, moved, strict=True))})

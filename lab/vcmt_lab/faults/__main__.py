@@ -60,8 +60,14 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 node = stack.enter_context(served_node(args.work / f"node_{target}"))
                 engine = Engine(target, node=node)
-            project = DbtProject(root=args.work / target, package_root=REPO_ROOT, chdb_path=args.work / "chdb",
-                                 schema=f"faults_{target}_{uuid.uuid4().hex[:6]}", lab_dir=args.work, engine=engine)
+            project = DbtProject(
+                root=args.work / target,
+                package_root=REPO_ROOT,
+                chdb_path=args.work / "chdb",
+                schema=f"faults_{target}_{uuid.uuid4().hex[:6]}",
+                lab_dir=args.work,
+                engine=engine,
+            )
             stack.callback(project.close)
             other_target = stack.enter_context(through_other_node(project))
             ran, exact = _sweep(args, target, project, other_target, started)
@@ -73,15 +79,19 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if ran and exact == ran else 1
 
 
-def _sweep(args: argparse.Namespace, target: str, project: DbtProject, other_target: str | None,
-           started: float) -> tuple[int, int]:
+def _sweep(
+    args: argparse.Namespace, target: str, project: DbtProject, other_target: str | None, started: float
+) -> tuple[int, int]:
     ran = exact = 0
     for shape in args.shapes:
         statements = enumerate_statements(project, shape)
         if args.statements:
             statements = [s for s in statements if s in args.statements]
-        print(f"{target} {shape}: {len(statements)} statements x {len(args.faults)} faults, with "
-              f"{'each of' if args.all_others else 'in turn'} {', '.join(args.others)}", flush=True)
+        print(
+            f"{target} {shape}: {len(statements)} statements x {len(args.faults)} faults, with "
+            f"{'each of' if args.all_others else 'in turn'} {', '.join(args.others)}",
+            flush=True,
+        )
         for i, statement in enumerate(statements):
             for j, fault in enumerate(args.faults):
                 turn = args.others[(i + j) % len(args.others)]
@@ -90,8 +100,11 @@ def _sweep(args: argparse.Namespace, target: str, project: DbtProject, other_tar
                     ran += 1
                     ok = outcome.exact and outcome.reached
                     exact += ok
-                    print(f"{'exact' if ok else 'WRONG'}  {target} {outcome.schedule}  "
-                          f"({', '.join(outcome.notes)}, {time.time() - started:.0f} s)", flush=True)
+                    print(
+                        f"{'exact' if ok else 'WRONG'}  {target} {outcome.schedule}  "
+                        f"({', '.join(outcome.notes)}, {time.time() - started:.0f} s)",
+                        flush=True,
+                    )
                     for problem in outcome.problems + ([] if outcome.reached else ["fault never reached"]):
                         print("    " + problem.replace("\n", "\n    "), flush=True)
     return ran, exact

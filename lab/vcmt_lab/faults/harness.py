@@ -64,10 +64,14 @@ FAULTS = ("pause", "kill", "cut")
 OTHERS = ("run", "load", "full-refresh")
 # Each shape takes one of the loader's two paths (docs/design.md#fold-or-rounds).
 SHAPES = {
-    "fold": ("{{ config(materialized='vcmt_upsert', unique_key='id', lock_timeout=120) }}\n"
-             "select id, amount, _version, sign from src"),
-    "rounds": ("{{ config(materialized='vcmt_upsert', unique_key='id', merge={'amount': 'sum'}, lock_timeout=120) }}\n"
-               "select id, amount, _version, sign from src"),
+    "fold": (
+        "{{ config(materialized='vcmt_upsert', unique_key='id', lock_timeout=120) }}\n"
+        "select id, amount, _version, sign from src"
+    ),
+    "rounds": (
+        "{{ config(materialized='vcmt_upsert', unique_key='id', merge={'amount': 'sum'}, lock_timeout=120) }}\n"
+        "select id, amount, _version, sign from src"
+    ),
 }
 MERGE = {"fold": {}, "rounds": {"amount": "sum"}}
 # A sharded model on the cluster: the same shapes, its rows spread over the shards by key.
@@ -167,11 +171,14 @@ def prepare(project: DbtProject, shape: str, keys: int = KEYS) -> None:
     clients = _node_clients(project)
     try:
         for client in clients:
-            for (name,) in client.query("select name from system.tables where database = currentDatabase() "
-                                        "order by engine = 'MaterializedView' desc").result_rows:
+            for (name,) in client.query(
+                "select name from system.tables where database = currentDatabase() "
+                "order by engine = 'MaterializedView' desc"
+            ).result_rows:
                 client.command(f"drop table if exists `{name}` sync")
-            client.command("create table src (id UInt64, amount Int64, _version UInt64, sign Int8) "
-                           "engine = MergeTree order by id")
+            client.command(
+                "create table src (id UInt64, amount Int64, _version UInt64, sign Int8) engine = MergeTree order by id"
+            )
     finally:
         _close(project, clients)
     first, second = _batches(shape, keys)
@@ -206,8 +213,12 @@ def wait_until_stopped(proc: subprocess.Popen, timeout: float = STEP_TIMEOUT_S) 
 
 def _other_args(other: str) -> list[str]:
     if other == "load":
-        return ["run-operation", "vcmt.load_stage", "--args",
-                json.dumps({"model": "m", "sql": "select id, amount, _version, sign from src"})]
+        return [
+            "run-operation",
+            "vcmt.load_stage",
+            "--args",
+            json.dumps({"model": "m", "sql": "select id, amount, _version, sign from src"}),
+        ]
     return ["run", "--select", "m", *(["--full-refresh"] if other == "full-refresh" else [])]
 
 
@@ -236,8 +247,14 @@ def enumerate_statements(project: DbtProject, shape: str) -> list[str]:
     prepare(project, shape)
     with tempfile.TemporaryDirectory() as tmp:
         log = Path(tmp) / "statements"
-        proc = project.dbt_process("enumerate", "run", "--select", "m", program=_program(),
-                                   env={"VCMT_FAULT_LOG": str(log), "VCMT_FAULT_RENEW_WAIT": str(RENEW_WAIT_S)})
+        proc = project.dbt_process(
+            "enumerate",
+            "run",
+            "--select",
+            "m",
+            program=_program(),
+            env={"VCMT_FAULT_LOG": str(log), "VCMT_FAULT_RENEW_WAIT": str(RENEW_WAIT_S)},
+        )
         code, out = _finish(proc)
         if code != 0:
             raise AssertionError(f"the clean run failed:\n{out[-4000:]}")
@@ -290,8 +307,9 @@ def run_schedule(project: DbtProject, schedule: Schedule, other_target: str | No
         results["faulted"] = _finish(faulted)
     # Whether the faulted run had recorded its load before the other load started (ended, or paused past it).
     recorded_early = {"faulted"} if sent.exists() and "insert m__loads#1" in sent.read_text().split() else set()
-    outcome.reached = f"vcmt fault: {schedule.fault} at" in (results.get("faulted", ("", ""))[1]) or \
-        process_state(faulted.pid) == "T"
+    outcome.reached = (
+        f"vcmt fault: {schedule.fault} at" in (results.get("faulted", ("", ""))[1]) or process_state(faulted.pid) == "T"
+    )
     if schedule.overlap and "faulted" not in results:
         _overlap(project, schedule, faulted, results, other_target)
     else:
@@ -309,18 +327,33 @@ def run_schedule(project: DbtProject, schedule: Schedule, other_target: str | No
     return outcome
 
 
-def _overlap(project: DbtProject, schedule: Schedule, faulted: subprocess.Popen,
-             results: dict[str, tuple[int, str]], other_target: str | None) -> None:
+def _overlap(
+    project: DbtProject,
+    schedule: Schedule,
+    faulted: subprocess.Popen,
+    results: dict[str, tuple[int, str]],
+    other_target: str | None,
+) -> None:
     """The other load, stopped before its first stage INSERT; the paused load resumed; the other one resumed
     once the paused one runs a stage INSERT or has ended (Schedule.overlap)."""
-    other = project.dbt_process("other", *_other_args(schedule.other), program=_program(),
-                                env={"VCMT_FAULT": "pause@insert m__stage#1"}, target=other_target)
+    other = project.dbt_process(
+        "other",
+        *_other_args(schedule.other),
+        program=_program(),
+        env={"VCMT_FAULT": "pause@insert m__stage#1"},
+        target=other_target,
+    )
     wait_until_stopped(other)
     deadline = time.monotonic() + STEP_TIMEOUT_S
     faulted.send_signal(signal.SIGCONT)
-    while time.monotonic() < deadline and faulted.poll() is None and not project.scalar(
+    while (
+        time.monotonic() < deadline
+        and faulted.poll() is None
+        and not project.scalar(
             "select count() from system.processes where query_id != queryID() and position(query, 'insert into') > 0 "
-            "and position(query, 'm__stage') > 0"):
+            "and position(query, 'm__stage') > 0"
+        )
+    ):
         time.sleep(0.02)
     other.send_signal(signal.SIGCONT)
     results["other"] = _finish(other)
@@ -339,21 +372,26 @@ def target_on_port(project: DbtProject, name: str, port: int) -> str:
     return name
 
 
-def _check(project: DbtProject, schedule: Schedule, results: dict[str, tuple[int, str]],
-           recorded_early: set[str] = frozenset()) -> list[str]:
+def _check(
+    project: DbtProject, schedule: Schedule, results: dict[str, tuple[int, str]], recorded_early: set[str] = frozenset()
+) -> list[str]:
     problems = []
     query = project.query
     for finding in invariants.check(query, invariants.Target("m", ["id"]), ["amount"]):
         if not finding.ok:
             problems.append(f"{finding.name}: {finding.detail}")
     live = {i: (n, v) for i, n, v in query("select id, amount, _version from m final where sign = 1")}
-    grouped = {i: (n, v) for i, n, v in query(
-        "select id, sum(amount * sign), max(_version) from m group by id having sum(sign) = 1")}
+    grouped = {
+        i: (n, v)
+        for i, n, v in query("select id, sum(amount * sign), max(_version) from m group by id having sum(sign) = 1")
+    }
     expected = expected_rows(schedule.shape, schedule.keys)
     if live != expected:
         wrong = sorted(k for k in set(live) | set(expected) if live.get(k) != expected.get(k))
-        problems.append(f"{len(wrong)} keys differ from the oracle, e.g. "
-                        + ", ".join(f"{k}: {live.get(k)} != {expected.get(k)}" for k in wrong[:5]))
+        problems.append(
+            f"{len(wrong)} keys differ from the oracle, e.g. "
+            + ", ".join(f"{k}: {live.get(k)} != {expected.get(k)}" for k in wrong[:5])
+        )
     if grouped != live:
         problems.append("GROUP BY with sign arithmetic differs from FINAL")
     # On a cluster each node's `__loads` holds the records of the loads through it.
@@ -364,8 +402,9 @@ def _check(project: DbtProject, schedule: Schedule, results: dict[str, tuple[int
     return problems + unrecorded_loads(schedule.other, ended, recorded, recorded_early)
 
 
-def unrecorded_loads(other: str, ended: list[tuple[str, int, str | None]], recorded: list[str],
-                     recorded_early: set[str] = frozenset()) -> list[str]:
+def unrecorded_loads(
+    other: str, ended: list[tuple[str, int, str | None]], recorded: list[str], recorded_early: set[str] = frozenset()
+) -> list[str]:
     """What `<model>__loads` (its invocation ids, oldest first) lacks or holds wrongly, given the processes'
     (name, exit code, invocation id) in the order they ended (the rerun's record is not asked for).
 

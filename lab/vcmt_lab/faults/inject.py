@@ -49,7 +49,9 @@ CUT_VISIBLE_TIMEOUT_S = 60.0
 _COMMENT = re.compile(r"/\*.*?\*/", re.S)
 _OBJECT = re.compile(
     r"\b(?:into|table(?:\s+if\s+(?:not\s+)?exists)?|tables|from|view(?:\s+if\s+(?:not\s+)?exists)?)"
-    r"\s+((?:`[^`]*`|\"[^\"]*\"|[\w$]+)(?:\.(?:`[^`]*`|\"[^\"]*\"|[\w$]+))?)", re.I)
+    r"\s+((?:`[^`]*`|\"[^\"]*\"|[\w$]+)(?:\.(?:`[^`]*`|\"[^\"]*\"|[\w$]+))?)",
+    re.I,
+)
 _LOCK_KIND = re.compile(r"'(acquired|renewed|released)' as kind")
 
 
@@ -126,8 +128,10 @@ def _cut_when_running(forwarder: _Forwarder, http_port: int, marker: str) -> Non
     deadline = time.monotonic() + CUT_VISIBLE_TIMEOUT_S
     try:
         while time.monotonic() < deadline and forwarder.armed.is_set():
-            if client.command("select count() from system.processes where query_id != queryID() and "
-                              "position(query, {m:String}) > 0", parameters={"m": marker}):
+            if client.command(
+                "select count() from system.processes where query_id != queryID() and position(query, {m:String}) > 0",
+                parameters={"m": marker},
+            ):
                 forwarder.cut()
                 return
             time.sleep(0.02)
@@ -135,8 +139,9 @@ def _cut_when_running(forwarder: _Forwarder, http_port: int, marker: str) -> Non
         client.close()
 
 
-def install(fault: str | None, log: Path | None, forwarder: _Forwarder | None, http_port: int | None,
-            renew_wait: float = 0.0) -> None:
+def install(
+    fault: str | None, log: Path | None, forwarder: _Forwarder | None, http_port: int | None, renew_wait: float = 0.0
+) -> None:
     """Wrap dbt-clickhouse's connection manager: name each statement, log it, inject the fault."""
     from dbt.adapters.clickhouse.connections import ClickHouseConnectionManager
 
@@ -186,8 +191,13 @@ def main(argv: list[str]) -> int:
         forwarder = _Forwarder(int(listen), int(server))
     log = os.environ.get("VCMT_FAULT_LOG")
     http_port = os.environ.get("VCMT_FAULT_HTTP_PORT")
-    install(os.environ.get("VCMT_FAULT"), Path(log) if log else None, forwarder,
-            int(http_port) if http_port else None, float(os.environ.get("VCMT_FAULT_RENEW_WAIT") or 0))
+    install(
+        os.environ.get("VCMT_FAULT"),
+        Path(log) if log else None,
+        forwarder,
+        int(http_port) if http_port else None,
+        float(os.environ.get("VCMT_FAULT_RENEW_WAIT") or 0),
+    )
     from dbt.cli.main import dbtRunner
 
     result = dbtRunner().invoke(argv)

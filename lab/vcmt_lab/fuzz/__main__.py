@@ -27,15 +27,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--events", type=int, default=2000, help="events per stream (before redeliveries)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--dbt-every", type=int, default=10, help="every Nth stream runs through `dbt run` (0: never)")
-    parser.add_argument("--lake-every", type=int, default=10,
-                        help="every Nth stream is delivered as lake files (new_files=true; chdb only; 0: never)")
-    parser.add_argument("--max-batches", type=int, default=None,
-                        help="deliver each stream in at most this many batches (default: up to 21)")
+    parser.add_argument(
+        "--lake-every",
+        type=int,
+        default=10,
+        help="every Nth stream is delivered as lake files (new_files=true; chdb only; 0: never)",
+    )
+    parser.add_argument(
+        "--max-batches",
+        type=int,
+        default=None,
+        help="deliver each stream in at most this many batches (default: up to 21)",
+    )
     parser.add_argument("--jobs", type=int, default=2, help="worker processes, each with its own chDB engine")
     parser.add_argument("--work", type=Path, default=REPO_ROOT / ".local" / "fuzz")
-    parser.add_argument("--clickhouse", choices=["chdb", "server"], default="chdb",
-                        help="chdb (default): each worker's own embedded engine; server: each worker's own node "
-                        "served on 127.0.0.1, over HTTP")
+    parser.add_argument(
+        "--clickhouse",
+        choices=["chdb", "server"],
+        default="chdb",
+        help="chdb (default): each worker's own embedded engine; server: each worker's own node "
+        "served on 127.0.0.1, over HTTP",
+    )
     args = parser.parse_args(argv)
 
     shutil.rmtree(args.work, ignore_errors=True)
@@ -53,14 +65,18 @@ def main(argv: list[str] | None = None) -> int:
     total_events = sum(r.events for r in results)
     sharded = sum(r.virtual_shards > 1 for r in results)
     refreshed = sum(r.full_refreshes for r in results)
-    print(f"\n{len(results)} streams × {args.events} events: {len(failed)} mismatches "
-          f"({total_events} events delivered incl. redeliveries; {sharded} of them on more than one virtual shard; "
-          f"{refreshed} full refreshes mid-stream; "
-          f"{time.time() - started:.0f}s)")
+    print(
+        f"\n{len(results)} streams × {args.events} events: {len(failed)} mismatches "
+        f"({total_events} events delivered incl. redeliveries; {sharded} of them on more than one virtual shard; "
+        f"{refreshed} full refreshes mid-stream; "
+        f"{time.time() - started:.0f}s)"
+    )
     for r in failed:
-        print(f"  reproduce: python -m vcmt_lab.fuzz --streams 1 --jobs 1 --seed {r.seed} --events {args.events} "
-              f"--dbt-every {1 if r.path == 'dbt' else 0} --lake-every {1 if r.path == 'lake' else 0}"
-              + (f" --max-batches {args.max_batches}" if args.max_batches else ""))
+        print(
+            f"  reproduce: python -m vcmt_lab.fuzz --streams 1 --jobs 1 --seed {r.seed} --events {args.events} "
+            f"--dbt-every {1 if r.path == 'dbt' else 0} --lake-every {1 if r.path == 'lake' else 0}"
+            + (f" --max-batches {args.max_batches}" if args.max_batches else "")
+        )
     return 1 if failed else 0
 
 

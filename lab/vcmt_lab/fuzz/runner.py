@@ -32,8 +32,12 @@ from vcmt_lab.paths import REPO_ROOT
 # pinned too, but chDB never starts its async-insert queue, so it cannot be
 # exercised here.)
 HOSTILE_PROFILE_SETTINGS = {
-    "join_use_nulls": 1, "aggregate_functions_null_for_empty": 1, "transform_null_in": 1,
-    "insert_deduplicate": 1, "deduplicate_blocks_in_dependent_materialized_views": 1, "optimize_on_insert": 1,
+    "join_use_nulls": 1,
+    "aggregate_functions_null_for_empty": 1,
+    "transform_null_in": 1,
+    "insert_deduplicate": 1,
+    "deduplicate_blocks_in_dependent_materialized_views": 1,
+    "optimize_on_insert": 1,
 }
 
 
@@ -69,8 +73,10 @@ def setup_models(project: DbtProject, specs: tuple[ModelSpec, ...] = MODEL_SPECS
     for spec in specs:
         cols = ", ".join(f"`{c}` {t}" for c, t in spec.all_columns.items())
         project.command(f"create table if not exists `{spec.name}_src` ({cols}) engine = MergeTree order by tuple()")
-        project.command(f"create table if not exists `{spec.name}_steps` ({cols}, _fz_step UInt32) "
-                        "engine = MergeTree order by _fz_step")
+        project.command(
+            f"create table if not exists `{spec.name}_steps` ({cols}, _fz_step UInt32) "
+            "engine = MergeTree order by _fz_step"
+        )
         write_model(project, spec, virtual_shards=1)
     project.dbt("run", "--select", " ".join(s.name for s in specs))
 
@@ -85,17 +91,32 @@ def _on_cluster(project: DbtProject) -> str:
     return f" on cluster `{project.engine.cluster}`" if project.engine.cluster else ""
 
 
-def write_model(project: DbtProject, spec: ModelSpec, virtual_shards: int, where: str = "",
-                source: str | None = None) -> None:
+def write_model(
+    project: DbtProject, spec: ModelSpec, virtual_shards: int, where: str = "", source: str | None = None
+) -> None:
     """The model of `spec`, reading `<name>_src` (rows matching `where`), or the SELECT `source`; each stream sets
     its own `virtual_shards`. On a cluster the model is sharded by its key."""
-    config = {"unique_key": list(spec.keys), "merge": spec.merge, "delete_mode": spec.delete_mode,
-              "insert_settings": spec.insert_settings, "virtual_shards": virtual_shards}
+    config = {
+        "unique_key": list(spec.keys),
+        "merge": spec.merge,
+        "delete_mode": spec.delete_mode,
+        "insert_settings": spec.insert_settings,
+        "virtual_shards": virtual_shards,
+    }
     if project.engine.cluster:
         config["sharding_key"] = sharding_key(spec)
-    config.update({k: v for k, v in (("truncate_when", spec.truncate_when),
-                                     ("unavailable_column", spec.unavailable_column),
-                                     ("partition_by", spec.partition_by), ("indexes", list(spec.indexes))) if v})
+    config.update(
+        {
+            k: v
+            for k, v in (
+                ("truncate_when", spec.truncate_when),
+                ("unavailable_column", spec.unavailable_column),
+                ("partition_by", spec.partition_by),
+                ("indexes", list(spec.indexes)),
+            )
+            if v
+        }
+    )
     if spec.partition_by:
         config["settings"] = {"index_granularity": 16}
     args = ", ".join(f"{k}={v!r}" for k, v in config.items())
@@ -113,15 +134,21 @@ def _reset(project: DbtProject, spec: ModelSpec, target: str) -> None:
         "select name from system.tables where database = currentDatabase()"
         " and engine not in ('MaterializedView', 'Null') and not match(name, '__lock_[0-9]+$')"
         " and (name in ({m:String}, {src:String}, {steps:String}) or startsWith(name, {helpers:String}))",
-        parameters={"m": spec.name, "src": f"{spec.name}_src", "steps": f"{spec.name}_steps",
-                    "helpers": f"{spec.name}__"}).result_rows
+        parameters={
+            "m": spec.name,
+            "src": f"{spec.name}_src",
+            "steps": f"{spec.name}_steps",
+            "helpers": f"{spec.name}__",
+        },
+    ).result_rows
     for (name,) in tables:
         # The fuzz inputs exist on the first node only.
         project.command(f"truncate table if exists `{name}`{on_cluster}")
 
 
-def _apply_batch(project: DbtProject, spec: ModelSpec, rows: list[dict[str, Any]], *extra: str,
-                 expect_pass: bool = True) -> None:
+def _apply_batch(
+    project: DbtProject, spec: ModelSpec, rows: list[dict[str, Any]], *extra: str, expect_pass: bool = True
+) -> None:
     """One batch through `dbt run`: the model reads `<name>_src`."""
     project.command(f"truncate table `{spec.name}_src`")
     if rows:
@@ -130,8 +157,9 @@ def _apply_batch(project: DbtProject, spec: ModelSpec, rows: list[dict[str, Any]
     project.dbt("run", "--select", spec.name, *extra, expect_pass=expect_pass)
 
 
-def _apply_failing_full_refresh(project: DbtProject, spec: ModelSpec, rows: list[dict[str, Any]],
-                                virtual_shards: int) -> None:
+def _apply_failing_full_refresh(
+    project: DbtProject, spec: ModelSpec, rows: list[dict[str, Any]], virtual_shards: int
+) -> None:
     """A `dbt run --full-refresh` whose source fails mid-load, once the new tables are built: the run fails and
     must leave the model as it was."""
     # Not foldable to a constant (`_version >= 0` on a UInt is): it must raise when rows are read, not at parse time.
@@ -147,9 +175,13 @@ def _apply_steps(project: DbtProject, spec: ModelSpec, steps: list[tuple[list[di
     data = [[r[c] for c in names] + [i] for i, (rows, _) in enumerate(steps) for r in rows]
     if data:
         project.client.insert(f"{spec.name}_steps", data, column_names=[*names, "_fz_step"])
-    args = {"model": spec.name, "steps": [
-        {"sql": f"select * except (_fz_step) from `{spec.name}_steps` where _fz_step = {i}", "after": after}
-        for i, (_, after) in enumerate(steps)]}
+    args = {
+        "model": spec.name,
+        "steps": [
+            {"sql": f"select * except (_fz_step) from `{spec.name}_steps` where _fz_step = {i}", "after": after}
+            for i, (_, after) in enumerate(steps)
+        ],
+    }
     project.dbt("run-operation", "fuzz_apply_steps", "--args", json.dumps(args))
 
 
@@ -208,8 +240,9 @@ def run_stream(project: DbtProject, stream: Stream, path: str) -> StreamResult:
     on_cluster = _on_cluster(project)
     _reset(project, spec, target)
     oracle = Oracle(spec.columns, {c: python_policy(p) for c, p in spec.merge.items()}, spec.delete_mode)
-    result = StreamResult(seed=stream.seed, model=spec.name, path=path, events=stream.events,
-                          virtual_shards=stream.virtual_shards)
+    result = StreamResult(
+        seed=stream.seed, model=spec.name, path=path, events=stream.events, virtual_shards=stream.virtual_shards
+    )
     stopped = False
     rng = random.Random(f"faults/{stream.seed}")
     # Through `dbt run`, one batch mid-stream is a --full-refresh: the model is rebuilt from that batch alone. Half
@@ -269,8 +302,9 @@ def run_lake_stream(project: DbtProject, stream: Stream, lake: Path) -> StreamRe
     their claim, a killed staging job's uncommitted files beside them, one full refresh mid-stream. The oracle
     applies, per run, exactly the files that had landed since the last successful run, as one batch."""
     spec = stream.spec
-    result = StreamResult(seed=stream.seed, model=spec.name, path="lake", events=stream.events,
-                          virtual_shards=stream.virtual_shards)
+    result = StreamResult(
+        seed=stream.seed, model=spec.name, path="lake", events=stream.events, virtual_shards=stream.virtual_shards
+    )
     rng = random.Random(f"lake/{stream.seed}")
     dataset = lake / "staged" / spec.name
     shutil.rmtree(dataset, ignore_errors=True)
@@ -291,8 +325,9 @@ def run_lake_stream(project: DbtProject, stream: Stream, lake: Path) -> StreamRe
     # A file of batch b lands before run b - 1, or up to three runs late; batch 1's on time (a mart over a dataset
     # with no file yet is refused, docs/staging.md).
     runs = len(stream.batches) + 3
-    landing = [min(runs - 1, batch - 1 + (rng.randint(1, 3) if batch > 1 and rng.random() < 0.3 else 0))
-               for batch, _ in files]
+    landing = [
+        min(runs - 1, batch - 1 + (rng.randint(1, 3) if batch > 1 and rng.random() < 0.3 else 0)) for batch, _ in files
+    ]
     result.lake["late files"] = sum(when > batch - 1 for when, (batch, _) in zip(landing, files, strict=True))
     refresh_at = rng.randrange(1, runs) if runs > 1 else -1
     oracle = Oracle(spec.columns, {c: python_policy(p) for c, p in spec.merge.items()}, spec.delete_mode)
@@ -329,8 +364,10 @@ def run_lake_stream(project: DbtProject, stream: Stream, lake: Path) -> StreamRe
         pending = []
     result.problems += check_target(project, spec, oracle)
     # Each landed file recorded once as loaded: the full refresh's claims replace the earlier loads' record.
-    claimed = project.query(f"select count(), uniqExact(path) from `{spec.name}__lake_files` where path != '' and "
-                            f"invocation_id in (select invocation_id from `{spec.name}__loads`)")[0]
+    claimed = project.query(
+        f"select count(), uniqExact(path) from `{spec.name}__lake_files` where path != '' and "
+        f"invocation_id in (select invocation_id from `{spec.name}__loads`)"
+    )[0]
     if tuple(claimed) != (len(landed), len(landed)):
         result.problems.append(f"{claimed[0]} loaded claims of {claimed[1]} files, {len(landed)} files landed")
     return result
@@ -370,8 +407,12 @@ def run_campaign(
         # Drawn from the stream's own seed, so every model shape goes through `dbt run` too.
         path = "dbt" if dbt_every and random.Random(f"path/{stream_seed}").random() < 1 / dbt_every else "writer"
         stream = generate_stream(stream_seed, spec, events, max_batches)
-        lake = (lake_every and project.engine.kind == "chdb" and not project.engine.cluster
-                and random.Random(f"lake path/{stream_seed}").random() < 1 / lake_every)
+        lake = (
+            lake_every
+            and project.engine.kind == "chdb"
+            and not project.engine.cluster
+            and random.Random(f"lake path/{stream_seed}").random() < 1 / lake_every
+        )
         if lake:
             result = run_lake_stream(project, stream, project.root.parent / "lake")
         else:
@@ -394,8 +435,13 @@ def run_share(args: argparse.Namespace, job: int, indices: list[int], started: f
         node = start_node(work / "served_node")
         engine = Engine("http", node=node)
     project = DbtProject(
-        root=work / "project", package_root=REPO_ROOT, chdb_path=work / "chdb", schema="vcmt_fuzz", lab_dir=work,
-        custom_settings=HOSTILE_PROFILE_SETTINGS, engine=engine,
+        root=work / "project",
+        package_root=REPO_ROOT,
+        chdb_path=work / "chdb",
+        schema="vcmt_fuzz",
+        lab_dir=work,
+        custom_settings=HOSTILE_PROFILE_SETTINGS,
+        engine=engine,
     )
     done = 0
 
@@ -404,15 +450,27 @@ def run_share(args: argparse.Namespace, job: int, indices: list[int], started: f
         done += 1
         status = "ok" if not result.problems else f"MISMATCH ({len(result.problems)} problems)"
         if result.problems or done % 10 == 0 or done == 1:
-            print(f"[job {job}: {done}/{len(indices)}] seed {result.seed} {result.model} via {result.path}: "
-                  f"{result.events} events, {result.virtual_shards} virtual shard(s) {status}  "
-                  f"({time.time() - started:.0f}s)", flush=True)
+            print(
+                f"[job {job}: {done}/{len(indices)}] seed {result.seed} {result.model} via {result.path}: "
+                f"{result.events} events, {result.virtual_shards} virtual shard(s) {status}  "
+                f"({time.time() - started:.0f}s)",
+                flush=True,
+            )
         for line in result.problems[:5]:
             print(f"    {line}", flush=True)
 
     try:
-        return run_campaign(project, args.streams, args.events, args.seed, args.dbt_every, progress, indices,
-                            lake_every=getattr(args, "lake_every", 0), max_batches=getattr(args, "max_batches", None))
+        return run_campaign(
+            project,
+            args.streams,
+            args.events,
+            args.seed,
+            args.dbt_every,
+            progress,
+            indices,
+            lake_every=getattr(args, "lake_every", 0),
+            max_batches=getattr(args, "max_batches", None),
+        )
     finally:
         project.close()
         if node:

@@ -44,43 +44,83 @@ MODEL_SPECS: tuple[ModelSpec, ...] = (
     ModelSpec(
         "fz_policies",
         ("id",),
-        {"g": "Nullable(Int64)", "l": "Nullable(Int64)", "s": "Nullable(Int64)", "c": "Nullable(String)",
-         "k": "Nullable(Int64)", "e": "Nullable(Int64)"},
+        {
+            "g": "Nullable(Int64)",
+            "l": "Nullable(Int64)",
+            "s": "Nullable(Int64)",
+            "c": "Nullable(String)",
+            "k": "Nullable(Int64)",
+            "e": "Nullable(Int64)",
+        },
         {"g": "greatest", "l": "least", "s": "sum", "c": "coalesce", "k": "keep", "e": "{old} * 2 + {new}"},
     ),
     # Only built-in policies: a key's events fold to at most two (docs/design.md#hot-keys).
     ModelSpec(
         "fz_folded",
         ("id",),
-        {"g": "Nullable(Int64)", "l": "Nullable(Int32)", "s": "Nullable(Int64)", "c": "Nullable(String)",
-         "k": "Nullable(Int64)", "r": "Nullable(Int64)"},
+        {
+            "g": "Nullable(Int64)",
+            "l": "Nullable(Int32)",
+            "s": "Nullable(Int64)",
+            "c": "Nullable(String)",
+            "k": "Nullable(Int64)",
+            "r": "Nullable(Int64)",
+        },
         {"g": "greatest", "l": "least", "s": "sum", "c": "coalesce", "k": "keep"},
     ),
     # Tiny insert blocks: every round spans many blocks, and the rule must hold across them.
-    ModelSpec("fz_composite", ("tenant", "id"), {"a": "Nullable(Int64)", "b": "String"}, {"a": "sum"},
-              insert_settings={"max_block_size": 7, "min_insert_block_size_rows": 7, "max_insert_block_size": 7}),
+    ModelSpec(
+        "fz_composite",
+        ("tenant", "id"),
+        {"a": "Nullable(Int64)", "b": "String"},
+        {"a": "sum"},
+        insert_settings={"max_block_size": 7, "min_insert_block_size_rows": 7, "max_insert_block_size": 7},
+    ),
     # Column names that 0.1.0's transform used as its own aliases.
-    ModelSpec("fz_hostile", ("_k0",), {"_nv": "Nullable(Int64)", "_s": "String", "_ov": "Nullable(Int64)"},
-              {"_nv": "sum"}),
+    ModelSpec(
+        "fz_hostile", ("_k0",), {"_nv": "Nullable(Int64)", "_s": "String", "_ov": "Nullable(Int64)"}, {"_nv": "sum"}
+    ),
     ModelSpec("fz_unconditional", ("id",), {"a": "Nullable(Int64)", "b": "String"}, delete_mode="unconditional"),
     ModelSpec(
-        "fz_unconditional_merge", ("tenant", "id"), {"a": "Nullable(Int64)", "c": "Nullable(String)"},
-        {"a": "sum", "c": "coalesce"}, delete_mode="unconditional",
+        "fz_unconditional_merge",
+        ("tenant", "id"),
+        {"a": "Nullable(Int64)", "c": "Nullable(String)"},
+        {"a": "sum", "c": "coalesce"},
+        delete_mode="unconditional",
     ),
-    ModelSpec("fz_truncate", ("id",), {"a": "Nullable(Int64)", "b": "String", "_op": "String"}, {"a": "sum"},
-              truncate_when="_op = 't'"),
-    ModelSpec("fz_unsent", ("id",),
-              {"a": "Nullable(Int64)", "body": "Nullable(String)", "_unavailable": "Array(String)"},
-              {"a": "sum"}, unavailable_column="_unavailable"),
+    ModelSpec(
+        "fz_truncate",
+        ("id",),
+        {"a": "Nullable(Int64)", "b": "String", "_op": "String"},
+        {"a": "sum"},
+        truncate_when="_op = 't'",
+    ),
+    ModelSpec(
+        "fz_unsent",
+        ("id",),
+        {"a": "Nullable(Int64)", "body": "Nullable(String)", "_unavailable": "Array(String)"},
+        {"a": "sum"},
+        unavailable_column="_unavailable",
+    ),
     # Partitioned by the key, with a bloom filter on it: the fold, truncates, and lookups that skip granules.
-    ModelSpec("fz_partitioned", ("tenant", "id"), {"a": "Nullable(Int64)", "b": "String", "_op": "String"},
-              truncate_when="_op = 't'", partition_by="id % 5",
-              indexes=({"name": "key_bf", "definition": "id TYPE bloom_filter(0.01) GRANULARITY 1"},)),
+    ModelSpec(
+        "fz_partitioned",
+        ("tenant", "id"),
+        {"a": "Nullable(Int64)", "b": "String", "_op": "String"},
+        truncate_when="_op = 't'",
+        partition_by="id % 5",
+        indexes=({"name": "key_bf", "definition": "id TYPE bloom_filter(0.01) GRANULARITY 1"},),
+    ),
     # Partitioned by the key, in rounds with unsent columns; tiny granules, so a lookup spans many.
-    ModelSpec("fz_partitioned_rounds", ("id",),
-              {"a": "Nullable(Int64)", "body": "Nullable(String)", "_unavailable": "Array(String)"},
-              {"a": "sum"}, unavailable_column="_unavailable", partition_by="intDiv(id, 40) % 7",
-              indexes=({"name": "key_bf", "definition": "id TYPE bloom_filter GRANULARITY 2"},)),
+    ModelSpec(
+        "fz_partitioned_rounds",
+        ("id",),
+        {"a": "Nullable(Int64)", "body": "Nullable(String)", "_unavailable": "Array(String)"},
+        {"a": "sum"},
+        unavailable_column="_unavailable",
+        partition_by="intDiv(id, 40) % 7",
+        indexes=({"name": "key_bf", "definition": "id TYPE bloom_filter GRANULARITY 2"},),
+    ),
 )
 # What a truncate is, and what an event did not send, in the fuzz's CDC shapes.
 TRUNCATE_OP = "t"

@@ -8,14 +8,25 @@ from vcmt_tools.staging import stage_new_batches
 
 
 def model(dbt, session):
-    dbt.config(materialized="incremental", incremental_strategy="insert_overwrite", file_format="parquet",
-               partition_by=["_batch_id"])
+    dbt.config(
+        materialized="incremental",
+        incremental_strategy="insert_overwrite",
+        file_format="parquet",
+        partition_by=["_batch_id"],
+    )
     # The topic's new batches only: those this table holds already are not read again.
     return stage_new_batches(
-        dbt, session,
+        dbt,
+        session,
         topic_path=dbt.config.meta_get("topic_path"),
         flavour="mysql",
         key=["customer_id"],
-        columns={"customer_id": "bigint", "name": "string", "email": "string", "tier": "string",
-                 "lifetime_value": "decimal(12,2)", "birth_date": "date"},
+        columns={
+            "customer_id": "bigint",
+            "name": "string",
+            "email": "string",
+            "tier": "string",
+            "lifetime_value": "decimal(12,2)",
+            "birth_date": "date",
+        },
     )
