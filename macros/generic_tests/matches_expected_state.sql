@@ -36,8 +36,8 @@
   {%- for c in keys + compare_columns -%}
     {%- if c not in types or c not in expected_names -%}
       {{ exceptions.raise_compiler_error(
-        "vcmt.matches_expected_state: column `" ~ c ~ "` (argument `" ~ ('unique_key' if c in keys
-            else 'compare_columns')
+        "vcmt.matches_expected_state: column `" ~ c ~ "` (argument `"
+            ~ ('unique_key' if c in keys else 'compare_columns')
         ~ "`) must exist in both the tested table " ~ types.keys() | list ~ " and argument `expected` "
         ~ expected_names ~ ".") }}
     {%- endif -%}

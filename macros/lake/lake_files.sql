@@ -159,13 +159,13 @@
           {%- do shown.append(row[0] ~ ' (loaded at ' ~ row[1] ~ ', now ' ~ row[2] ~ ')') -%}
         {%- endfor -%}
         {%- do exceptions.raise_compiler_error(where ~ ": " ~ changed | length ~ " file(s) changed after this model "
-              ~ "loaded them: " ~ (shown | join('; ')) ~ (' and ' ~ (changed | length - 10) ~ ' more'
-              if changed | length > 10 else '')
+              ~ "loaded them: " ~ (shown | join('; ')) ~ (' and ' ~ (changed | length - 10)
+              ~ ' more' if changed | length > 10 else '')
               ~ ". A staged file is never rewritten in place by Spark (it writes new files), so something rewrote it; "
-              ~ "its new lines would never be read, and the lines it had are in the model. Nothing was loaded. Load "
-              ~ "every "
-              ~ "file again with `dbt run -s " ~ model.identifier ~ " --full-refresh` (docs/staging.md, \"Reading each "
-              ~ "file once\").") -%}
+              ~ "its new lines would never be read, and the lines it had are in the model. Nothing was loaded. "
+              ~ "Load every "
+              ~ "file again with `dbt run -s " ~ model.identifier ~ " --full-refresh` (docs/staging.md, "
+              ~ "\"Reading each file once\").") -%}
       {%- endif -%}
       {%- set unloaded = ' where path not in (select path from (' ~ loaded ~ '))' -%}
       {#- A batch folder with loaded files gone and new files listed was restaged: its earlier lines come
@@ -189,8 +189,8 @@
       {#- Each claim also records a row with an empty path: the dataset was read with new_files=true by that
           load. A model loaded before without it (a watermark) reads every file once more now. -#}
       {%- set before = run_query('select (select count() from ' ~ objs.loads ~ '), (select count() from ' ~ record
-                                 ~ ' where dataset = ' ~ vcmt._sql_string(spec.dataset) ~ " and path = '' and "
-                                 ~ "invocation_id in "
+                                 ~ ' where dataset = ' ~ vcmt._sql_string(spec.dataset)
+                                 ~ " and path = '' and invocation_id in "
                                  ~ '(select invocation_id from ' ~ objs.loads ~ '))').rows[0] -%}
       {%- if before[0] | int > 0 and before[1] | int == 0 -%}
         {%- if cfg.delete_mode == 'unconditional' -%}

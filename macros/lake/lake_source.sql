@@ -50,8 +50,8 @@
             "vcmt.lake_source('" ~ dataset ~ "'): no staged " ~ format ~ " file under "
             ~ vcmt._lake_root() ~ "/staged/" ~ dataset
             ~ "/, so there is nothing to read: its staging model has not run, has staged no line yet, or writes "
-            ~ "elsewhere. Run it first, on your Spark target: `dbt run --select " ~ dataset ~ " --target <spark "
-            ~ "target>`; "
+            ~ "elsewhere. Run it first, on your Spark target: `dbt run --select " ~ dataset
+            ~ " --target <spark target>`; "
             ~ "it must write its table under <vcmt_lake_root>/staged/" ~ dataset ~ "/ with this run's vcmt_lake_root ("
             ~ vcmt._lake_root() ~ ").") -%}
     {%- endif -%}
@@ -75,8 +75,8 @@
   {%- set endpoint = var('vcmt_s3_endpoint', none) -%}
   {%- set url = endpoint.rstrip('/') ~ '/' ~ path[5:] if endpoint else path -%}
   {%- set key = env_var('VCMT_S3_ACCESS_KEY_ID', '') -%}
-  {%- set credentials = vcmt._sql_string(key) ~ ", " ~ vcmt._sql_string(env_var('VCMT_S3_SECRET_ACCESS_KEY', '')) ~ ", "
-      if key else '' -%}
+  {%- set credentials = vcmt._sql_string(key) ~ ", " ~ vcmt._sql_string(env_var('VCMT_S3_SECRET_ACCESS_KEY', ''))
+      ~ ", " if key else '' -%}
   {{ return("s3(" ~ vcmt._sql_string(url) ~ ", " ~ credentials ~ vcmt._sql_string(read_format) ~ ")") }}
 {% endmacro %}
 

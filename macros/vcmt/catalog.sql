@@ -131,13 +131,13 @@
   {%- set cluster = vcmt._cluster_name() if on_cluster_clause(relation) | trim else none -%}
   {%- set quoted = [] -%}
   {%- for name in names -%}{%- do quoted.append(vcmt._sql_string(name)) -%}{%- endfor -%}
-  {%- set node = "concat('shard ', toString(_shard_num), ' (', hostName(), ':', toString(tcpPort()), ')')" if cluster
-      else "concat(hostName(), ':', toString(tcpPort()))" -%}
-  {%- set source = "clusterAllReplicas(" ~ vcmt._sql_string(cluster) ~ ", system.tables)" if cluster
-      else "system.tables" -%}
+  {%- set node = "concat('shard ', toString(_shard_num), ' (', hostName(), ':', toString(tcpPort()), ')')"
+      if cluster else "concat(hostName(), ':', toString(tcpPort()))" -%}
+  {%- set source = "clusterAllReplicas(" ~ vcmt._sql_string(cluster) ~ ", system.tables)"
+      if cluster else "system.tables" -%}
   {%- set rows = run_query("select " ~ node ~ " as node, name, comment from " ~ source ~ " where database = "
-                           ~ vcmt._sql_string(relation.schema) ~ " and name in (" ~ quoted | join(', ') ~ ") order by "
-                           ~ "node, name") -%}
+                           ~ vcmt._sql_string(relation.schema) ~ " and name in (" ~ quoted | join(', ')
+                           ~ ") order by node, name") -%}
   {%- set out = [] -%}
   {%- for row in rows.rows -%}{%- do out.append({'node': row[0], 'name': row[1], 'comment': row[2]}) -%}{%- endfor -%}
   {{ return(out) }}

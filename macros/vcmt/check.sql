@@ -51,8 +51,8 @@
   {%- for index in cfg.indexes -%}
     {%- do probes.append(("`indexes` entry `" ~ index.name ~ "` (" ~ index.definition ~ ")", 'create table t (x Int8, '
         ~ 'index i ' ~ vcmt._user_sql(index.definition) ~ ') engine = MergeTree order by tuple()',
-                          "fix its `definition`: `<expression> TYPE <type> GRANULARITY <n>`, e.g. 'id TYPE "
-                              ~ "bloom_filter(0.0001) GRANULARITY 1'")) -%}
+                          "fix its `definition`: `<expression> TYPE <type> GRANULARITY <n>`, e.g. "
+                              ~ "'id TYPE bloom_filter(0.0001) GRANULARITY 1'")) -%}
   {%- endfor -%}
   {%- if cfg.ttl -%}
     {%- do probes.append(('`ttl` (' ~ cfg.ttl ~ ')', table ~ 'order by tuple() ttl ' ~ vcmt._user_sql(cfg.ttl),
@@ -70,8 +70,8 @@
   {%- endfor -%}
   {%- for p in cfg.projections -%}
     {%- do probes.append(('projection `' ~ p['name'] ~ '` (' ~ p['query'] ~ ')', 'create table t (x Int8, '
-        ~ 'projection p (' ~ vcmt._user_sql(p['query']) ~ ')) engine = MergeTree order by tuple()', 'fix its '
-        ~ '`query`')) -%}
+        ~ 'projection p (' ~ vcmt._user_sql(p['query']) ~ ')) engine = MergeTree order by tuple()',
+        'fix its `query`')) -%}
   {%- endfor -%}
   {%- if cfg.sharding_key -%}
     {%- do probes.append(('`sharding_key` (' ~ cfg.sharding_key ~ ')', 'select (' ~ vcmt._user_sql(cfg.sharding_key)
@@ -164,9 +164,9 @@
   {%- set name = '(`(?:[^`\\\\]|\\\\.)*`|[^\\s`(.]+)' -%}
   {%- set prefix = '^CREATE TABLE ' ~ name ~ '\\.' ~ name ~ '\\s*' -%}
   {%- if 'Replicated' not in found[objs.target.identifier].engine and modules.re.match(prefix, create_query) -%}
-    {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': checking ' ~ (plan.before + plan.after) | length ~ ' schema '
-        ~ 'step(s) and the views with ClickHouse on a temporary copy of the table; nothing is changed until this '
-        ~ 'passes', info=true) }}
+    {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': checking ' ~ (plan.before + plan.after) | length
+        ~ ' schema step(s) and the views with ClickHouse on a temporary copy of the table; nothing is changed until '
+        ~ 'this passes', info=true) }}
     {%- call statement('vcmt_check_target') -%}{{ modules.re.sub(prefix, 'CREATE TEMPORARY TABLE ' ~ chk.target ~ ' ',
         create_query, 1) }}{%- endcall -%}
     {%- for step in plan.before + plan.after if step.on == 'target' -%}

@@ -28,13 +28,14 @@
     {%- endif -%}
   {%- endfor -%}
   {%- if cfg.version not in by_name -%}
-    {{ exceptions.raise_compiler_error("vcmt_upsert: `version` column `" ~ cfg.version ~ "` is not returned by the "
-        ~ "model's SELECT; it returns " ~ returned ~ ". Set `version` to the column that orders a key's changes.") }}
+    {{ exceptions.raise_compiler_error("vcmt_upsert: `version` column `" ~ cfg.version
+        ~ "` is not returned by the model's SELECT; it returns " ~ returned ~ ". Set `version` to the column that "
+        ~ "orders a key's changes.") }}
   {%- endif -%}
   {%- if not vcmt._is_version_type(by_name[cfg.version]) -%}
     {{ exceptions.raise_compiler_error("vcmt_upsert: `version` column `" ~ cfg.version ~ "` has type "
-        ~ by_name[cfg.version] ~ "; VersionedCollapsingMergeTree needs a non-Nullable integer, Date, Date32, DateTime "
-        ~ "or DateTime64. Cast it in the SELECT.") }}
+        ~ by_name[cfg.version] ~ "; VersionedCollapsingMergeTree needs a non-Nullable integer, Date, Date32, "
+        ~ "DateTime or DateTime64. Cast it in the SELECT.") }}
   {%- endif -%}
   {%- if cfg.sign_required and cfg.sign not in by_name -%}
     {{ exceptions.raise_compiler_error("vcmt_upsert: `sign` column `" ~ cfg.sign ~ "` is not returned by the model's "
@@ -62,8 +63,8 @@
     {%- endif -%}
   {%- endif -%}
   {%- if cfg.watermark and cfg.watermark not in by_name -%}
-    {{ exceptions.raise_compiler_error("vcmt_upsert: `watermark` column `" ~ cfg.watermark ~ "` is not returned by the "
-        ~ "model's SELECT; it returns " ~ returned ~ ".") }}
+    {{ exceptions.raise_compiler_error("vcmt_upsert: `watermark` column `" ~ cfg.watermark
+        ~ "` is not returned by the model's SELECT; it returns " ~ returned ~ ".") }}
   {%- endif -%}
   {%- set columns = [] -%}
   {%- for c in select_columns -%}

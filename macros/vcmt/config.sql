@@ -52,8 +52,9 @@
   {%- endfor -%}
   {%- for k in keys -%}
     {%- if k not in order_cols -%}
-      {{ exceptions.raise_compiler_error(name ~ ": `order_by` must contain every `unique_key` column, because rows of "
-          ~ "one key collapse only when they share the sorting key; `" ~ k ~ "` is missing from " ~ order_by ~ ".") }}
+      {{ exceptions.raise_compiler_error(name ~ ": `order_by` must contain every `unique_key` column, "
+          ~ "because rows of one key collapse only when they share the sorting key; `" ~ k ~ "` is missing from "
+          ~ order_by ~ ".") }}
     {%- endif -%}
   {%- endfor -%}
 
@@ -90,16 +91,17 @@
   {%- set unavailable = source.get('unavailable_column') -%}
   {%- if unavailable is not none -%}
     {%- if unavailable is not string or unavailable | trim == '' -%}
-      {{ exceptions.raise_compiler_error(name ~ ": `unavailable_column` must be the name of an Array(String) column of "
-          ~ "the SELECT listing the columns an event did not send (e.g. '_unavailable'); got `" ~ unavailable ~ "`.") }}
+      {{ exceptions.raise_compiler_error(name ~ ": `unavailable_column` must be the name of an Array(String) "
+          ~ "column of the SELECT listing the columns an event did not send (e.g. '_unavailable'); got `" ~ unavailable
+          ~ "`.") }}
     {%- endif -%}
     {%- if unavailable in keys or unavailable in [version, sign] -%}
       {{ exceptions.raise_compiler_error(name ~ ": `unavailable_column` `" ~ unavailable ~ "` cannot also be the key, "
           ~ "`version` or `sign` column.") }}
     {%- endif -%}
     {%- if unavailable in merge -%}
-      {{ exceptions.raise_compiler_error(name ~ ": `merge` cannot set a policy for `" ~ unavailable ~ "`: it is the "
-          ~ "`unavailable_column`, which always holds the last applied event's list.") }}
+      {{ exceptions.raise_compiler_error(name ~ ": `merge` cannot set a policy for `" ~ unavailable
+          ~ "`: it is the `unavailable_column`, which always holds the last applied event's list.") }}
     {%- endif -%}
   {%- endif -%}
 
@@ -196,8 +198,8 @@
       {{ exceptions.raise_compiler_error(who ~ ": `" ~ opt ~ "` must be a column name; got `" ~ val ~ "`.") }}
     {%- endif -%}
     {%- if val in keys -%}
-      {{ exceptions.raise_compiler_error(who ~ ": `" ~ opt ~ "` column `" ~ val ~ "` cannot also be part of "
-          ~ "`unique_key`.") }}
+      {{ exceptions.raise_compiler_error(who ~ ": `" ~ opt ~ "` column `" ~ val
+          ~ "` cannot also be part of `unique_key`.") }}
     {%- endif -%}
     {%- do found.update({opt: val}) -%}
   {%- endfor -%}
@@ -246,8 +248,8 @@
 {% macro _validate_ttl(ttl, settings) %}
   {%- set name = 'vcmt_upsert' -%}
   {%- set fix = "To remove old data, send deletes (sign = -1) through the model, drop whole partitions with ALTER "
-      ~ "TABLE ... DROP PARTITION (a cancel row always lands in its state row's partition), or put the TTL on a "
-      ~ "downstream table." -%}
+      ~ "TABLE ... DROP PARTITION (a cancel row always lands in its state row's partition), "
+      ~ "or put the TTL on a downstream table." -%}
   {%- set drop_parts = settings.get('ttl_only_drop_parts') -%}
   {%- if drop_parts is not none and drop_parts | string | lower not in ['0', 'false'] -%}
     {{ exceptions.raise_compiler_error(name ~ ": `settings` may not set `ttl_only_drop_parts`; got `" ~ drop_parts
@@ -263,9 +265,9 @@
     {%- for element in vcmt._split_top_level(part | string) if not keeps_rows.match(element | trim) -%}
       {{ exceptions.raise_compiler_error(name ~ ": `ttl` may only move or recompress parts (`... TO DISK 'name'`, `... "
           ~ "TO VOLUME 'name'`, `... RECOMPRESS CODEC(...)`); got `" ~ element | trim ~ "`, which removes or rolls up "
-          ~ "rows. A TTL removes rows part by part, so the state row (+1) and its cancel row (-1), which live in "
-          ~ "different parts, expire at different times and GROUP BY with sign arithmetic no longer equals FINAL. "
-          ~ fix) }}
+          ~ "rows. A TTL removes rows part by part, so the state row (+1) and its cancel row (-1), "
+          ~ "which live in different parts, expire at different times and GROUP BY with sign arithmetic no longer "
+          ~ "equals FINAL. " ~ fix) }}
     {%- endfor -%}
   {%- endfor -%}
 {% endmacro %}
@@ -307,8 +309,8 @@
       {%- set d = vcmt._edit_distance(key | string | lower, candidate) -%}
       {%- if d < best.distance -%}{%- set best.key = candidate -%}{%- set best.distance = d -%}{%- endif -%}
     {%- endfor -%}
-    {%- set hint = "did you mean `" ~ best.key ~ "`? " if best.distance <= [2, (key | string | length) // 3] | max
-        else '' -%}
+    {%- set hint = "did you mean `" ~ best.key ~ "`? " if best.distance <= [2,
+        (key | string | length) // 3] | max else '' -%}
     {{ exceptions.raise_compiler_error(who ~ ": unknown config key `" ~ key ~ "`: " ~ hint ~ "vcmt_upsert reads "
         ~ vcmt_keys | join(', ') ~ ", besides dbt's and dbt-clickhouse's own keys. A key of your own belongs in "
         ~ "`meta`.") }}

@@ -8,8 +8,8 @@
     without a sign column is all upserts. -#}
 {% macro _normalized_events_sql(cfg, columns, select_columns, sql) %}
   {%- set has_sign = cfg.sign in (select_columns | map(attribute='name') | list) -%}
-  {%- set sign_expr = 'if(' ~ vcmt._sign_number(cfg, select_columns) ~ ' < 0, toInt8(-1), toInt8(1))' if has_sign
-      else 'toInt8(1)' -%}
+  {%- set sign_expr = 'if(' ~ vcmt._sign_number(cfg, select_columns) ~ ' < 0, toInt8(-1), '
+      ~ 'toInt8(1))' if has_sign else 'toInt8(1)' -%}
   {%- set types = {} -%}
   {%- for c in columns -%}{%- do types.update({c.name: c.data_type}) -%}{%- endfor -%}
   {%- set casts = [] -%}
@@ -60,8 +60,9 @@
   {%- set stored = columns | map(attribute='name') | list -%}
   {%- if u not in stored -%}
     {{ exceptions.raise_compiler_error("vcmt_upsert " ~ objs.target.identifier ~ ": `unavailable_column` `" ~ u
-        ~ "` is not a column of the target, so unsent columns cannot be recognised and would be overwritten; nothing "
-        ~ "was loaded. Add the column with on_schema_change='append_new_columns' (or run with --full-refresh).") }}
+        ~ "` is not a column of the target, so unsent columns cannot be recognised and would be overwritten; "
+        ~ "nothing was loaded. Add the column with on_schema_change='append_new_columns' (or run with "
+        ~ "--full-refresh).") }}
   {%- endif -%}
   {%- set input_types = {} -%}
   {%- for c in select_columns -%}{%- do input_types.update({c.name: c.data_type}) -%}{%- endfor -%}

@@ -113,8 +113,8 @@
   {%- endfor -%}
   {%- for role, to, select_sql in vcmt._views(cfg, objs, columns) -%}
     {%- if role == 'transform' -%}
-      {%- do statements.append(('vcmt_create_stage', vcmt._guard_stage_sql(objs.stage, columns) if guarded
-          else vcmt._create_stage_sql(objs.stage, columns))) -%}
+      {%- do statements.append(('vcmt_create_stage', vcmt._guard_stage_sql(objs.stage,
+          columns) if guarded else vcmt._create_stage_sql(objs.stage, columns))) -%}
     {%- endif -%}
     {%- do statements.append(('vcmt_create_' ~ role, vcmt._create_view_sql(objs[role], to, select_sql))) -%}
   {%- endfor -%}
@@ -197,8 +197,8 @@
   {%- set wanted = [] -%}
   {%- set views = [] -%}
   {%- for view in vcmt._views(cfg, objs, columns) -%}
-    {%- if view[0] == 'transform' -%}{%- do views.insert(0, view) -%}{%-
-        else -%}{%- do views.append(view) -%}{%- endif -%}
+    {%- if view[0] == 'transform' -%}{%- do views.insert(0,
+        view) -%}{%- else -%}{%- do views.append(view) -%}{%- endif -%}
   {%- endfor -%}
   {%- for role, to, select_sql in views -%}
     {%- do vcmt._check_fence(objs.target) -%}
@@ -296,9 +296,9 @@
   {%- if found_swap.state == 'unswapped' -%}
     {#- Rolled back: the model's own tables serve on every node; what the
         full refresh built (on some nodes, or loaded on all) goes. -#}
-    {{ log('vcmt_upsert ' ~ model ~ ': a --full-refresh stopped before it swapped any table in; the model serves its '
-        ~ 'own tables on every node, and the staging objects it left (' ~ found_swap.leftovers | list | join(', ')
-        ~ ') are dropped on every node', info=true) }}
+    {{ log('vcmt_upsert ' ~ model ~ ': a --full-refresh stopped before it swapped any table in; '
+        ~ 'the model serves its own tables on every node, and the staging objects it left ('
+        ~ found_swap.leftovers | list | join(', ') ~ ') are dropped on every node', info=true) }}
     {%- do vcmt._check_fence(objs.target) -%}
     {%- do vcmt._drop_objects(new, found_swap.leftovers) -%}
     {{ return(false) }}
@@ -315,8 +315,8 @@
         {%- if yes -%}{%- do newer.append(objs[role].identifier) -%}{%-
             else -%}{%- do older.append(objs[role].identifier) -%}{%- endif -%}
       {%- endfor -%}
-      {%- do lines.append(node ~ ' serves the rebuild for ' ~ (newer | join(', ') or 'no table') ~ ' and the previous '
-          ~ 'tables for ' ~ (older | join(', ') or 'no table')) -%}
+      {%- do lines.append(node ~ ' serves the rebuild for ' ~ (newer | join(', ') or 'no table')
+          ~ ' and the previous tables for ' ~ (older | join(', ') or 'no table')) -%}
     {%- endfor -%}
     {#- The staging objects left, by the nodes they are on. -#}
     {%- set where = {} -%}
@@ -335,8 +335,8 @@
         ~ model ~ " --full-refresh`, which drops the staging objects on every node and rebuilds the model from its "
         ~ "SELECT on every node.") }}
   {%- endif -%}
-  {{ log('vcmt_upsert ' ~ model ~ ': a --full-refresh (`' ~ found_swap.generation ~ '`) stopped after its load, while '
-      ~ 'it swapped its new tables in; every node serves the same tables, so its swap is finished on every node ('
+  {{ log('vcmt_upsert ' ~ model ~ ': a --full-refresh (`' ~ found_swap.generation ~ '`) stopped after its load, '
+      ~ 'while it swapped its new tables in; every node serves the same tables, so its swap is finished on every node ('
          ~ ('exchanging ' ~ named.pending | join(', ') ~ ', then ' if found_swap.pending else '')
          ~ 'its Distributed tables and views, and its staging objects dropped)', info=true) }}
   {%- set found = vcmt._existing_objects(objs) -%}
@@ -360,8 +360,8 @@
   {{ exceptions.raise_compiler_error(what ~ " " ~ model ~ ": a --full-refresh (`" ~ found_swap.generation
       ~ "`) stopped while it swapped its new tables in, so "
       ~ model ~ "'s tables are of two generations. Nothing was loaded. Run `dbt run --select " ~ model
-      ~ "` first: it finishes the swap on every node (or says what to run), then loads the model's own SELECT; then "
-      ~ "run this load again.") }}
+      ~ "` first: it finishes the swap on every node (or says what to run), then loads the model's own SELECT; "
+      ~ "then run this load again.") }}
 {% endmacro %}
 
 {% macro _check_existing_is_vcmt(objs, found) %}
@@ -395,8 +395,8 @@
         info=true) }}
     {%- if plan.added -%}
       {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': the rows already stored hold the default of new column(s) '
-          ~ plan.added | join(', ') ~ " (0, '' or NULL for a Nullable type) until an event of their key sets it; to "
-          ~ "fill every key now, run with --full-refresh (it rebuilds the table from the SELECT)", info=true) }}
+          ~ plan.added | join(', ') ~ " (0, '' or NULL for a Nullable type) until an event of their key sets it; "
+          ~ "to fill every key now, run with --full-refresh (it rebuilds the table from the SELECT)", info=true) }}
     {%- endif -%}
   {%- endif -%}
 
@@ -409,9 +409,9 @@
   {%- endif -%}
   {#- The Distributed tables copy their local table's columns at creation (docs/design.md#sharded-clusters). -#}
   {%- if vcmt._sharded(objs) and plan.changed and cfg.on_schema_change != 'ignore' -%}
-    {{ exceptions.raise_compiler_error("vcmt_upsert " ~ objs.distributed.identifier ~ ": a sharded model "
-        ~ "(`sharding_key`) does not change its tables in place; this run would apply: " ~ plan.describe ~ ". Nothing "
-        ~ "was changed. Run with --full-refresh to rebuild every shard from the SELECT.") }}
+    {{ exceptions.raise_compiler_error("vcmt_upsert " ~ objs.distributed.identifier
+        ~ ": a sharded model (`sharding_key`) does not change its tables in place; this run would apply: "
+        ~ plan.describe ~ ". Nothing was changed. Run with --full-refresh to rebuild every shard from the SELECT.") }}
   {%- endif -%}
   {%- for step in plan.before -%}
     {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': schema step: ' ~ step.name) }}
@@ -445,8 +445,8 @@
     {%- endcall -%}
   {%- endif -%}
   {%- if vcmt._sharded(objs) -%}
-    {%- for name, create_sql in vcmt._create_statements(cfg, objs, columns, false)
-        if name in ['vcmt_create_distributed', 'vcmt_create_distributed_stage'] -%}
+    {%- for name, create_sql in vcmt._create_statements(cfg, objs, columns,
+        false) if name in ['vcmt_create_distributed', 'vcmt_create_distributed_stage'] -%}
       {%- if objs[name[12:]].identifier not in found -%}
         {%- call statement(name) -%}{{ create_sql }}{%- endcall -%}
       {%- endif -%}

@@ -18,8 +18,8 @@
   {%- set events_sql = vcmt._normalized_events_sql(cfg, columns, select_columns, sql) -%}
   {%- set data = vcmt._loaded_data_columns(cfg, columns, select_columns) -%}
   {%- set keys = vcmt._column_list(cfg.key_columns) -%}
-  {%- set wm = vcmt._highest_as_text(vcmt._quote(cfg.watermark)) if cfg.watermark
-      else 'cast(null as Nullable(String))' -%}
+  {%- set wm = vcmt._highest_as_text(vcmt._quote(cfg.watermark))
+      if cfg.watermark else 'cast(null as Nullable(String))' -%}
 
   {%- if cfg.foldable -%}
     {%- set stats_sql = 'select count(), countIf(_vcmt_sign < 0), uniqExact(' ~ keys ~ '), ' ~ wm ~ ' from ('

@@ -18,10 +18,10 @@
 {% macro default__load_stage(model, sql, local_file=none, move_watermark=false) %}
   {%- if local_file and adapter.type() != 'chdb' -%}
     {{ exceptions.raise_compiler_error("vcmt-load-stage: `" ~ local_file ~ "` is a file on this machine, but target `"
-        ~ target.name ~ "` is a ClickHouse server (type: " ~ adapter.type() ~ "), which reads its own file system. Put "
-        ~ "the file where the server can read it and load it with a SELECT: dbt run-operation vcmt.load_stage --args "
-        ~ "\"{model: " ~ model ~ ", sql: 'select * from s3(...)'}\" (or url(...), or file('<path on the server>', "
-        ~ "'Parquet')).") }}
+        ~ target.name ~ "` is a ClickHouse server (type: " ~ adapter.type() ~ "), which reads its own file system. "
+        ~ "Put the file where the server can read it and load it with a SELECT: dbt run-operation vcmt.load_stage "
+        ~ "--args \"{model: " ~ model ~ ", sql: 'select * from s3(...)'}\" (or url(...), "
+        ~ "or file('<path on the server>', 'Parquet')).") }}
   {%- endif -%}
   {%- set nodes = [] -%}
   {%- for node in graph.nodes.values() if node.resource_type == 'model' and node.name == model -%}

@@ -35,8 +35,8 @@
   {%- set value = var('vcmt_lock_lease_s', 30) -%}
   {%- if value is not number or value is boolean or value < 1 -%}
     {{ exceptions.raise_compiler_error("vcmt: the project var `vcmt_lock_lease_s` must be a number of seconds (1 or "
-        ~ "more) a load may stay silent before another load takes its lock over; got `" ~ value ~ "`. Fix it in "
-        ~ "dbt_project.yml's vars or --vars, e.g. vcmt_lock_lease_s: 30.") }}
+        ~ "more) a load may stay silent before another load takes its lock over; got `" ~ value
+        ~ "`. Fix it in dbt_project.yml's vars or --vars, e.g. vcmt_lock_lease_s: 30.") }}
   {%- endif -%}
   {{ return(value | int) }}
 {% endmacro %}
@@ -47,8 +47,8 @@
 {% macro _validate_lock_timeout(value) %}
   {%- if value is none -%}{{ return(600) }}{%- endif -%}
   {%- if value is not number or value is boolean or value < 0 -%}
-    {{ exceptions.raise_compiler_error("vcmt_upsert: `lock_timeout` must be a number of seconds (0 or more) a load "
-        ~ "waits for another load of the same model; got `" ~ value ~ "`. Fix it in the model's config, e.g. "
+    {{ exceptions.raise_compiler_error("vcmt_upsert: `lock_timeout` must be a number of seconds (0 or more) "
+        ~ "a load waits for another load of the same model; got `" ~ value ~ "`. Fix it in the model's config, e.g. "
         ~ "lock_timeout=600.") }}
   {%- endif -%}
   {{ return(value) }}
@@ -76,11 +76,11 @@
   {%- set prefix = vcmt._sql_string(target.identifier ~ '__lock_') -%}
   {%- set tail = 'substring(name, length(' ~ prefix ~ ') + 1)' -%}
   {%- set source = 'system.tables where' if local else vcmt._lock_source(target, 'system', 'tables') -%}
-  {{ return("select toUInt64(" ~ tail ~ ") as gen, comment, dateDiff('second', metadata_modification_time, now()) as "
-      ~ "age, name "
+  {{ return("select toUInt64(" ~ tail ~ ") as gen, comment, dateDiff('second', metadata_modification_time, now()) "
+      ~ "as age, name "
       ~ "from " ~ source ~ " database = " ~ vcmt._sql_string(target.schema)
-      ~ " and startsWith(name, " ~ prefix ~ ") and match(" ~ tail ~ ", '^[0-9]{1,18}$')" ~ ('' if local
-      else vcmt._lock_read_settings(target))) }}
+      ~ " and startsWith(name, " ~ prefix ~ ") and match(" ~ tail ~ ", '^[0-9]{1,18}$')"
+      ~ ('' if local else vcmt._lock_read_settings(target))) }}
 {% endmacro %}
 
 
@@ -169,10 +169,10 @@
   {%- set prefix = modules.re.escape(target.identifier ~ '__lock_') -%}
   {%- set rows = "select _table as r_table, anyIf(what, kind = 'acquired') as r_what, "
       ~ "toString(minIf(at, kind = 'acquired')) as r_acquired, toString(max(at)) as r_renewed, "
-      ~ "countIf(kind = 'released') > 0 as r_released, count() as r_count, dateDiff('second', max(at), now64(3)) as "
-      ~ "r_silent "
-      ~ "from merge(" ~ vcmt._sql_string(target.schema) ~ ", " ~ vcmt._sql_string('^' ~ prefix ~ '[0-9]+$') ~ ") group "
-      ~ "by _table" -%}
+      ~ "countIf(kind = 'released') > 0 as r_released, count() as r_count, dateDiff('second', max(at), now64(3)) "
+      ~ "as r_silent "
+      ~ "from merge(" ~ vcmt._sql_string(target.schema) ~ ", " ~ vcmt._sql_string('^' ~ prefix ~ '[0-9]+$')
+      ~ ") group by _table" -%}
   {%- set newest = "select max(gen) as g_gen, argMax(comment, gen) as g_comment, argMax(age, gen) as g_age, "
       ~ "argMax(name, gen) as g_name, arrayStringConcat(arrayReverseSort(groupArray(gen)), ',') as g_gens "
       ~ "from (" ~ vcmt._lock_generations_sql(target, local=true) ~ ") having count() > 0" -%}
@@ -210,8 +210,8 @@
     renewed for a while). -#}
 {% macro _holder_busy(holder, target) %}
   {%- set cluster = vcmt._lock_cluster(target) -%}
-  {%- set processes = 'clusterAllReplicas(' ~ vcmt._sql_string(cluster) ~ ', system.processes)' if cluster
-      else 'system.processes' -%}
+  {%- set processes = 'clusterAllReplicas(' ~ vcmt._sql_string(cluster) ~ ', system.processes)'
+      if cluster else 'system.processes' -%}
   {%- set rows = run_query('select count() from ' ~ processes ~ ' where ' ~ vcmt._holder_statements(holder)
                            ~ vcmt._lock_read_settings(target)).rows -%}
   {{ return(rows[0][0] | int > 0) }}
@@ -290,9 +290,9 @@
         {%- if st.waited >= timeout_s + (1 if st.idle == 1 else 0) -%}
           {{ exceptions.raise_compiler_error("vcmt_upsert " ~ target.identifier ~ ": another load of this model is "
               ~ "running (" ~ state.what ~ "; " ~ state.holder ~ "; since " ~ state.acquired ~ ", last active "
-              ~ state.renewed ~ "); waited " ~ st.waited ~ " s (`lock_timeout` = " ~ timeout_s ~ "). Nothing was "
-              ~ "changed. Run again when it has ended, or give the model a longer `lock_timeout`. A load that was "
-              ~ "killed holds the lock until it has been silent for " ~ lease ~ " s.") }}
+              ~ state.renewed ~ "); waited " ~ st.waited ~ " s (`lock_timeout` = " ~ timeout_s
+              ~ "). Nothing was changed. Run again when it has ended, or give the model a longer `lock_timeout`. "
+              ~ "A load that was killed holds the lock until it has been silent for " ~ lease ~ " s.") }}
         {%- endif -%}
         {%- if not st.said -%}
           {{ log('vcmt_upsert ' ~ target.identifier ~ ': waiting for another load of this model (' ~ state.what ~ '; '
@@ -344,8 +344,8 @@
     {{ exceptions.raise_compiler_error("vcmt_upsert " ~ target.identifier ~ ": took over the lock of " ~ previous.holder
         ~ ", whose statements still run on the server after " ~ ([timeout_s | int, vcmt._lock_lease_s()] | max)
         ~ " s; it can write nothing more (its next statement is refused), but this load does not write beside a "
-        ~ "running one. Nothing was changed. Run again when they have ended (system.processes), or stop them with KILL "
-        ~ "QUERY.") }}
+        ~ "running one. Nothing was changed. Run again when they have ended (system.processes), "
+        ~ "or stop them with KILL QUERY.") }}
   {%- endif -%}
 {% endmacro %}
 
@@ -359,9 +359,9 @@
   {%- set state = vcmt._lock_state(model) -%}
   {%- if state is none or state.holder != vcmt._lock_holder(model) or state.released -%}
     {{ exceptions.raise_compiler_error("vcmt_upsert " ~ model.identifier ~ ": this load lost the model's lock to "
-        ~ (state.holder if state else 'nobody') ~ " after it had been silent for " ~ vcmt._lock_lease_s() ~ " s with "
-        ~ "no statement running; it stops here. Run the model again: the rows it wrote are exact, and the rest is "
-        ~ "applied then.") }}
+        ~ (state.holder if state else 'nobody') ~ " after it had been silent for " ~ vcmt._lock_lease_s()
+        ~ " s with no statement running; it stops here. Run the model again: the rows it wrote are exact, "
+        ~ "and the rest is applied then.") }}
   {%- endif -%}
   {%- if state.silent_s >= [vcmt._lock_lease_s() // 5, 1] | max -%}
     {%- call statement('vcmt_lock_renew') -%}
@@ -391,8 +391,8 @@
         {%- if st.busy -%}{%- do run_query('select sleep(1)') -%}{%- endif -%}
       {%- endfor -%}
       {%- if st.busy -%}
-        {{ log('vcmt_upsert ' ~ model.identifier ~ ': statements of this failed load still run on the cluster; its '
-            ~ 'lock is left to lapse once they have ended', info=true) }}
+        {{ log('vcmt_upsert ' ~ model.identifier ~ ': statements of this failed load still run on the cluster; '
+            ~ 'its lock is left to lapse once they have ended', info=true) }}
         {{ return(none) }}
       {%- endif -%}
     {%- elif failed and adapter.type() != 'chdb' -%}

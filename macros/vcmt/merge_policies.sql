@@ -1,8 +1,8 @@
 {% macro _validate_merge_policy(column, policy, keys, version, sign) %}
   {%- set builtins = ['replace', 'keep', 'greatest', 'least', 'sum', 'coalesce'] -%}
   {%- if column in keys or column in [version, sign] -%}
-    {{ exceptions.raise_compiler_error("vcmt_upsert: `merge` cannot set a policy for `" ~ column ~ "`: key, version "
-        ~ "and sign columns are never merged.") }}
+    {{ exceptions.raise_compiler_error("vcmt_upsert: `merge` cannot set a policy for `" ~ column ~ "`: key, "
+        ~ "version and sign columns are never merged.") }}
   {%- endif -%}
   {%- if policy is not string or (policy not in builtins and '{old}' not in policy and '{new}' not in policy) -%}
     {{ exceptions.raise_compiler_error("vcmt_upsert: `merge` for column `" ~ column ~ "` must be one of " ~ builtins

@@ -115,7 +115,7 @@
     {%- do sharding_key.append(node.config.get('sharding_key')) -%}
   {%- endfor -%}
   {%- set names = {} -%}
-  {%- for role, r in vcmt.objects(rel, sharding_key[0] if sharding_key
-      else none).items() -%}{%- do names.update({role: r.identifier}) -%}{%- endfor -%}
+  {%- for role, r in vcmt.objects(rel,
+      sharding_key[0] if sharding_key else none).items() -%}{%- do names.update({role: r.identifier}) -%}{%- endfor -%}
   {{ log('vcmt_objects ' ~ tojson(names), info=true) }}
 {% endmacro %}

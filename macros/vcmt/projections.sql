@@ -35,8 +35,8 @@
   {%- set re = modules.re -%}
   {%- if projection is not mapping or 'name' not in projection or 'query' not in projection -%}
     {{ exceptions.raise_compiler_error("vcmt_upsert: each entry of `projections` must be a dict with `name` and "
-        ~ "`query`, e.g. {'name': 'by_status', 'query': 'select status, sum(sign), sum(amount * sign) group by "
-        ~ "status'}; got `" ~ projection ~ "`.") }}
+        ~ "`query`, e.g. {'name': 'by_status', 'query': 'select status, sum(sign), sum(amount * sign) "
+        ~ "group by status'}; got `" ~ projection ~ "`.") }}
   {%- endif -%}
   {%- set unknown = projection.keys() | reject('in', ['name', 'query']) | list -%}
   {%- if unknown -%}
@@ -125,12 +125,12 @@
       ~ ") for counts and divide sums by sum(" ~ sign ~ ") for averages at query time." -%}
   {%- if node.kind in ['Subquery', 'SelectWithUnionQuery', 'SelectQuery', 'WindowDefinition', 'TablesInSelectQuery']
         or node.kind.endswith('Asterisk') or 'Matcher' in node.kind -%}
-    {{ exceptions.raise_compiler_error(head ~ "uses a subquery, a window or `*` (" ~ node.kind ~ "); only plain "
-        ~ "expressions of the row's columns can be checked to stay exact under collapsing" ~ got) }}
+    {{ exceptions.raise_compiler_error(head ~ "uses a subquery, a window or `*` (" ~ node.kind
+        ~ "); only plain expressions of the row's columns can be checked to stay exact under collapsing" ~ got) }}
   {%- endif -%}
   {%- if node.alias == sign or (node.kind == 'Identifier' and vcmt._names_sign(node.name, sign)) -%}
-    {{ exceptions.raise_compiler_error(head ~ "uses `" ~ sign ~ "` outside a sign-weighted sum (in a GROUP BY key, a "
-        ~ "WHERE, an alias or another expression). A cancel row differs from its state row only in `" ~ sign
+    {{ exceptions.raise_compiler_error(head ~ "uses `" ~ sign ~ "` outside a sign-weighted sum (in a GROUP BY key, "
+        ~ "a WHERE, an alias or another expression). A cancel row differs from its state row only in `" ~ sign
         ~ "`, so a key, filter or expression on it separates the pair; use it only as sum(" ~ sign
         ~ ") or sum(<expr> * " ~ sign ~ "), e.g. -1 * " ~ sign ~ " instead of -" ~ sign ~ got) }}
   {%- endif -%}
@@ -138,14 +138,14 @@
     {%- set is_sum = node.name | lower == 'sum' -%}
     {%- if is_sum -%}{%- do ctx.sums_seen.append(1) -%}{%- endif -%}
     {%- if not top -%}
-      {{ exceptions.raise_compiler_error(head ~ "uses the aggregate `" ~ node.name ~ "()` inside an expression; each "
-          ~ "aggregate must be a whole SELECT item, because a projection merges the stored aggregates part by part and "
-          ~ "does not recompute expressions over them: compute ratios such as sum(x * " ~ sign ~ ") / sum(" ~ sign
-          ~ ") at query time" ~ got) }}
+      {{ exceptions.raise_compiler_error(head ~ "uses the aggregate `" ~ node.name ~ "()` inside an expression; "
+          ~ "each aggregate must be a whole SELECT item, because a projection merges the stored aggregates part by "
+          ~ "part and does not recompute expressions over them: compute ratios such as sum(x * " ~ sign ~ ") / sum("
+          ~ sign ~ ") at query time" ~ got) }}
     {%- endif -%}
     {%- if not is_sum -%}
-      {%- set hint = " Write sumIf(x, cond) as sum(if(cond, x, 0) * " ~ sign ~ ")." if node.name | lower == 'sumif'
-          else "" -%}
+      {%- set hint = " Write sumIf(x, cond) as sum(if(cond, x, 0) * " ~ sign
+          ~ ")." if node.name | lower == 'sumif' else "" -%}
       {{ exceptions.raise_compiler_error(head ~ "uses the aggregate `" ~ node.name ~ "()`, which collapsing cannot "
           ~ "keep correct." ~ why ~ hint ~ " Got `" ~ ctx.query ~ "`.") }}
     {%- endif -%}
@@ -165,17 +165,18 @@
     {%- for m in mentions if vcmt._names_sign(m.name, sign) -%}{%- do signed.append(m) -%}{%- endfor -%}
     {%- if bare | length != 1 or signed -%}
       {{ exceptions.raise_compiler_error(head ~ "uses `sum(" ~ text ~ ")`, which is not weighted by `" ~ sign
-          ~ "`: the argument must be `" ~ sign ~ "` or `<expr> * " ~ sign ~ "`, with `" ~ sign ~ "` exactly once as a "
-          ~ "top-level factor and nowhere inside <expr> (sum(x * " ~ sign ~ " * " ~ sign ~ ") or sum(" ~ sign ~ " * if("
-          ~ sign ~ " > 0, x, -x)) count a cancel row like a state row)." ~ why ~ " Got `" ~ ctx.query ~ "`.") }}
+          ~ "`: the argument must be `" ~ sign ~ "` or `<expr> * " ~ sign ~ "`, with `" ~ sign
+          ~ "` exactly once as a top-level factor and nowhere inside <expr> (sum(x * " ~ sign ~ " * " ~ sign
+          ~ ") or sum(" ~ sign ~ " * if(" ~ sign ~ " > 0, x, -x)) count a cancel row like a state row)." ~ why
+          ~ " Got `" ~ ctx.query ~ "`.") }}
     {%- endif -%}
     {%- for f in others -%}{%- do vcmt._ast_check(f, ctx, false) -%}{%- endfor -%}
     {{ return(none) }}
   {%- endif -%}
   {%- if node.kind == 'Function' and vcmt._is_volatile(node.name, ctx.fns) -%}
     {{ exceptions.raise_compiler_error(head ~ "uses `" ~ node.name ~ "()`, whose result can differ between a state row "
-        ~ "and the cancel row written later (the engine marks it non-deterministic), so the pair would not cancel; use "
-        ~ "only deterministic expressions of the row's columns" ~ got) }}
+        ~ "and the cancel row written later (the engine marks it non-deterministic), so the pair would not cancel; "
+        ~ "use only deterministic expressions of the row's columns" ~ got) }}
   {%- endif -%}
   {%- for child in node.children -%}{%- do vcmt._ast_check(child, ctx, false) -%}{%- endfor -%}
 {% endmacro %}

@@ -42,13 +42,14 @@
     {%- set protected = cfg.key_columns + [cfg.version, cfg.sign] -%}
     {%- for name in (added | map(attribute='name') | list) + removed + (changed | map(attribute='name') | list)
         if name in protected -%}
-      {{ exceptions.raise_compiler_error("vcmt_upsert: the schema of " ~ objs.target ~ " changed in key, version or "
-          ~ "sign column `" ~ name ~ "` (" ~ describe ~ "); that needs a rebuild: run with --full-refresh.") }}
+      {{ exceptions.raise_compiler_error("vcmt_upsert: the schema of " ~ objs.target ~ " changed in key, "
+          ~ "version or sign column `" ~ name ~ "` (" ~ describe ~ "); that needs a rebuild: "
+          ~ "run with --full-refresh.") }}
     {%- endfor -%}
     {%- if cfg.on_schema_change == 'fail' -%}
       {{ exceptions.raise_compiler_error("vcmt_upsert: the model's columns no longer match " ~ objs.target ~ " ("
-          ~ describe ~ "). Set on_schema_change='append_new_columns' or 'sync_all_columns', or run with "
-          ~ "--full-refresh.") }}
+          ~ describe ~ "). Set on_schema_change='append_new_columns' or 'sync_all_columns', "
+          ~ "or run with --full-refresh.") }}
     {%- endif -%}
   {%- endif -%}
   {%- set sync = cfg.on_schema_change == 'sync_all_columns' -%}
@@ -143,8 +144,8 @@
   {%- endif -%}
   {%- for name, query in wanted_projections.items() if name not in existing or name in drop_projections -%}
     {%- do after.append({'on': 'target', 'action': 'add projection ' ~ q(name) ~ ' (' ~ vcmt._user_sql(query) ~ ')',
-        'name': 'add projection ' ~ name, 'log': 'adding projection ' ~ name ~ ' and materializing it for '
-        ~ 'existing data'}) -%}
+        'name': 'add projection ' ~ name, 'log': 'adding projection ' ~ name
+        ~ ' and materializing it for existing data'}) -%}
     {%- do after.append({'on': 'target', 'action': 'materialize projection ' ~ q(name) ~ ' settings mutations_sync = 2',
         'name': 'materialize projection ' ~ name}) -%}
   {%- endfor -%}
@@ -190,8 +191,8 @@
   {%- for n in dropped + retyped -%}{%- do names.append(vcmt._sql_string(n)) -%}{%- endfor -%}
   {%- set where = "database = " ~ vcmt._sql_string(objs.target.schema) ~ " and table = "
       ~ vcmt._sql_string(objs.target.identifier) -%}
-  {%- set rows = run_query("select name, is_in_partition_key, is_in_sorting_key, is_in_primary_key, is_in_sampling_key "
-      ~ "from system.columns where "
+  {%- set rows = run_query("select name, is_in_partition_key, is_in_sorting_key, is_in_primary_key, "
+      ~ "is_in_sampling_key from system.columns where "
                            ~ where ~ " and name in (" ~ names | join(', ') ~ ")") -%}
   {%- for row in rows.rows -%}
     {%- set keys = [] -%}
@@ -200,10 +201,11 @@
       {%- do keys.append(label) -%}
     {%- endfor -%}
     {%- if keys -%}
-      {{ exceptions.raise_compiler_error("vcmt_upsert: cannot " ~ ('drop' if row[0] in dropped
-          else 'change the type of') ~ " column `" ~ row[0] ~ "` of " ~ objs.target ~ " in place: it is part of the "
-          ~ "table's " ~ keys | join(' and ') ~ " (" ~ describe ~ "). Nothing was changed. Keep returning the column "
-          ~ "with its type, or run with --full-refresh to rebuild the table.") }}
+      {{ exceptions.raise_compiler_error("vcmt_upsert: cannot "
+          ~ ('drop' if row[0] in dropped else 'change the type of') ~ " column `" ~ row[0] ~ "` of " ~ objs.target
+          ~ " in place: it is part of the table's " ~ keys | join(' and ') ~ " (" ~ describe
+          ~ "). Nothing was changed. Keep returning the column with its type, or run with --full-refresh to rebuild "
+          ~ "the table.") }}
     {%- endif -%}
   {%- endfor -%}
   {%- set indexes = run_query("select name, expr from system.data_skipping_indices where " ~ where) -%}
@@ -211,8 +213,9 @@
     {%- set uses = vcmt._columns_used_by(row[1], dropped + retyped) -%}
     {%- if uses -%}
       {{ exceptions.raise_compiler_error("vcmt_upsert: cannot change column(s) " ~ uses ~ " of " ~ objs.target
-          ~ ": skip index `" ~ row[0] ~ "` uses them (" ~ describe ~ "). Nothing was changed. Drop the index first "
-          ~ "(ALTER TABLE " ~ objs.target ~ " DROP INDEX " ~ row[0] ~ "), or run with --full-refresh.") }}
+          ~ ": skip index `" ~ row[0] ~ "` uses them (" ~ describe ~ "). Nothing was changed. "
+          ~ "Drop the index first (ALTER TABLE " ~ objs.target ~ " DROP INDEX " ~ row[0]
+          ~ "), or run with --full-refresh.") }}
     {%- endif -%}
   {%- endfor -%}
   {%- set create_query = found.get(objs.target.identifier, {}).get('create_table_query', '') -%}
@@ -221,16 +224,16 @@
     {%- set uses = vcmt._columns_used_by(ttl.group(1), dropped + retyped) -%}
     {%- if uses -%}
       {{ exceptions.raise_compiler_error("vcmt_upsert: cannot change column(s) " ~ uses ~ " of " ~ objs.target
-          ~ ": the table's TTL (" ~ ttl.group(1) ~ ") uses them (" ~ describe ~ "). Nothing was changed. Keep "
-          ~ "returning the column with its type, or change `ttl` and run with --full-refresh.") }}
+          ~ ": the table's TTL (" ~ ttl.group(1) ~ ") uses them (" ~ describe ~ "). Nothing was changed. "
+          ~ "Keep returning the column with its type, or change `ttl` and run with --full-refresh.") }}
     {%- endif -%}
   {%- endif -%}
   {%- for name, query in wanted_projections.items() -%}
     {%- set uses = vcmt._columns_used_by(query, dropped) -%}
     {%- if uses -%}
       {{ exceptions.raise_compiler_error("vcmt_upsert: projection `" ~ name ~ "` is still configured but uses "
-          ~ "column(s) " ~ uses ~ ", which the model no longer returns (" ~ describe ~ "). Nothing was changed. Remove "
-          ~ "the projection from `projections` (it is then dropped before the column) or change its query.") }}
+          ~ "column(s) " ~ uses ~ ", which the model no longer returns (" ~ describe ~ "). Nothing was changed. "
+          ~ "Remove the projection from `projections` (it is then dropped before the column) or change its query.") }}
     {%- endif -%}
   {%- endfor -%}
 {% endmacro %}
@@ -253,8 +256,8 @@
         ~ ' limit 1').rows[0][0] -%}
     {{ exceptions.raise_compiler_error("vcmt_upsert: cannot change the type of column `" ~ ch.name ~ "` of `"
         ~ objs.target ~ "` from "
-        ~ current_types[ch.name] ~ " to " ~ ch.type ~ ": " ~ found[loop.index0] ~ " stored row(s) cannot take it "
-        ~ "without losing or changing their value, e.g. "
+        ~ current_types[ch.name] ~ " to " ~ ch.type ~ ": " ~ found[loop.index0] ~ " stored row(s) "
+        ~ "cannot take it without losing or changing their value, e.g. "
         ~ (sample if sample is not none else 'NULL') ~ ". Nothing was changed. Keep returning the column with its type "
         ~ "(cast in the SELECT), or run with --full-refresh to reload it from the SELECT.") }}
   {%- endif -%}{%- endfor -%}

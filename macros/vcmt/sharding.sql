@@ -59,17 +59,18 @@
   {%- endfor -%}
   {%- set others = names.Identifier | reject('in', cfg.key_columns) | list -%}
   {%- if others -%}
-    {{ exceptions.raise_compiler_error(what ~ " must be a function of `unique_key` " ~ cfg.key_columns ~ " only, but "
-        ~ "it reads " ~ others ~ ". The shard of a key must never change: when two events of one key are routed to two "
-        ~ "shards, each shard keeps a live row and neither can collapse them." ~ fix) }}
+    {{ exceptions.raise_compiler_error(what ~ " must be a function of `unique_key` " ~ cfg.key_columns
+        ~ " only, but it reads " ~ others ~ ". The shard of a key must never change: when two events of one key are "
+        ~ "routed to two shards, each shard keeps a live row and neither can collapse them." ~ fix) }}
   {%- endif -%}
   {%- set deterministic = run_query("select count() from system.columns where database = 'system' and table = "
       ~ "'functions' and name = 'deterministic'").rows[0][0] | int -%}
   {%- if deterministic and names.Function -%}
     {%- set quoted = [] -%}
     {%- for f in names.Function -%}{%- do quoted.append(vcmt._sql_string(f)) -%}{%- endfor -%}
-    {%- set varying = run_query("select arrayStringConcat(arraySort(groupArray(name)), ', ') from system.functions "
-        ~ "where ifNull(deterministic, 0) != 1 and name in (" ~ quoted | join(', ') ~ ')').rows[0][0] -%}
+    {%- set varying = run_query("select arrayStringConcat(arraySort(groupArray(name)), ', ') "
+        ~ "from system.functions where ifNull(deterministic, 0) != 1 and name in (" ~ quoted | join(', ')
+        ~ ')').rows[0][0] -%}
     {%- if varying -%}
       {{ exceptions.raise_compiler_error(what ~ " must give a key the same value every time, but " ~ varying
           ~ " can return another value for the same `unique_key` " ~ cfg.key_columns ~ " (the engine does not mark it "
@@ -92,8 +93,8 @@
   {%- if vcmt._cluster_name() is none -%}
     {{ exceptions.raise_compiler_error("vcmt_upsert " ~ target.identifier ~ ": `sharding_key` needs dbt-clickhouse's "
         ~ "`cluster` in the profile: the model becomes a Distributed table over one local table per shard of that "
-        ~ "cluster, and without a cluster there is one node and nothing to shard. Set `cluster: <name>` in the profile "
-        ~ "target, or remove `sharding_key` from the model. Nothing was created or changed.") }}
+        ~ "cluster, and without a cluster there is one node and nothing to shard. Set `cluster: "
+        ~ "<name>` in the profile target, or remove `sharding_key` from the model. Nothing was created or changed.") }}
   {%- endif -%}
 {% endmacro %}
 

@@ -19,9 +19,9 @@
                                     ~ " and table = " ~ vcmt._sql_string(objs.tombstones.identifier)
                                     ~ " and is_in_sorting_key order by position").columns[0].values() | list -%}
     {%- if stored_keys and stored_keys | sort != cfg.key_columns | sort -%}
-      {{ exceptions.raise_compiler_error("vcmt_upsert: `unique_key` changed, but " ~ target ~ " and its tombstones are "
-          ~ "keyed by " ~ stored_keys ~ ": rows and deletes recorded under the old key cannot be matched by the new "
-          ~ "one; got `" ~ cfg.key_columns ~ "`." ~ refresh) }}
+      {{ exceptions.raise_compiler_error("vcmt_upsert: `unique_key` changed, but " ~ target
+          ~ " and its tombstones are keyed by " ~ stored_keys ~ ": rows and deletes recorded under the old key cannot "
+          ~ "be matched by the new one; got `" ~ cfg.key_columns ~ "`." ~ refresh) }}
     {%- endif -%}
   {%- endif -%}
 
@@ -35,8 +35,8 @@
 
   {%- for setting, clause, how in [('partition_by', 'PARTITION BY', ''), ('order_by', 'ORDER BY', ''), ('primary_key',
       'PRIMARY KEY', ''),
-                                   ('ttl', 'TTL', " (a TTL can also be changed in place with ALTER TABLE ... MODIFY "
-                                       ~ "TTL, keeping the config in step)")] -%}
+                                   ('ttl', 'TTL', " (a TTL can also be changed in place with ALTER TABLE ... "
+                                       ~ "MODIFY TTL, keeping the config in step)")] -%}
     {%- if stored.get(clause, '') != wanted.get(clause, '') -%}
       {{ exceptions.raise_compiler_error("vcmt_upsert: `" ~ setting ~ "` changed, but the existing table " ~ target
           ~ " keeps the " ~ clause ~ " it was created with: stored `" ~ (stored.get(clause) or 'none') ~ "`; got `"
@@ -71,13 +71,13 @@
   {%- if changes -%}
     {%- set described = [] -%}
     {%- for name, old, new in changes -%}
-      {%- do described.append(name ~ ": " ~ (old if old is not none else 'default') ~ " -> " ~ (new if new is not none
-          else 'default')) -%}
+      {%- do described.append(name ~ ": " ~ (old if old is not none else 'default') ~ " -> "
+          ~ (new if new is not none else 'default')) -%}
     {%- endfor -%}
     {{ exceptions.raise_compiler_error("vcmt_upsert: `settings` changed, but the existing table " ~ target
-        ~ " keeps the settings it was created with; got `" ~ described | join(', ') ~ "`." ~ refresh ~ " A setting the "
-        ~ "engine can change in place may instead be applied with ALTER TABLE ... MODIFY SETTING, keeping the config "
-        ~ "in step.") }}
+        ~ " keeps the settings it was created with; got `" ~ described | join(', ') ~ "`." ~ refresh
+        ~ " A setting the engine can change in place may instead be applied with ALTER TABLE ... MODIFY SETTING, "
+        ~ "keeping the config in step.") }}
   {%- endif -%}
 {% endmacro %}
 
@@ -130,7 +130,7 @@
           ~ on_cluster_clause(target) ~ ' MATERIALIZE INDEX ' ~ vcmt._quote(index.name) ~ ';') -%}
     {%- endfor -%}
     {{ exceptions.raise_compiler_error("vcmt_upsert: `indexes` lists " ~ (missing | map(attribute='name') | list)
-        ~ ", which the existing table " ~ target ~ " does not have (skip indexes are created with the table). Add them "
-        ~ "in place: " ~ statements | join(' ') ~ refresh) }}
+        ~ ", which the existing table " ~ target ~ " does not have (skip indexes are created with the table). "
+        ~ "Add them in place: " ~ statements | join(' ') ~ refresh) }}
   {%- endif -%}
 {% endmacro %}

@@ -47,8 +47,8 @@
   {%- set floor = vcmt._truncate_floor_sql(objs) -%}
   {%- set returned = select_columns | map(attribute='name') | list -%}
   {#- An unconditional delete applies whatever its version. -#}
-  {%- set is_delete = 'ifNull(' ~ vcmt._sign_number(cfg, select_columns) ~ ' < 0, 0)' if cfg.sign in returned
-      else '0' -%}
+  {%- set is_delete = 'ifNull(' ~ vcmt._sign_number(cfg, select_columns)
+      ~ ' < 0, 0)' if cfg.sign in returned else '0' -%}
   {%- set any_version = is_delete if cfg.delete_mode == 'unconditional' else '0' -%}
   {%- set rows = 'select ' ~ vcmt._truncate_condition(cfg) ~ ' as _vcmt_t, accurateCastOrNull(' ~ v ~ ', ' ~ vtype
       ~ ') as _vcmt_v, '
@@ -63,9 +63,9 @@
         ~ vcmt._read_settings()).rows[0] -%}
   {%- if seen[1] | int > 0 -%}
     {{ exceptions.raise_compiler_error("vcmt_upsert " ~ objs.target.identifier ~ ": " ~ seen[1] ~ " truncate event(s) "
-        ~ "(rows where `truncate_when`: " ~ cfg.truncate_when ~ ") have a `" ~ cfg.version ~ "` that is NULL or does "
-        ~ "not fit " ~ vtype ~ "; a truncate's version says which rows it removes. Nothing was loaded. Give truncate "
-        ~ "rows their source position.") }}
+        ~ "(rows where `truncate_when`: " ~ cfg.truncate_when ~ ") have a `" ~ cfg.version
+        ~ "` that is NULL or does not fit " ~ vtype ~ "; a truncate's version says which rows it removes. "
+        ~ "Nothing was loaded. Give truncate rows their source position.") }}
   {%- endif -%}
   {%- set result = {'truncates': seen[0] | int, 'truncated_to': none, 'truncated_rows': 0, 'ignored': seen[3] | int,
                     'ignored_deletes': seen[5] | int, 'watermark': seen[4]} -%}
@@ -78,14 +78,14 @@
       {{ vcmt._read_settings() }}
     {%- endcall -%}
   {%- endif -%}
-  {%- set pending = run_query('select maxOrNull(version) as f, f is not null and (maxIfOrNull(version, rows_deleted is '
-      ~ 'not null) is null '
+  {%- set pending = run_query('select maxOrNull(version) as f, f is not null and (maxIfOrNull(version, '
+      ~ 'rows_deleted is not null) is null '
                               ~ 'or f > maxIfOrNull(version, rows_deleted is not null)), toString(f) from ' ~ truncates
                               ~ ' ' ~ vcmt._read_settings()).rows[0] -%}
   {%- if pending[1] | int == 1 -%}
     {%- set before = vcmt._applied_totals(objs) -%}
-    {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': truncate at ' ~ cfg.version ~ ' ' ~ pending[2] ~ ': deleting '
-        ~ 'every row at or below it', info=true) }}
+    {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': truncate at ' ~ cfg.version ~ ' ' ~ pending[2]
+        ~ ': deleting every row at or below it', info=true) }}
     {%- set deletes_sql = vcmt._truncate_deletes_sql(cfg, objs, columns) -%}
     {%- call statement('vcmt_truncate') -%}{{ deletes_sql }}{%- endcall -%}
     {%- do result.update({'ran': [deletes_sql]}) -%}
