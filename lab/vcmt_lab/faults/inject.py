@@ -161,7 +161,11 @@ def install(
             return
         print(f"vcmt fault: {kind} at {name}#{nth}", flush=True)
         if kind == "pause":
-            os.kill(os.getpid(), signal.SIGSTOP)
+            # To this thread, not the process: a stop sent to the process is taken by one thread (often the main
+            # one), and this thread runs on until that one has stopped the rest, long enough under load to send
+            # the statement (seen: the statement ran, then the process stopped). Sent to this thread, the stop
+            # takes effect before the call returns.
+            signal.pthread_kill(threading.get_ident(), signal.SIGSTOP)
         elif kind == "kill":
             os.kill(os.getpid(), signal.SIGKILL)
         elif kind == "cut":
