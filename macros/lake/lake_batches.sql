@@ -24,10 +24,9 @@
                     ~ 'not null' -%}
   {%- set recorded_before = vcmt._relation_exists(record) -%}
   {%- if not recorded_before -%}
-    {%- do run_query('create table if not exists ' ~ record ~ ' (dataset String, batch Int64, files UInt64, '
-        ~ 'names UInt64, '
-                     ~ 'recorded_at DateTime64(6)) engine = ReplacingMergeTree(recorded_at) order by (dataset, '
-                     ~ 'batch)') -%}
+    {%- do run_query('create table if not exists ' ~ record
+                     ~ ' (dataset String, batch Int64, files UInt64, names UInt64, recorded_at DateTime64(6))'
+                     ~ ' engine = ReplacingMergeTree(recorded_at) order by (dataset, batch)') -%}
   {%- endif -%}
   {#- The watermark this run reads above (vcmt.watermark()); none on a first run or a full refresh, which read
       every batch. -#}

@@ -121,9 +121,9 @@
 
 
 {% macro _create_lake_files_sql(record) %}
-  {{ return('create table if not exists ' ~ record ~ ' (dataset String, path String, fingerprint String, '
-            ~ 'invocation_id String, claimed_at DateTime64(6)) engine = MergeTree order by (dataset, path, '
-            ~ 'claimed_at)') }}
+  {{ return('create table if not exists ' ~ record
+            ~ ' (dataset String, path String, fingerprint String, invocation_id String, claimed_at DateTime64(6))'
+            ~ ' engine = MergeTree order by (dataset, path, claimed_at)') }}
 {% endmacro %}
 
 

@@ -45,7 +45,9 @@
 {#- Apply the model's SELECT through the stage and record what happened in
     `<model>__loads`. Returns the run's stats. The caller holds the model's
     lock (lock.sql), or names the load in `lock_for` to take it here, once
-    the values are checked: a refused input then never holds the lock. An
+    the values are checked: a refused input then never holds the lock; such
+    a load also refuses a model whose full refresh stopped mid-swap
+    (_refuse_interrupted_swap). An
     external load (`vcmt.load_stage`) passes `move_watermark=false` unless
     asked (docs/design.md#watermark). -#}
 {% macro _load(cfg, objs, columns, select_columns, sql, lock_for=none, move_watermark=true) %}

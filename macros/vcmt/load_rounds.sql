@@ -25,10 +25,9 @@
       included; fed what reaches the stage or is skipped there as stale. -#}
   {%- set wm_read = 'if(countIf(_vcmt_n > 0) = 0, null, toString(maxIf(_vcmt_wm, _vcmt_n > 0)))'
       if cfg.watermark else 'cast(null as Nullable(String))' -%}
-  {%- set stats = run_query('select sum(_vcmt_n), sumIf(_vcmt_n, _vcmt_sign < 0), countIf(_vcmt_n > 0) '
-      ~ '- sum(_vcmt_folded), max(_vcmt_round), '
-                            ~ wm_read ~ ' from '
-                            ~ objs.batch ~ ' ' ~ vcmt._read_settings()).rows[0] -%}
+  {%- set stats = run_query('select sum(_vcmt_n), sumIf(_vcmt_n, _vcmt_sign < 0), '
+                            ~ 'countIf(_vcmt_n > 0) - sum(_vcmt_folded), max(_vcmt_round), ' ~ wm_read
+                            ~ ' from ' ~ objs.batch ~ ' ' ~ vcmt._read_settings()).rows[0] -%}
   {%- set rounds = stats[3] | int -%}
   {%- set shards = cfg.virtual_shards if rounds > 0 else 1 -%}
   {%- for r in range(1, rounds + 1) -%}
