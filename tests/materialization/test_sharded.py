@@ -18,7 +18,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import sys
 import time
 
 import pytest
@@ -27,7 +26,7 @@ import yaml
 from tests.conftest import make_project
 from vcmt_lab import invariants
 from vcmt_lab.dbt_project import Engine
-from vcmt_lab.faults.harness import target_on_port, wait_until_stopped
+from vcmt_lab.faults.harness import inject_program, target_on_port, wait_until_stopped
 from vcmt_lab.fuzz.runner import HOSTILE_PROFILE_SETTINGS, run_campaign, sharding_key
 from vcmt_lab.fuzz.streams import MODEL_SPECS
 
@@ -579,7 +578,7 @@ def test_loads_through_two_nodes_are_serialised(on_cluster, cluster):
             "run",
             "--select",
             "two_nodes",
-            program=[sys.executable, "-m", "vcmt_lab.faults.inject"],
+            program=inject_program(),
             env={"VCMT_FAULT": "pause@insert two_nodes__stage#1"},
         )
         deadline = time.monotonic() + KILL_TIMEOUT_S
@@ -648,7 +647,7 @@ def test_a_lock_generation_dropped_while_a_load_reads_it_reads_as_empty(on_clust
             "--select",
             "gen_drop",
             target=via_second,
-            program=[sys.executable, "-m", "vcmt_lab.faults.inject"],
+            program=inject_program(),
             env={"VCMT_FAULT": "pause@select cluster#2"},
         )
         assert wait_until_stopped(second, KILL_TIMEOUT_S), second.communicate()[0][-3000:]
@@ -773,7 +772,7 @@ def test_node_lost_at_a_swap_statement_of_a_full_refresh_then_next_runs_repair(
         "--select",
         m,
         "--full-refresh",
-        program=[sys.executable, "-m", "vcmt_lab.faults.inject"],
+        program=inject_program(),
         env={"VCMT_FAULT": f"pause@{label}#1"},
     )
     try:

@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import shutil
 import signal
-import sys
 import uuid
 from pathlib import Path
 
 import pytest
 
 from vcmt_lab.dbt_project import DbtProject
-from vcmt_lab.faults.harness import wait_until_stopped
+from vcmt_lab.faults.harness import inject_program, wait_until_stopped
 
 pytestmark = pytest.mark.engines("http")
 
@@ -101,7 +100,7 @@ def test_a_file_landing_during_a_run_is_read_by_the_next_run_once(project: DbtPr
             "run",
             "--select",
             "m",
-            program=[sys.executable, "-m", "vcmt_lab.faults.inject"],
+            program=inject_program(),
             env={"VCMT_FAULT_LOG": str(log)},
         )
         assert clean.wait(timeout=300) == 0, clean.communicate()[0][-3000:]
@@ -114,7 +113,7 @@ def test_a_file_landing_during_a_run_is_read_by_the_next_run_once(project: DbtPr
             "run",
             "--select",
             "m",
-            program=[sys.executable, "-m", "vcmt_lab.faults.inject"],
+            program=inject_program(),
             env={"VCMT_FAULT": f"pause@{after}"},
         )
         assert wait_until_stopped(paused, 300), paused.communicate()[0][-3000:]

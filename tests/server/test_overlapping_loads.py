@@ -11,7 +11,6 @@ import json
 import random
 import signal
 import subprocess
-import sys
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -19,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from vcmt_lab.dbt_project import DbtProject
-from vcmt_lab.faults.harness import wait_until_stopped
+from vcmt_lab.faults.harness import inject_program, wait_until_stopped
 from vcmt_tools.stage_writer import LoadError
 
 TIMEOUT = 300
@@ -75,7 +74,7 @@ def test_staggered_runs_and_loads_of_one_model_never_corrupt_it(project):
             "run",
             "--select",
             "m",
-            program=[sys.executable, "-m", "vcmt_lab.faults.inject"],
+            program=inject_program(),
             env={"VCMT_FAULT": "pause@insert m__stage#1"},
         )
         deadline = time.monotonic() + TIMEOUT
@@ -228,7 +227,7 @@ def test_a_log_comment_in_insert_settings_does_not_hide_a_running_load(project):
         "run",
         "--select",
         "m",
-        program=[sys.executable, "-m", "vcmt_lab.faults.inject"],
+        program=inject_program(),
         env={"VCMT_FAULT": "pause@select merge#1"},
     )
     deadline = time.monotonic() + 120
@@ -285,7 +284,7 @@ def test_a_full_refresh_taken_over_before_its_swap_never_swaps(project, tmp_path
         "clean",
         "run",
         "--full-refresh",
-        program=[sys.executable, "-m", "vcmt_lab.faults.inject"],
+        program=inject_program(),
         env={"VCMT_FAULT_LOG": str(log)},
     )
     assert clean.wait(timeout=TIMEOUT) == 0, clean.communicate()[0][-3000:]
@@ -296,7 +295,7 @@ def test_a_full_refresh_taken_over_before_its_swap_never_swaps(project, tmp_path
         "holder",
         "run",
         "--full-refresh",
-        program=[sys.executable, "-m", "vcmt_lab.faults.inject"],
+        program=inject_program(),
         env={"VCMT_FAULT": f"pause@{swap}"},
     )
     assert wait_until_stopped(holder, TIMEOUT), holder.communicate()[0][-3000:]
@@ -337,7 +336,7 @@ def test_a_full_refresh_killed_between_its_exchanges_is_finished_by_the_next_run
         "killed",
         "run",
         "--full-refresh",
-        program=[sys.executable, "-m", "vcmt_lab.faults.inject"],
+        program=inject_program(),
         env={"VCMT_FAULT": "kill@exchange m__vcmt_new#1"},
     )
     out, _ = killed.communicate(timeout=TIMEOUT)

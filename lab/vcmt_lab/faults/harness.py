@@ -189,7 +189,8 @@ def prepare(project: DbtProject, shape: str, keys: int = KEYS) -> None:
     _insert(project, second)
 
 
-def _program() -> list[str]:
+def inject_program() -> list[str]:
+    """The command that runs dbt under vcmt_lab.faults.inject (with the same arguments as `dbt`)."""
     return [sys.executable, "-m", "vcmt_lab.faults.inject"]
 
 
@@ -252,7 +253,7 @@ def enumerate_statements(project: DbtProject, shape: str) -> list[str]:
             "run",
             "--select",
             "m",
-            program=_program(),
+            program=inject_program(),
             env={"VCMT_FAULT_LOG": str(log), "VCMT_FAULT_RENEW_WAIT": str(RENEW_WAIT_S)},
         )
         code, out = _finish(proc)
@@ -300,7 +301,7 @@ def run_schedule(project: DbtProject, schedule: Schedule, other_target: str | No
     sent = project.root / "target_faulted.statements"
     sent.unlink(missing_ok=True)
     env["VCMT_FAULT_LOG"] = str(sent)
-    faulted = project.dbt_process("faulted", "run", "--select", "m", program=_program(), env=env, target=target)
+    faulted = project.dbt_process("faulted", "run", "--select", "m", program=inject_program(), env=env, target=target)
     wait_until_stopped(faulted)
     results: dict[str, tuple[int, str]] = {}
     if faulted.poll() is not None:
@@ -339,7 +340,7 @@ def _overlap(
     other = project.dbt_process(
         "other",
         *_other_args(schedule.other),
-        program=_program(),
+        program=inject_program(),
         env={"VCMT_FAULT": "pause@insert m__stage#1"},
         target=other_target,
     )
