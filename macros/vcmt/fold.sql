@@ -49,7 +49,6 @@
     {%- do statements.append(vcmt._round_insert_sql(cfg, objs, data, 1, vcmt._range_shard_condition(i, k, keys))) -%}
   {%- endfor -%}
   {%- do vcmt._run_sharded(statements) -%}
-  {%- do vcmt._check_fence(objs.target) -%}
   {%- call statement('vcmt_batch_drop') -%}{{ vcmt._drop_sql(objs.batch) }}{%- endcall -%}
   {{ return([batch_sql] + statements) }}
 {% endmacro %}

@@ -44,6 +44,8 @@
     {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': full refresh: building and loading new tables beside the old '
         ~ 'ones (' ~ new.target.identifier ~ ', ...); the old ones serve until the load has succeeded', info=true) }}
     {%- do vcmt._create_objects(cfg, new, columns, guarded=false, generation=vcmt._generation_comment()) -%}
+    {#- The load's batch is its lock generation's (_generation_batch). -#}
+    {%- do new.update({'batch': objs.batch}) -%}
     {{ return(new) }}
   {%- endif -%}
   {#- No target: nothing to keep (leftovers of an earlier attempt go). -#}
@@ -214,10 +216,9 @@
     {%- endif -%}
   {%- endfor -%}
   {%- for role in ['cancels_writer'] if role not in wanted -%}
+    {%- do vcmt._check_fence(objs.target) -%}
     {%- call statement('vcmt_drop_' ~ role) -%}{{ vcmt._drop_sql(objs[role]) }}{%- endcall -%}
   {%- endfor -%}
-  {%- do vcmt._check_fence(objs.target) -%}
-  {%- call statement('vcmt_drop_batch') -%}{{ vcmt._drop_sql(objs.batch) }}{%- endcall -%}
   {#- The staging names now hold the old tables, and the staging views (dropped first) serve them. -#}
   {%- do vcmt._drop_objects(new, vcmt._existing_anywhere(new)) -%}
 {% endmacro %}

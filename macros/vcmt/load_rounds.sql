@@ -46,7 +46,6 @@
           ~ '2, ...') -%}{%- endif -%}
     {%- endif -%}
   {%- endfor -%}
-  {%- do vcmt._check_fence(objs.target) -%}
   {%- call statement('vcmt_batch_drop') -%}
     {{ vcmt._drop_sql(objs.batch) }}
   {%- endcall -%}
@@ -55,17 +54,14 @@
 {% endmacro %}
 
 
-{#- The head of a load's CREATE of `m__batch`, which replaces any earlier one
-    (a killed load's). `m__batch` has one name per model, so a load taken over
-    must not touch it: where the database replaces tables atomically (as it
-    exchanges them), `create or replace` with the fenced SELECT fails before
-    anything is replaced. Elsewhere an earlier `m__batch` is dropped first,
-    right after a fence check (lock.sql, `_check_fence`). -#}
+{#- The head of a load's CREATE of its `m__batch`, which is named by the
+    load's lock generation (objects.sql, _generation_batch): no other load
+    creates, reads or drops it. The CREATE still replaces a table of that
+    name, and its SELECT is fenced, so a load taken over creates nothing. -#}
 {% macro _replace_batch(objs) %}
   {%- if adapter.can_exchange(objs.target.schema, 'table') -%}
     {{ return('create or replace table ' ~ objs.batch) }}
   {%- endif -%}
-  {%- do vcmt._check_fence(objs.target) -%}
   {%- call statement('vcmt_batch_replace') -%}{{ vcmt._drop_sql(objs.batch) }}{%- endcall -%}
   {{ return('create table ' ~ objs.batch) }}
 {% endmacro %}

@@ -238,7 +238,8 @@
 
 {#- Take the lock of the model `objs` belongs to, waiting up to `timeout_s`
     for another load; `what` says which load this is ('dbt run',
-    'vcmt.load_stage'). Returns the lock's relation.
+    'vcmt.load_stage'). Returns the lock's relation, and names this load's
+    `m__batch` in `objs` by the lock's generation.
 
     A takeover claims the next generation first, which fences the old
     holder out (its next statement fails at its start), and then waits until
@@ -311,6 +312,11 @@
   {%- if st.previous is not none -%}
     {%- do vcmt._wait_for_statements_of(target, st.previous, timeout_s) -%}
   {%- endif -%}
+  {#- This load's `m__batch` is its generation's (objects.sql, _generation_batch); the batches of older
+      generations (a killed or failed load's) are nobody's any more, and go first: a generation still
+      listed is dropped after its batch, so a cleanup cut short is done again by the next load. -#}
+  {%- do objs.update({'batch': vcmt._generation_batch(objs, st.held.gen)}) -%}
+  {%- do vcmt._drop_older_batches(objs, st.held.gen) -%}
   {#- Older generations are nobody's lock any more. -#}
   {%- for gen in st.held.generations if gen | int < st.held.gen -%}
     {%- call statement('vcmt_lock_cleanup') -%}

@@ -6,7 +6,10 @@
     (`<model>_local`, `<model>__stage_local`), and the public names belong to
     Distributed tables over them, roles `distributed` and `distributed_stage`
     (docs/design.md#sharded-clusters). The views and helper tables are per
-    shard under their usual names. -#}
+    shard under their usual names.
+
+    `batch` is the base of a load's batch table: each load's is named by its
+    lock's generation, `<model>__batch_<n>` (_generation_batch). -#}
 {% macro objects(target, sharding_key=none) %}
   {{ return(adapter.dispatch('objects', 'vcmt')(target, sharding_key)) }}
 {% endmacro %}
@@ -55,6 +58,38 @@
     {%- do vcmt._check_fence(objs.target) -%}
     {%- call statement('vcmt_drop_' ~ role) -%}
       {{ vcmt._drop_sql(objs[role]) }}
+    {%- endcall -%}
+  {%- endfor -%}
+{% endmacro %}
+
+
+{#- The batch table of the load holding the lock's generation `gen` of
+    the model `objs` belong to (its full refresh's staging objects too), or
+    the base name when `gen` is none. One name per load: a load that was
+    taken over while it was stopped, resumed, can create, read and drop
+    only its own batch, never the batch of the load that took over (DDL
+    takes no fence; docs/design.md#one-load-at-a-time). -#}
+{% macro _generation_batch(objs, gen) %}
+  {%- set model = vcmt._model_relation(vcmt._public_relation(objs)) -%}
+  {%- set base = vcmt.objects(model, sharding_key=vcmt._sharded(objs) or none).batch -%}
+  {{ return(base if gen is none else base.incorporate(path={'identifier': base.identifier ~ '_' ~ gen})) }}
+{% endmacro %}
+
+{#- Drop, on every node, the batch tables of generations older than `gen`
+    (left by a load that was killed or failed), and vcmt 0.3's `m__batch`.
+    Run by the holder of generation `gen`, which fenced every older one out. -#}
+{% macro _drop_older_batches(objs, gen) %}
+  {%- set base = vcmt._generation_batch(objs, none) -%}
+  {%- set older = [] -%}
+  {%- for row in vcmt._objects_on_every_node(objs.target, [base.identifier], prefix=base.identifier ~ '_') -%}
+    {%- set tail = row.name[(base.identifier | length) + 1:] -%}
+    {%- if row.name not in older and (row.name == base.identifier or (tail.isdigit() and tail | int < gen)) -%}
+      {%- do older.append(row.name) -%}
+    {%- endif -%}
+  {%- endfor -%}
+  {%- for name in older -%}
+    {%- call statement('vcmt_drop_older_batch') -%}
+      {{ vcmt._drop_sql(base.incorporate(path={'identifier': name})) }}
     {%- endcall -%}
   {%- endfor -%}
 {% endmacro %}

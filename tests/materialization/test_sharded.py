@@ -699,7 +699,6 @@ REFRESH_STATEMENTS = [
     "alter {m}__applied_writer",
     "alter {m}__tombstones_writer",
     "drop {m}__tombstones_from_cancels",
-    "drop {m}__batch",
     "drop {m}__vcmt_new__stage",
     "drop {m}__vcmt_new",
     "drop {m}__vcmt_new__transform",

@@ -27,7 +27,7 @@ from vcmt_lab.faults.inject import statement_label
 # paused right before its first write to the stage, past its lease (the issue's case 1), is
 # test_a_holder_paused_past_its_lease_and_taken_over_writes_nothing_more, over both drivers.
 SCHEDULES = [
-    Schedule("rounds", "kill", "create m__batch#1", "load"),
+    Schedule("rounds", "kill", "create m__batch_N#1", "load"),
     Schedule("fold", "cut", "insert m__stage#1", "run"),
     Schedule("rounds", "pause", "insert m__lock_N acquired#1", "full-refresh"),
 ]
@@ -94,27 +94,28 @@ def test_the_sweep_enumerates_the_loads_statements_from_its_log(module_project):
     for name in [
         "create m__lock_N#1",
         "insert m__lock_N acquired#1",
-        "create m__batch#1",
-        "insert m__batch#1",
+        "create m__batch_N#1",
+        "insert m__batch_N#1",
         "insert m__stage#1",
         "insert m__loads#1",
         "insert m__lock_N released#1",
     ]:
         assert name in statements, statements
-    # From its claim: the lock's state read back (its holder is this load), its first row, the state again, and
-    # the older generation dropped; the lock's state is one statement (`select merge`), its counts run on from
-    # the polls before the claim.
-    # m__batch is replaced by its (fenced) CREATE, and its DROP follows a check of the fence.
-    assert "drop m__batch#2" not in statements and statements[statements.index("drop m__batch#1") - 1].startswith(
-        "select tables#"
-    ), statements
-    assert statements[:5] == [
+    # From its claim: the lock's state read back (its holder is this load), its first row, the state again, the
+    # older generations' batch tables looked for (none is left: the setup's load dropped its own), and the older
+    # generation dropped; the lock's state is one statement (`select merge`), its counts run on from the polls
+    # before the claim.
+    assert statements[:4] == [
         "create m__lock_N#1",
         "select merge#2",
         "insert m__lock_N acquired#1",
         "select merge#3",
-        "drop m__lock_N#1",
     ], statements
+    assert statements[4].startswith("select tables#") and statements[5] == "drop m__lock_N#1", statements
+    # The load's own batch table, named by its lock generation, is created once and dropped once.
+    assert statements.count("create m__batch_N#1") == 1 and [
+        s for s in statements if s.startswith("drop m__batch")
+    ] == ["drop m__batch_N#1"], statements
 
 
 def test_statement_names_are_stable_and_drop_comments_databases_and_generations():
@@ -124,6 +125,7 @@ def test_statement_names_are_stable_and_drop_comments_databases_and_generations(
     )
     assert statement_label(sql) == "insert m__lock_N renewed"
     assert statement_label("create table if not exists `db`.`m__lock_3` (a Int8)") == "create m__lock_N"
+    assert statement_label("drop table if exists `db`.`m__batch_12` sync") == "drop m__batch_N"
     assert statement_label("exchange tables `db`.`m__vcmt_new` and `db`.`m`") == "exchange m__vcmt_new"
     assert statement_label("kill query where query_id != queryID() sync") == "kill"
 
@@ -164,16 +166,15 @@ def test_a_load_that_ended_before_a_full_refresh_is_checked_against_the_loads_it
 
 @pytest.mark.engines("http")
 def test_a_holder_taken_over_before_it_drops_its_batch_leaves_the_new_holders_batch_alone(module_project):
-    """`m__batch` has one name per model. A holder paused past its lease right before its last DROP of it goes
-    on while the load that took its lock over is about to read its own `m__batch`: unchecked, that DROP took
-    the new holder's batch away and made its load fail. The fence is now checked right before the DROP (the
-    statement before it, a read of system.tables), so the stale holder fails there and the new holder's load
-    succeeds."""
+    """`m__batch` had one name per model. A holder paused past its lease right before its last DROP of it went
+    on while the load that took its lock over was about to read its own `m__batch`: that DROP took the new
+    holder's batch away and made its load fail. Each load's batch is now named by its lock generation: the
+    stale holder, resumed, drops only its own and then fails at its next (fenced) write, and the new holder's
+    load succeeds."""
     statements = enumerate_statements(module_project, "rounds")
-    check = statements[statements.index("drop m__batch#1") - 1]
-    # Without the check the statement before the DROP would be a fenced write, and the test would pass unbroken.
-    assert check.startswith("select tables#"), statements
-    outcome = run_schedule(module_project, Schedule("rounds", "pause", check, "run", overlap=True))
+    own_drop = "drop m__batch_N#1"
+    assert statements.count(own_drop) == 1 and statements.index(own_drop) > statements.index("insert m__stage#1")
+    outcome = run_schedule(module_project, Schedule("rounds", "pause", own_drop, "run", overlap=True))
     assert outcome.reached, f"the fault never happened: {outcome.notes}"
     code, out = outcome.outputs["faulted"]
     assert code != 0 and "no longer holds the lock of the model" in out, out[-3000:]
