@@ -356,9 +356,8 @@
 {% macro _refuse_interrupted_swap(cfg, objs, columns, what) %}
   {%- set found_swap = vcmt._interrupted_swap(cfg, objs, columns) -%}
   {%- if found_swap is none or found_swap.state == 'unswapped' -%}{{ return(none) }}{%- endif -%}
-  {%- do vcmt._release_lock(objs.target) -%}
   {%- set model = vcmt._public_relation(objs).identifier -%}
-  {{ exceptions.raise_compiler_error(what ~ " " ~ model ~ ": a --full-refresh (`" ~ found_swap.generation
+  {{ vcmt._refuse_under_lock(objs, what ~ " " ~ model ~ ": a --full-refresh (`" ~ found_swap.generation
       ~ "`) stopped while it swapped its new tables in, so "
       ~ model ~ "'s tables are of two generations. Nothing was loaded. Run `dbt run --select " ~ model
       ~ "` first: it finishes the swap on every node (or says what to run), then loads the model's own SELECT; "

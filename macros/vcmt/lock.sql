@@ -413,6 +413,16 @@
 {% endmacro %}
 
 
+{#- Fail a load that holds the lock and has written nothing, with `message`:
+    the lock is released first. A `vcmt.load_stage` (a run-operation) has no
+    on-run-end hook to release it, and the next load would wait out the
+    lease. -#}
+{% macro _refuse_under_lock(objs, message) %}
+  {%- do vcmt._release_lock(objs.target) -%}
+  {{ exceptions.raise_compiler_error(message) }}
+{% endmacro %}
+
+
 {#- The package's on-run-end hook: release the locks of the vcmt_upsert
     models of this invocation that failed (a failed load ends without its
     own release), once none of their statements runs; then warn about data

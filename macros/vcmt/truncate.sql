@@ -62,7 +62,7 @@
         ~ vcmt._highest_as_text('_vcmt_w') ~ ', countIf(' ~ below ~ ' and _vcmt_del)' ~ ' from (' ~ rows ~ ') '
         ~ vcmt._read_settings()).rows[0] -%}
   {%- if seen[1] | int > 0 -%}
-    {{ exceptions.raise_compiler_error("vcmt_upsert " ~ objs.target.identifier ~ ": " ~ seen[1] ~ " truncate event(s) "
+    {{ vcmt._refuse_under_lock(objs, "vcmt_upsert " ~ objs.target.identifier ~ ": " ~ seen[1] ~ " truncate event(s) "
         ~ "(rows where `truncate_when`: " ~ cfg.truncate_when ~ ") have a `" ~ cfg.version
         ~ "` that is NULL or does not fit " ~ vtype ~ "; a truncate's version says which rows it removes. "
         ~ "Nothing was loaded. Give truncate rows their source position.") }}
