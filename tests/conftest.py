@@ -16,6 +16,7 @@ Parametrised tests show the engine in their id: `test_x[http]`.
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import textwrap
@@ -144,10 +145,24 @@ def make_project(root: Path, name: str, chdb_path: Path, lab_dir: Path, **option
 
 @pytest.fixture
 def project(request, tmp_path: Path, chdb_path: Path, lab_dir: Path, engine: Engine) -> Iterator[DbtProject]:
-    """A fresh dbt project per test, on the test's engine."""
+    """A fresh dbt project per test, on the test's engine. In a module that sets `SHARE_PROJECT = True`, the
+    module's project (module_project) instead, each test's model named `m` (the fixture): a fresh project's
+    first run parses the whole project, seconds that most tests spend again and again."""
+    if getattr(request.module, "SHARE_PROJECT", False):
+        yield request.getfixturevalue("module_project")
+        return
     proj = make_project(tmp_path / "proj", request.node.name, chdb_path, lab_dir, engine=engine)
     yield proj
     proj.close()
+
+
+_model_names = itertools.count()
+
+
+@pytest.fixture
+def m() -> str:
+    """A model name of this test's own, for a test in a module whose tests share one project."""
+    return f"m{next(_model_names)}"
 
 
 @pytest.fixture(scope="module")

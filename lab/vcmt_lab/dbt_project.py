@@ -126,6 +126,9 @@ class DbtProject:
     example: Path | None = None
     # The ClickHouse target's engine; by default the embedded one at `chdb_path`.
     engine: Engine | None = None
+    # Whether `dbt` (in-process) writes manifest.json and run_results.json: only for a test that reads them
+    # (dbt docs, retry, clone); writing them costs about a third of a small run.
+    write_json: bool = False
     _client: Any = None
 
     def __post_init__(self) -> None:
@@ -240,6 +243,8 @@ class DbtProject:
         cli = [*args, "--target", target]
         if self.vars:
             cli += ["--vars", json.dumps(self.vars)]
+        if not self.write_json:
+            cli.append("--no-write-json")
         return self._checked(self._invoke(cli), args, expect_pass)
 
     @staticmethod

@@ -104,6 +104,7 @@ def test_show_previews_model_and_inline_rows(shop, build):
 
 def test_docs_generate_catalog_lists_model_columns(shop, build):
     """`dbt docs generate` writes a catalog with the model's columns and ClickHouse types."""
+    shop.write_json = True  # this test reads dbt's artifacts
     shop.dbt("docs", "generate")
     catalog = json.loads((shop.root / "target" / "catalog.json").read_text())
     assert not catalog["errors"]

@@ -192,6 +192,7 @@ def test_the_run_summary_is_in_dbts_record(tmp_path_factory, chdb_path: Path, la
     adapter_response), as vcmt_upsert's counts are: not on stdout only."""
     root = tmp_path_factory.mktemp("python_staging_summary")
     proj = python_staging_project(root, chdb_path, lab_dir)
+    proj.write_json = True  # this test reads run_results.json
     monkeypatch.chdir(lab_dir)
     ms = 1_700_000_000_000
     _land(

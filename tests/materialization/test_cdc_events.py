@@ -4,7 +4,6 @@ See docs/design.md#truncates and #unsent-columns."""
 
 from __future__ import annotations
 
-import itertools
 from datetime import datetime
 
 import pytest
@@ -18,20 +17,8 @@ pytestmark = pytest.mark.engines("chdb", "http", "native")
 TRUNC = {"id": "Int32", "qty": "Int64", "_op": "String", "_version": "UInt64", "sign": "Int8"}
 TRUNC_CFG = {"unique_key": "id", "truncate_when": "_op = 't'"}
 
-
-@pytest.fixture
-def project(module_project):
-    """One dbt project for the module (a parse per test would cost more than the tests): each test has its model."""
-    return module_project
-
-
-_names = itertools.count()
-
-
-@pytest.fixture
-def m() -> str:
-    """This test's model name."""
-    return f"m{next(_names)}"
+# One dbt project per module and engine, a model `m` of its own per test (tests/conftest.py).
+SHARE_PROJECT = True
 
 
 def _model_objects(project, m: str) -> list[str]:

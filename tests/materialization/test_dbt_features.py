@@ -115,6 +115,7 @@ def test_an_enforced_contract_is_honoured(project: DbtProject) -> None:
 def test_docs_generate_lists_the_models_columns(project: DbtProject) -> None:
     """`dbt docs generate`: catalog.json has the vcmt model with its columns and types; the manifest its
     descriptions."""
+    project.write_json = True  # this test reads dbt's artifacts
     _vcmt_project(project)
     _contract(project)
     project.dbt("run")
@@ -171,6 +172,7 @@ def test_unit_tests_on_a_vcmt_model_and_on_a_model_reading_it(project: DbtProjec
 
 def test_retry_after_a_failed_run(project: DbtProject) -> None:
     """`dbt retry` after a failed vcmt run runs the failed model and the ones it skipped."""
+    project.write_json = True  # this test reads dbt's artifacts
     _vcmt_project(project)
     project.command("rename table ev to ev_later")
     project.dbt("run", expect_pass=False)
@@ -208,6 +210,7 @@ def test_clone_copies_the_table_and_the_next_run_asks_for_a_full_refresh(project
     """`dbt clone` of a vcmt model into another schema copies its table (dbt-clickhouse's `CLONE AS`), readable
     at once; not its stage, transform and helpers, so the next run there is refused before any DDL, naming
     clone and --full-refresh, which rebuilds the model from its SELECT."""
+    project.write_json = True  # this test reads dbt's artifacts
     import yaml
 
     _vcmt_project(project)

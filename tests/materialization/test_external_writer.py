@@ -35,18 +35,19 @@ def _live(project, table="m"):
 
 
 @pytest.mark.parametrize("bad", ["null", "NaN"])
-def test_a_null_or_nan_version_fails_the_load_naming_row_and_column(project, tmp_path, bad):
-    """0.1.0 wrote a NULL or NaN version as 0."""
-    s = Scenario(project, COLS, {"unique_key": "id"})
+def test_a_null_or_nan_version_fails_the_load_naming_row_and_column(module_project, m, tmp_path, bad):
+    """0.1.0 wrote a NULL or NaN version as 0. (The cases share one project, each with a model of its own.)"""
+    project = module_project
+    s = Scenario(project, COLS, {"unique_key": "id"}, name=m)
     s.run_batch([(1, 1, 1, 1)])
     lines = [{"id": 2, "x": 2, "_version": 1, "sign": 1}, {"id": 3, "x": 3, "_version": None, "sign": 1}]
     path = tmp_path / "events.jsonl"
     path.write_text("\n".join(json.dumps(r).replace("null", bad) if r["id"] == 3 else json.dumps(r) for r in lines))
     with pytest.raises(LoadError) as failed:
-        project.load_file("m", path)
+        project.load_file(m, path)
     err = str(failed.value)
     assert "row 1 of the input" in err and "`_version`" in err and "Nothing was loaded" in err
-    assert _live(project) == [(1, 1, 1)]
+    assert _live(project, m) == [(1, 1, 1)]
 
 
 def test_a_bad_value_in_a_later_round_applies_nothing(project, tmp_path):
@@ -110,10 +111,10 @@ def test_the_command_loads_a_local_file_on_the_embedded_engine_only(project, tmp
 
 
 # -- found by review: each of these lost data or refused good input ------------
-def _model(project, columns: str, config: str = "unique_key='id'") -> None:
-    project.command(f"create table m_src ({columns}) engine = MergeTree order by tuple()")
-    project.model("m", f"{{{{ config(materialized='vcmt_upsert', {config}) }}}}\nselect * from m_src")
-    project.dbt("run")
+def _model(project, columns: str, config: str = "unique_key='id'", m: str = "m") -> None:
+    project.command(f"create table {m}_src ({columns}) engine = MergeTree order by tuple()")
+    project.model(m, f"{{{{ config(materialized='vcmt_upsert', {config}) }}}}\nselect * from {m}_src")
+    project.dbt("run", "--select", m)
 
 
 def test_csv_text_reaches_the_cast_as_written(project, tmp_path):
@@ -334,19 +335,21 @@ def _kinds_file(tmp_path, fmt: str, events: list[dict]):
 
 
 @pytest.mark.parametrize("fmt", ["csv", "jsonl"])
-def test_valid_text_files_load_for_every_column_kind(project, tmp_path, fmt):
+def test_valid_text_files_load_for_every_column_kind(module_project, m, tmp_path, fmt):
     """A CSV for a model with a sign column, and JSON lines with a quoted sign, failed with NO_COMMON_TYPE: the text
-    sign met `sign < 0`. Valid files load, every documented column kind arriving as written, deletes included."""
-    _model(project, KINDS)
+    sign met `sign < 0`. Valid files load, every documented column kind arriving as written, deletes included.
+    (The cases share one project, each with a model of its own.)"""
+    project = module_project
+    _model(project, KINDS, m=m)
     events = [
         {**KIND_ROW, "_version": 1, "sign": 1},
         {**KIND_ROW, "id": "008", "_version": 1, "sign": 1},
         {**KIND_ROW, "id": "008", "_version": 2, "sign": -1},
     ]
-    project.load_file("m", _kinds_file(tmp_path, fmt, events))
+    project.load_file(m, _kinds_file(tmp_path, fmt, events))
     assert project.query(
         "select id, toString(u), n, toString(d), f, toString(dt), toString(day), toString(e), ns, lc, "
-        "b, arr, _version from m final where sign = 1"
+        f"b, arr, _version from {m} final where sign = 1"
     ) == [
         (
             "007",
@@ -364,13 +367,15 @@ def test_valid_text_files_load_for_every_column_kind(project, tmp_path, fmt):
             1,
         )
     ]
-    assert project.query("select events, deletes, inserted from m__loads where events > 0") == [(3, 1, 1)]
+    assert project.query(f"select events, deletes, inserted from {m}__loads where events > 0") == [(3, 1, 1)]
 
 
 @pytest.mark.parametrize("sign", ["abc", "1.5", ""])
-def test_a_sign_that_is_no_integer_fails_the_load_naming_row_and_column(project, tmp_path, sign):
-    """A text sign is checked like any value: no integer, nothing loaded."""
-    _model(project, KINDS)
+def test_a_sign_that_is_no_integer_fails_the_load_naming_row_and_column(module_project, m, tmp_path, sign):
+    """A text sign is checked like any value: no integer, nothing loaded. (The cases share one project, each
+    with a model of its own.)"""
+    project = module_project
+    _model(project, KINDS, m=m)
     path = tmp_path / "events.csv"
     path.write_text(
         "id,u,n,d,f,dt,day,e,ns,lc,b,arr,_version,sign\n"
@@ -378,8 +383,8 @@ def test_a_sign_that_is_no_integer_fails_the_load_naming_row_and_column(project,
         f'008,{UID},1,1,1,2026-01-02 00:00:00,2026-01-02,a,,x,true,"[1]",1,{sign}\n'
     )
     with pytest.raises(LoadError, match="row 1 of the input .* `sign`"):
-        project.load_file("m", path)
-    assert project.query("select count() from m") == [(0,)]
+        project.load_file(m, path)
+    assert project.query(f"select count() from {m}") == [(0,)]
 
 
 @pytest.mark.engines("chdb")

@@ -27,12 +27,12 @@ def _insert_into_stage(project, events: list[dict]) -> None:
     project.client.insert("m__stage", [[e[c] for c in columns] for e in events], column_names=columns)
 
 
-def _objects(project) -> dict[str, str]:
-    """name -> uuid of every object of model m (and of its full-refresh staging names); not the lock's tables,
+def _objects(project, m: str = "m") -> dict[str, str]:
+    """name -> uuid of every object of model `m` (and of its full-refresh staging names); not the lock's tables,
     of which every run, failed or not, creates a new generation (macros/vcmt/lock.sql)."""
     rows = project.query(
         f"select name, toString(uuid) from system.tables where database = '{project.schema}' "
-        "and (name = 'm' or name like 'm\\_\\_%') and name not like 'm\\_\\_lock\\_%'"
+        f"and (name = '{m}' or startsWith(name, '{m}__')) and not startsWith(name, '{m}__lock_')"
     )
     return dict(rows)
 
@@ -156,14 +156,16 @@ def test_dropping_a_column_a_configured_projection_uses_fails_before_any_ddl(pro
         ),
     ],
 )
-def test_a_config_error_on_an_existing_model_names_the_setting(project, config, message):
+def test_a_config_error_on_an_existing_model_names_the_setting(module_project, m, config, message):
     """0.2: on an existing model the new transform or projection reached the engine first, whose error showed
-    internal SQL (and, for a projection, a "missing FROM" hint) without naming the setting."""
-    s = Scenario(project, COLS, {"unique_key": "id"}, select=WITH_Y)
+    internal SQL (and, for a projection, a "missing FROM" hint) without naming the setting. The cases share
+    one project (a fresh one costs a full parse), each with a model of its own."""
+    project = module_project
+    s = Scenario(project, COLS, {"unique_key": "id"}, select=WITH_Y, name=m)
     s.run_batch(_rows(3, 1))
 
-    def objects() -> dict[str, str]:  # the model's own objects; the load lock's generations come and go (lock.sql)
-        return {name: uuid for name, uuid in _objects(project).items() if "__lock_" not in name}
+    def objects() -> dict[str, str]:
+        return _objects(project, m)
 
     before = objects()
     s.write_model(WITH_Y, **config)
@@ -452,23 +454,32 @@ TYPED_SELECT = ["`id`", "`s`", "`n`", "`d`", "`_version`", "`sign`"]
         ("s", "toInt64OrZero(`s`) as `s`", "String", "Int64", "abc"),
     ],
 )
-def test_a_type_change_the_stored_rows_cannot_take_fails_before_any_ddl(project, column, expression, old, new, sample):
+def test_a_type_change_the_stored_rows_cannot_take_fails_before_any_ddl(
+    module_project, m, column, expression, old, new, sample
+):
     """sync_all_columns checks a type change against every stored row with the loader's rule: a narrowing that would
-    rewrite values, or a retype the data cannot take, is refused naming the column, both types and a value."""
+    rewrite values, or a retype the data cannot take, is refused naming the column, both types and a value. The
+    cases share one project, each with a model of its own."""
+    project = module_project
     s = Scenario(
-        project, TYPED, {"unique_key": "id", "on_schema_change": "sync_all_columns"}, select=", ".join(TYPED_SELECT)
+        project,
+        TYPED,
+        {"unique_key": "id", "on_schema_change": "sync_all_columns"},
+        select=", ".join(TYPED_SELECT),
+        name=m,
     )
     s.run_batch([(1, "abc", 2**40, "1.2345", 1, 1), (2, "7", 5, "2.5", 1, 1)])
-    before, rows = _objects(project), s.final_rows()
+    before, rows = _objects(project, m), s.final_rows()
     s.write_model(", ".join(expression if c == f"`{column}`" else c for c in TYPED_SELECT))
     run = s.run_batch([(3, "9", 1, "1", 2, 1)], expect_pass=False)
     assert f"cannot change the type of column `{column}`" in run.log, run.log[-3000:]
     assert f"from {old} to {new}" in run.log and f"e.g. {sample}" in run.log and "Nothing was changed" in run.log
-    assert _objects(project) == before
-    assert {r[0]: r[1] for r in project.query("describe table m")}[column] == old
+    assert _objects(project, m) == before
+    assert {r[0]: r[1] for r in project.query(f"describe table {m}")}[column] == old
     assert s.final_rows() == rows
     assert (
-        project.scalar("select count() from system.mutations where database = currentDatabase() and table = 'm'") == 0
+        project.scalar(f"select count() from system.mutations where database = currentDatabase() and table = '{m}'")
+        == 0
     )
 
 

@@ -11,13 +11,15 @@ from vcmt_lab.oracle import Oracle
 
 # The same tests on the embedded engine and on a served node over HTTP (tests/conftest.py).
 pytestmark = pytest.mark.engines("chdb", "http")
+# One dbt project per module and engine, a model `m` of its own per test (tests/conftest.py).
+SHARE_PROJECT = True
 
 EX3 = {"id": "Int32", "metric1": "UInt32", "metric2": "UInt32", "_version": "UInt64", "sign": "Int8"}
 
 
-def test_reference_example3_versioned_ignores_stale_delete(project):
+def test_reference_example3_versioned_ignores_stale_delete(project, m):
     """The article's Example3 steps; with versioned deletes a version-0 delete of a v1 row is stale."""
-    s = Scenario(project, EX3, {"unique_key": "id"})
+    s = Scenario(project, EX3, {"unique_key": "id"}, name=m)
     s.run_batch([(1, 1, 1, 1, 1), (2, 2, 2, 1, 1)])
     assert s.final_rows() == [(1, 1, 1, 1), (2, 2, 2, 1)]
     s.run_batch([(1, 3, 1, 1, 1), (2, 3, 2, 1, 1)])  # same versions: duplicates, skipped
@@ -29,9 +31,9 @@ def test_reference_example3_versioned_ignores_stale_delete(project):
     s.assert_invariants()
 
 
-def test_reference_example3_unconditional_matches_article(project):
+def test_reference_example3_unconditional_matches_article(project, m):
     """delete_mode='unconditional' reproduces the article's states step by step."""
-    s = Scenario(project, EX3, {"unique_key": "id", "delete_mode": "unconditional"})
+    s = Scenario(project, EX3, {"unique_key": "id", "delete_mode": "unconditional"}, name=m)
     s.run_batch([(1, 1, 1, 1, 1), (2, 2, 2, 1, 1)])
     s.run_batch([(1, 3, 1, 1, 1), (2, 3, 2, 1, 1)])
     assert s.final_rows() == [(1, 1, 1, 1), (2, 2, 2, 1)]
@@ -42,7 +44,7 @@ def test_reference_example3_unconditional_matches_article(project):
     s.assert_invariants()
 
 
-def test_reference_example4_projection_tracks_updates_and_deletes(project):
+def test_reference_example4_projection_tracks_updates_and_deletes(project, m):
     """Example4: a DateTime64 version and an aggregating projection by dim1 stay exact."""
     cols = {
         "id": "Int32",
@@ -60,8 +62,9 @@ def test_reference_example4_projection_tracks_updates_and_deletes(project):
             "version": "updated_at",
             "projections": [{"name": "by_dim1", "query": "select dim1, sum(metric1 * sign) group by dim1"}],
         },
+        name=m,
     )
-    proj = "select dim1, sum(metric1 * sign) from m group by dim1 order by dim1"
+    proj = f"select dim1, sum(metric1 * sign) from {m} group by dim1 order by dim1"
 
     def by_dim1():
         return project.query(proj, optimize_use_projections=1, force_optimize_projection=1)
@@ -76,10 +79,10 @@ def test_reference_example4_projection_tracks_updates_and_deletes(project):
     s.assert_invariants()
 
 
-def test_reference_example5_greatest_and_coalesce_combine_rows(project):
+def test_reference_example5_greatest_and_coalesce_combine_rows(project, m):
     """Example5: greatest() and ifNull(new, old) rebuilt with merge policies."""
     cols = {"id": "Int32", "metric1": "UInt32", "metric2": "Nullable(UInt32)", "_version": "UInt64"}
-    s = Scenario(project, cols, {"unique_key": "id", "merge": {"metric1": "greatest", "metric2": "coalesce"}})
+    s = Scenario(project, cols, {"unique_key": "id", "merge": {"metric1": "greatest", "metric2": "coalesce"}}, name=m)
     s.run_batch([(1, 0, None, 1), (2, 0, None, 1)])
     s.run_batch([(1, 1, None, 2), (2, 2, None, 2)])
     assert s.final_rows() == [(1, 1, None, 2), (2, 2, None, 2)]
@@ -88,26 +91,26 @@ def test_reference_example5_greatest_and_coalesce_combine_rows(project):
     s.assert_invariants()
 
 
-def test_reference_example6_composite_key_upserts_per_tenant(project):
+def test_reference_example6_composite_key_upserts_per_tenant(project, m):
     """Example6: (tenant_id, id) keys; the same id in two tenants are different rows."""
     cols = {"id": "Int64", "tenant_id": "Int32", "metric1": "UInt32", "_version": "UInt64", "sign": "Int8"}
-    s = Scenario(project, cols, {"unique_key": ["tenant_id", "id"], "order_by": ["tenant_id", "id"]})
+    s = Scenario(project, cols, {"unique_key": ["tenant_id", "id"], "order_by": ["tenant_id", "id"]}, name=m)
     s.run_batch([(1, 1, 10, 1, 1), (1, 2, 20, 1, 1), (2, 1, 30, 1, 1)])
     s.run_batch([(1, 2, 21, 2, 1), (2, 1, 0, 2, -1), (1, 1, 99, 1, 1)])
     assert s.final_rows(order="tenant_id, id") == [(1, 1, 10, 1), (1, 2, 21, 2)]
     s.assert_invariants()
 
 
-def test_version_zero_first_event_is_accepted(project):
+def test_version_zero_first_event_is_accepted(project, m):
     """A key with no state accepts version 0 (the article drops it)."""
-    s = Scenario(project, EX3, {"unique_key": "id"})
+    s = Scenario(project, EX3, {"unique_key": "id"}, name=m)
     s.run_batch([(7, 5, 5, 0, 1)])
     assert s.final_rows() == [(7, 5, 5, 0)]
 
 
-def test_stale_delete_keeps_newer_row(project):
+def test_stale_delete_keeps_newer_row(project, m):
     """A versioned delete older than the live row is skipped."""
-    s = Scenario(project, EX3, {"unique_key": "id"})
+    s = Scenario(project, EX3, {"unique_key": "id"}, name=m)
     s.run_batch([(1, 1, 1, 5, 1)])
     run = s.run_batch([(1, 0, 0, 4, -1)])
     assert s.final_rows() == [(1, 1, 1, 5)]
@@ -115,13 +118,13 @@ def test_stale_delete_keeps_newer_row(project):
 
 
 @pytest.mark.parametrize("mode", ["versioned", "unconditional"])
-def test_late_duplicate_after_delete_and_optimize_does_not_resurrect(project, mode):
+def test_late_duplicate_after_delete_and_optimize_does_not_resurrect(project, m, mode):
     """After a delete and OPTIMIZE FINAL collapsed the pair, a redelivered upsert stays deleted."""
-    s = Scenario(project, EX3, {"unique_key": "id", "delete_mode": mode})
+    s = Scenario(project, EX3, {"unique_key": "id", "delete_mode": mode}, name=m)
     s.run_batch([(1, 1, 1, 3, 1)])
     s.run_batch([(1, 1, 1, 3 if mode == "versioned" else 0, -1)])
-    project.command("optimize table m final")
-    assert project.scalar("select count() from m") == 0
+    project.command(f"optimize table {m} final")
+    assert project.scalar(f"select count() from {m}") == 0
     s.run_batch([(1, 1, 1, 3, 1)])
     s.run_batch([(1, 1, 1, 2, 1)])
     assert s.final_rows() == []
@@ -130,9 +133,9 @@ def test_late_duplicate_after_delete_and_optimize_does_not_resurrect(project, mo
     s.assert_invariants()
 
 
-def test_delete_arriving_before_insert_blocks_older_insert(project):
+def test_delete_arriving_before_insert_blocks_older_insert(project, m):
     """Out of order: a delete v5 for an unseen key, then its insert v3, leaves no row."""
-    s = Scenario(project, EX3, {"unique_key": "id"})
+    s = Scenario(project, EX3, {"unique_key": "id"}, name=m)
     s.run_batch([(1, 0, 0, 5, -1)])
     s.run_batch([(1, 1, 1, 3, 1)])
     assert s.final_rows() == []
@@ -141,23 +144,26 @@ def test_delete_arriving_before_insert_blocks_older_insert(project):
 
 
 @pytest.mark.parametrize("merge", [{}, {"metric1": "sum"}], ids=["folded", "hot_key_fold"])
-def test_replay_of_same_input_is_noop(project, merge):
+def test_replay_of_same_input_is_noop(project, m, merge):
     """Running the same batch again changes nothing (both folds; rounds: test_hot_keys)."""
-    s = Scenario(project, EX3, {"unique_key": "id", "merge": merge})
+    s = Scenario(project, EX3, {"unique_key": "id", "merge": merge}, name=m)
     rows = [(i % 5, i, i, i, -1 if i % 7 == 0 else 1) for i in range(1, 40)]
     s.run_batch(rows)
-    before = project.query("select * from m order by all")
+    before = project.query(f"select * from {m} order by all")
     run = s.run_batch(rows)
-    assert project.query("select * from m order by all") == before
+    assert project.query(f"select * from {m} order by all") == before
     assert " 0 rows written" in run.log
 
 
-def test_no_sign_column_treats_every_event_as_upsert(project):
+def test_no_sign_column_treats_every_event_as_upsert(project, m):
     """Without a sign column in the SELECT every event is an upsert; the target still has sign."""
     cols = {"id": "Int32", "v": "String", "_version": "UInt32"}
-    s = Scenario(project, cols, {"unique_key": "id"})
+    s = Scenario(project, cols, {"unique_key": "id"}, name=m)
     s.run_batch([(1, "a", 1), (1, "b", 2), (2, "c", 1)])
-    assert project.query("select id, v, _version from m final where sign = 1 order by id") == [(1, "b", 2), (2, "c", 1)]
+    assert project.query(f"select id, v, _version from {m} final where sign = 1 order by id") == [
+        (1, "b", 2),
+        (2, "c", 1),
+    ]
 
 
 LOADS = (
@@ -166,16 +172,16 @@ LOADS = (
 )
 
 
-def _last_load(project) -> dict:
+def _last_load(project, m: str) -> dict:
     names = [n.strip() for n in LOADS.split(",")]
     return dict(
-        zip(names, project.query(f"select {LOADS} from m__loads order by loaded_at desc limit 1")[0], strict=True)
+        zip(names, project.query(f"select {LOADS} from {m}__loads order by loaded_at desc limit 1")[0], strict=True)
     )
 
 
-def test_run_report_counts_inserted_updated_deleted_skipped(project):
+def test_run_report_counts_inserted_updated_deleted_skipped(project, m):
     """The run line and `m__loads` say what was done."""
-    s = Scenario(project, EX3, {"unique_key": "id"})
+    s = Scenario(project, EX3, {"unique_key": "id"}, name=m)
     s.run_batch([(1, 1, 1, 1, 1), (2, 2, 2, 1, 1), (3, 3, 3, 1, 1)])
     run = s.run_batch([(1, 9, 9, 2, 1), (1, 8, 8, 3, 1), (2, 0, 0, 2, -1), (3, 3, 3, 1, 1), (4, 4, 4, 1, 1)])
     assert (
@@ -186,17 +192,17 @@ def test_run_report_counts_inserted_updated_deleted_skipped(project):
     )
     last = project.query(
         "select events, upserts, deletes, inserted, updated, deleted, skipped, rows_written "
-        "from m__loads order by loaded_at desc limit 1"
+        f"from {m}__loads order by loaded_at desc limit 1"
     )
     assert last == [(5, 4, 1, 1, 1, 1, 1, 4)]
 
 
 @pytest.mark.parametrize("merge", [{}, {"metric1": "sum"}], ids=["fold", "rounds"])
-def test_run_report_numbers_add_up_with_every_kind_of_event(project, merge):
+def test_run_report_numbers_add_up_with_every_kind_of_event(project, m, merge):
     """0.2: "applied" counted skipped events, truncated rows were counted as deletes, events ignored under a
     truncate were in no total, and an empty run left no row in `m__loads`."""
     cols = {**EX3, "_op": "String"}
-    s = Scenario(project, cols, {"unique_key": "id", "truncate_when": "_op = 't'", "merge": merge})
+    s = Scenario(project, cols, {"unique_key": "id", "truncate_when": "_op = 't'", "merge": merge}, name=m)
     s.run_batch([(k, k, k, 10, 1, "c") for k in range(1, 7)])
     run = s.run_batch(
         [
@@ -213,7 +219,7 @@ def test_run_report_numbers_add_up_with_every_kind_of_event(project, merge):
             (5, 0, 0, 4, -1, "d"),  # at or below the truncate: ignored
         ]
     )
-    n = _last_load(project)
+    n = _last_load(project, m)
     assert n == {
         "events": 10,
         "upserts": 7,
@@ -238,14 +244,14 @@ def test_run_report_numbers_add_up_with_every_kind_of_event(project, merge):
     assert "1 truncate: 0 rows at or below version 5 deleted; 4 rows written" in run.log
 
     run = s.run_batch([(0, 0, 0, 11, 1, "t"), (6, 6, 6, 11, 1, "u")])  # a truncate that removes live rows
-    n = _last_load(project)
+    n = _last_load(project, m)
     assert (n["events"], n["ignored_below_truncate"], n["fed"], n["deleted"], n["truncated_rows"]) == (1, 1, 0, 0, 5)
     assert n["rows_written"] == n["inserted"] + 2 * n["updated"] + n["deleted"] + n["truncated_rows"] == 5
     assert "1 truncate: 5 rows at or below version 11 deleted; 5 rows written" in run.log
 
     s.run_batch([])
-    assert _last_load(project)["events"] == 0
-    assert project.scalar("select count() from m__loads") == 4
+    assert _last_load(project, m)["events"] == 0
+    assert project.scalar(f"select count() from {m}__loads") == 4
 
 
 POLICIES = ["replace", "keep", "greatest", "least", "sum", "coalesce", "{old} * 2 + {new}"]
@@ -258,10 +264,10 @@ def _python_policy(policy):
 
 
 @pytest.mark.parametrize("policy", POLICIES)
-def test_merge_policy_matches_oracle(project, policy):
+def test_merge_policy_matches_oracle(project, m, policy):
     """Each merge policy, with NULLs, deletes, duplicates and late events, equals the oracle."""
     cols = {"id": "Int32", "x": "Nullable(Int64)", "_version": "UInt64", "sign": "Int8"}
-    s = Scenario(project, cols, {"unique_key": "id", "merge": {"x": policy}})
+    s = Scenario(project, cols, {"unique_key": "id", "merge": {"x": policy}}, name=m)
     oracle = Oracle(["x"], {"x": _python_policy(policy)})
     rng = random.Random(sum(map(ord, policy)))
     version, late = 0, []
@@ -280,7 +286,7 @@ def test_merge_policy_matches_oracle(project, policy):
     s.assert_invariants()
 
 
-def test_large_batch_spanning_many_blocks_matches_oracle(project):
+def test_large_batch_spanning_many_blocks_matches_oracle(project, m):
     """40k events, 400 keys x 100 versions, forced into small insert blocks, equals the oracle.
 
     A SQL policy, so the batch goes in 100 rounds (built-in policies fold, see test_hot_keys)."""
@@ -293,6 +299,7 @@ def test_large_batch_spanning_many_blocks_matches_oracle(project):
             "merge": {"x": "{old} + {new}"},
             "insert_settings": {"max_block_size": 997, "min_insert_block_size_rows": 997, "max_insert_block_size": 997},
         },
+        name=m,
     )
     rng = random.Random(11)
     rows = []
@@ -308,9 +315,9 @@ def test_large_batch_spanning_many_blocks_matches_oracle(project):
     s.assert_invariants()
 
 
-def test_unconditional_delete_of_unknown_key_blocks_older_upsert(project):
+def test_unconditional_delete_of_unknown_key_blocks_older_upsert(project, m):
     """Regression: an unconditional delete that overtakes its insert still records its version."""
-    s = Scenario(project, EX3, {"unique_key": "id", "delete_mode": "unconditional"})
+    s = Scenario(project, EX3, {"unique_key": "id", "delete_mode": "unconditional"}, name=m)
     s.run_batch([(1, 0, 0, 10, -1)])
     s.run_batch([(1, 5, 5, 5, 1)])
     assert s.final_rows() == []
@@ -320,13 +327,13 @@ def test_unconditional_delete_of_unknown_key_blocks_older_upsert(project):
     assert oracle.live_rows() == {}
 
 
-def test_unconditional_redelivered_delete_removes_row_resent_in_same_batch(project):
+def test_unconditional_redelivered_delete_removes_row_resent_in_same_batch(project, m):
     """Regression (fuzz seeds 73, 153): a version-0 unconditional delete applies before a re-sent upsert.
 
     Folding the batch to its newest event would drop the delete and keep the row; the
     unconditional mode therefore loads in rounds.
     """
-    s = Scenario(project, EX3, {"unique_key": "id", "delete_mode": "unconditional"})
+    s = Scenario(project, EX3, {"unique_key": "id", "delete_mode": "unconditional"}, name=m)
     s.run_batch([(89, 1, 1, 3255, 1)])
     s.run_batch([(89, 0, 0, 0, -1), (89, 2, 2, 4294, 1)])
     assert s.final_rows() == [(89, 2, 2, 4294)]

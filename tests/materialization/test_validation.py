@@ -217,13 +217,14 @@ CASES = {
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_invalid_model_fails_before_any_ddl(project, case):
-    """Each validation rule raises its own message and creates no object."""
+def test_invalid_model_fails_before_any_ddl(module_project, case):
+    """Each validation rule raises its own message and creates no object. The cases share one project (a
+    fresh one costs a full parse), whose schema therefore stays empty only while every case creates nothing."""
     config, sql, message = CASES[case]
-    project.model("m", f"{{{{ config(materialized='vcmt_upsert', **{config}) }}}}\n{sql}")
-    run = project.dbt("run", "--select", "m", expect_pass=False)
+    module_project.model("m", f"{{{{ config(materialized='vcmt_upsert', **{config}) }}}}\n{sql}")
+    run = module_project.dbt("run", "--select", "m", expect_pass=False)
     assert message in run.log, run.log[-3000:]
-    assert project.query(f"select name from system.tables where database = '{project.schema}'") == []
+    assert module_project.query(f"select name from system.tables where database = '{module_project.schema}'") == []
 
 
 def test_projection_error_explains_why_collapsing_breaks_it(project):
@@ -369,23 +370,20 @@ LAYOUT_CHANGES = {
 
 
 @pytest.mark.parametrize("case", sorted(LAYOUT_CHANGES))
-def test_layout_change_without_full_refresh_fails_before_any_ddl(project, case):
+def test_layout_change_without_full_refresh_fails_before_any_ddl(module_project, case):
     """A changed table layout is no longer ignored in silence: the run fails, names old and new, and --full-refresh applies it."""
+    project, m = module_project, f"layout_{case}"  # one project for every case (a fresh one costs a full parse)
     before, after, setting, values = LAYOUT_CHANGES[case]
-    s = Scenario(project, COLS, {"unique_key": "id", **before})
+    s = Scenario(project, COLS, {"unique_key": "id", **before}, name=m)
     s.run_batch([(1, 1, 1, 1), (2, 2, 1, 1)])
     s.run_batch([(3, 3, 1, 1)])  # an unchanged config runs again without complaint
-    create_before = project.scalar(
-        "select create_table_query from system.tables where database = currentDatabase() and name = 'm'"
-    )
+    stored = f"select create_table_query from system.tables where database = currentDatabase() and name = '{m}'"
+    create_before = project.scalar(stored)
     s.config = {"unique_key": "id"}
     s.write_model("`id`, `x`, `_version`, `sign`", **after)
     run = s.run_batch([(4, 4, 1, 1)], expect_pass=False)
     assert setting in run.log and values in run.log and "--full-refresh" in run.log, run.log[-3000:]
-    assert (
-        project.scalar("select create_table_query from system.tables where database = currentDatabase() and name = 'm'")
-        == create_before
-    )
+    assert project.scalar(stored) == create_before
     assert s.final_rows() == [(1, 1, 1), (2, 2, 1), (3, 3, 1)]
     s.run_batch([(4, 4, 1, 1)], "--full-refresh")
     assert s.final_rows() == [(4, 4, 1)]
