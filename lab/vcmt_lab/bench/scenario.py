@@ -110,8 +110,11 @@ class Scenario:
         t.load_events(shape.batches()[0])
         for m in MODELS:  # the `replace` model loads with one INSERT; rounds add the batch table
             t.restore(m.name, m.base)
-            kinds, roles = ("insert", ["stage"]) if m is MODEL else ("create|insert|drop", ["stage", "batch"])
-            t.captured[m.name] = self._capture(m.name, [t.obj(m, role) for role in roles], kinds)
+            mentions = [t.obj(m, "stage")]
+            kinds = "insert"
+            if m is not MODEL:  # a load's batch table is its base name and its lock generation: `<batch>_<n>`
+                mentions, kinds = [*mentions, t.obj(m, "batch").removesuffix("`") + "_"], "create|insert|drop"
+            t.captured[m.name] = self._capture(m.name, mentions, kinds)
             self.out.sql[f"vcmt `{m.name}`: what its `dbt run` ran to load"] = ";\n".join(t.captured[m.name])
         for name in DBT_MODELS:
             t.restore(name)
