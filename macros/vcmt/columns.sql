@@ -106,6 +106,62 @@
 {% endmacro %}
 
 
+{#- How a lookup of the batch's keys in the target names a key, as
+    {left, select}: the left side of its IN and the select list of its
+    subquery. Usually the key itself. When the sorting key puts expressions
+    of the key before or between the key columns (`order_by=['id % 20',
+    'id']` beside `partition_by='id % 20'`), the lookup is on that whole
+    prefix of the sorting key, so the primary key prunes each partition's
+    granules by it: `id in (keys)` alone tests every partition's granules
+    against every key (docs/design.md#what-the-transform-writes). The rows
+    found are the same: such an expression reads key columns only (the engine
+    parses it, here) and is deterministic (the engine refuses any other in a
+    sorting key), so equal keys give equal tuples. The prefix stops before
+    the first expression that reads another column, and a model that allows
+    a nullable sorting key keeps the plain lookup (NULL matches nothing in IN).
+    One EXPLAIN AST, only for models whose sorting key has such an
+    expression. -#}
+{% macro _lookup_key(cfg) %}
+  {%- set plain = {'left': vcmt._key_tuple(cfg.key_columns), 'select': vcmt._column_list(cfg.key_columns)} -%}
+  {%- set prefix = [] -%}
+  {%- set ns = namespace(missing=cfg.key_columns | list) -%}
+  {%- for item in vcmt._split_top_level(cfg.order_by | join(',')) if ns.missing -%}
+    {%- set name = vcmt._unquote(item | trim) -%}
+    {%- do prefix.append({'key': name if name in cfg.key_columns else none, 'sql': item | trim}) -%}
+    {%- set ns.missing = ns.missing | reject('equalto', name) | list -%}
+  {%- endfor -%}
+  {%- set exprs = prefix | selectattr('key', 'none') | list -%}
+  {%- if not exprs or (cfg.settings or {}).get('allow_nullable_key') not in [none, 0, '0', false] -%}
+    {{ return(plain) }}
+  {%- endif -%}
+  {%- set wrapped = [] -%}
+  {%- for e in exprs -%}{%- do wrapped.append('(' ~ vcmt._user_sql(e.sql) ~ ')') -%}{%- endfor -%}
+  {%- set select_list = vcmt._explain_ast('select ' ~ wrapped | join(', ')).children[0].children[0].children[0]
+      .children[0] -%}
+  {%- set items = [] -%}
+  {%- set ns.cut = false -%}
+  {%- for p in prefix if not ns.cut -%}
+    {%- if p.key is not none -%}
+      {%- do items.append({'key': p.key, 'sql': vcmt._quote(p.key)}) -%}
+    {%- else -%}
+      {%- set names = [] -%}
+      {%- do vcmt._ast_find(select_list.children[exprs.index(p)], 'Identifier', none, names) -%}
+      {%- if names | rejectattr('name', 'in', cfg.key_columns) | list -%}
+        {%- set ns.cut = true -%}
+      {%- else -%}
+        {%- do items.append({'key': none, 'sql': wrapped[exprs.index(p)]}) -%}
+      {%- endif -%}
+    {%- endif -%}
+  {%- endfor -%}
+  {%- if not items | selectattr('key', 'none') | list -%}{{ return(plain) }}{%- endif -%}
+  {%- for k in cfg.key_columns if k not in items | map(attribute='key') | list -%}
+    {%- do items.append({'key': k, 'sql': vcmt._quote(k)}) -%}
+  {%- endfor -%}
+  {%- set sql = items | map(attribute='sql') | join(', ') -%}
+  {{ return({'left': '(' ~ sql ~ ')', 'select': sql}) }}
+{% endmacro %}
+
+
 {#- Every name vcmt introduces inside its SQL starts with this prefix. -#}
 {% macro _reserved_prefix() %}
   {{ return('_vcmt_') }}

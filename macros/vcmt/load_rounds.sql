@@ -143,7 +143,8 @@
   {%- set keys = vcmt._column_list(cfg.key_columns) -%}
   {%- set key_tuple = vcmt._key_tuple(cfg.key_columns) -%}
   {%- set v = q(cfg.version) -%}
-  {%- set batch_keys = 'select ' ~ keys ~ ' from ' ~ objs.batch ~ ' where _vcmt_round = 0' -%}
+  {%- set events = ' from ' ~ objs.batch ~ ' where _vcmt_round = 0' -%}
+  {%- set lookup = vcmt._lookup_key(cfg) -%}
     insert into {{ objs.batch }}
       ({{ keys }}{% for c in data %}, {{ q(c) }}{% endfor %}, {{ v }}, _vcmt_sign, _vcmt_folded, _vcmt_round)
     select {{ keys }}{% for c in data %}, _vcmt_f{{ loop.index0 }}{% endfor %}, _vcmt_fv,
@@ -164,13 +165,13 @@
         left join (
           select {{ keys }}, {{ v }} as _vcmt_lv, toUInt8(1) as _vcmt_found
           from {{ vcmt._all_shards(objs, 'target') }} final
-          prewhere {{ key_tuple }} {{ in_ }} ({{ batch_keys }})
+          prewhere {{ lookup.left }} {{ in_ }} (select {{ lookup.select }}{{ events }})
           where {{ q(cfg.sign) }} = 1
         ) as _vcmt_old using ({{ keys }})
         left join (
           select {{ keys }}, max({{ v }}) as _vcmt_tv, toUInt8(1) as _vcmt_found
           from {{ vcmt._all_shards(objs, 'tombstones') }}
-          where {{ key_tuple }} {{ in_ }} ({{ batch_keys }})
+          where {{ key_tuple }} {{ in_ }} (select {{ keys }}{{ events }})
           group by {{ keys }}
         ) as _vcmt_tomb using ({{ keys }})
         where _vcmt_e._vcmt_round = 0 and {{ vcmt._fenced(objs.target) }}

@@ -16,6 +16,7 @@
   {%- set q = vcmt._quote -%}
   {%- set keys = vcmt._column_list(cfg.key_columns) -%}
   {%- set key_tuple = vcmt._key_tuple(cfg.key_columns) -%}
+  {%- set lookup = vcmt._lookup_key(cfg) -%}
   {%- set data = vcmt._data_columns(cfg, columns) -%}
   {%- set v = q(cfg.version) -%}
   {%- set s = q(cfg.sign) -%}
@@ -66,7 +67,7 @@ from (
     left join (
       select {{ keys }}, {% for c in data %}{{ q(c) }}, {% endfor %}{{ v }}, toUInt8(1) as _vcmt_found
       from {{ objs.target }} final
-      prewhere {{ key_tuple }} in (select {{ keys }} from {{ objs.stage }})
+      prewhere {{ lookup.left }} in (select {{ lookup.select }} from {{ objs.stage }})
       where {{ s }} = 1
     ) as _vcmt_old using ({{ keys }})
     left join (

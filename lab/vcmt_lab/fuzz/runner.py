@@ -113,6 +113,7 @@ def write_model(
                 ("unavailable_column", spec.unavailable_column),
                 ("partition_by", spec.partition_by),
                 ("indexes", list(spec.indexes)),
+                ("order_by", list(spec.order_by)),
             )
             if v
         }

@@ -29,9 +29,11 @@ class ModelSpec:
     # `_unavailable` column listing the columns an event did not send.
     truncate_when: str | None = None
     unavailable_column: str | None = None
-    # Partitioned targets (issue 41): a partition that is a function of the key, and skip indexes (`indexes`).
+    # Partitioned targets (issue 41): a partition that is a function of the key, skip indexes (`indexes`), and
+    # a sorting key led by the partition expression, so lookups go by that prefix of it (`order_by`).
     partition_by: str | None = None
     indexes: tuple[dict[str, str], ...] = ()
+    order_by: tuple[str, ...] = ()
 
     @property
     def all_columns(self) -> dict[str, str]:
@@ -102,7 +104,8 @@ MODEL_SPECS: tuple[ModelSpec, ...] = (
         {"a": "sum"},
         unavailable_column="_unavailable",
     ),
-    # Partitioned by the key, with a bloom filter on it: the fold, truncates, and lookups that skip granules.
+    # Partitioned by the key, with a bloom filter on it and the partition expression between the key's columns
+    # in the sorting key: the fold, truncates, and lookups by a prefix of the sorting key that skip granules.
     ModelSpec(
         "fz_partitioned",
         ("tenant", "id"),
@@ -110,8 +113,10 @@ MODEL_SPECS: tuple[ModelSpec, ...] = (
         truncate_when="_op = 't'",
         partition_by="id % 5",
         indexes=({"name": "key_bf", "definition": "id TYPE bloom_filter(0.01) GRANULARITY 1"},),
+        order_by=("tenant", "id % 5", "id"),
     ),
-    # Partitioned by the key, in rounds with unsent columns; tiny granules, so a lookup spans many.
+    # Partitioned by the key and sorted by the partition first, in rounds with unsent columns; tiny granules, so
+    # a lookup spans many.
     ModelSpec(
         "fz_partitioned_rounds",
         ("id",),
@@ -119,7 +124,7 @@ MODEL_SPECS: tuple[ModelSpec, ...] = (
         {"a": "sum"},
         unavailable_column="_unavailable",
         partition_by="intDiv(id, 40) % 7",
-        indexes=({"name": "key_bf", "definition": "id TYPE bloom_filter GRANULARITY 2"},),
+        order_by=("intDiv(id, 40) % 7", "id"),
     ),
 )
 # What a truncate is, and what an event did not send, in the fuzz's CDC shapes.
