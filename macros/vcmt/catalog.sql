@@ -78,9 +78,12 @@
 {% endmacro %}
 
 
-{#- Append to `out` every node of `kind` (and, if given, lower-case `name`) under `node`. -#}
+{#- Append to `out` every node of `kind` (every node if none; and, if given,
+    lower-case `name`) under `node`. -#}
 {% macro _ast_find(node, kind, name, out) %}
-  {%- if node.kind == kind and (name is none or node.name | lower == name) -%}{%- do out.append(node) -%}{%- endif -%}
+  {%- if (kind is none or node.kind == kind) and (name is none or node.name | lower == name) -%}
+    {%- do out.append(node) -%}
+  {%- endif -%}
   {%- for child in node.children -%}{%- do vcmt._ast_find(child, kind, name, out) -%}{%- endfor -%}
 {% endmacro %}
 

@@ -42,7 +42,7 @@
   {%- set as_list = [] -%}
   {%- for opt in ['partition_by', 'order_by', 'primary_key'] if cfg[opt] -%}
     {%- set value = cfg[opt] if cfg[opt] is string else cfg[opt] | join(', ') -%}
-    {%- set text = vcmt._user_sql(value) -%}
+    {%- set text = vcmt._user_sql_list(cfg[opt]) -%}
     {%- set clause = {'partition_by': 'partition by (' ~ text ~ ') order by tuple()',
                       'order_by': 'order by (' ~ text ~ ')',
                       'primary_key': 'order by tuple() primary key (' ~ text ~ ')'}[opt] -%}
@@ -116,8 +116,7 @@
 {% macro _check_expressions_on(cfg, stage, options) %}
   {%- set probes = [] -%}
   {%- for opt in ['partition_by', 'order_by', 'primary_key'] if opt in options and cfg[opt] -%}
-    {%- set value = cfg[opt] if cfg[opt] is string else cfg[opt] | join(', ') -%}
-    {%- do probes.append('(' ~ vcmt._user_sql(value) ~ ') as `vcmt_upsert: ' ~ opt ~ '`') -%}
+    {%- do probes.append('(' ~ vcmt._user_sql_list(cfg[opt]) ~ ') as `vcmt_upsert: ' ~ opt ~ '`') -%}
   {%- endfor -%}
   {%- if 'merge' in options -%}
     {%- for column, policy in cfg.merge.items() if '{old}' in policy or '{new}' in policy -%}

@@ -109,23 +109,26 @@
 {#- How a lookup of the batch's keys in the target names a key, as
     {left, select}: the left side of its IN and the select list of its
     subquery. Usually the key itself. When the sorting key puts expressions
-    of the key before or between the key columns (`order_by=['id % 20',
+    of the key before or between the key's columns (`order_by=['id % 20',
     'id']` beside `partition_by='id % 20'`), the lookup is on that whole
     prefix of the sorting key, so the primary key prunes each partition's
     granules by it: `id in (keys)` alone tests every partition's granules
-    against every key (docs/design.md#what-the-transform-writes). The rows
-    found are the same: such an expression reads key columns only (the engine
-    parses it, here) and is deterministic (the engine refuses any other in a
-    sorting key), so equal keys give equal tuples. The prefix stops before
-    the first expression that reads another column, and a model that allows
-    a nullable sorting key keeps the plain lookup (NULL matches nothing in IN).
-    One EXPLAIN AST, only for models whose sorting key has such an
-    expression. -#}
+    against every key (docs/design.md#what-the-transform-writes).
+
+    The rows found must be the same, so an expression joins the prefix only
+    if the engine's parse of it shows nothing but key columns, literals
+    other than NULL, and functions of `_lookup_functions` (no alias: one
+    would name a column of the lookup's query): its value is then fixed by
+    the key alone, whatever the settings, time zone or tables around it, and
+    equal keys give equal tuples. The prefix stops before the first other
+    expression, and a model that allows a nullable sorting key keeps the
+    plain lookup. One EXPLAIN AST, only for models whose sorting key has such
+    an expression. -#}
 {% macro _lookup_key(cfg) %}
   {%- set plain = {'left': vcmt._key_tuple(cfg.key_columns), 'select': vcmt._column_list(cfg.key_columns)} -%}
   {%- set prefix = [] -%}
-  {%- set ns = namespace(missing=cfg.key_columns | list) -%}
-  {%- for item in vcmt._split_top_level(cfg.order_by | join(',')) if ns.missing -%}
+  {%- set ns = namespace(missing=cfg.key_columns | list, cut=false) -%}
+  {%- for item in vcmt._user_sql_items(cfg.order_by) if ns.missing -%}
     {%- set name = vcmt._unquote(item | trim) -%}
     {%- do prefix.append({'key': name if name in cfg.key_columns else none, 'sql': item | trim}) -%}
     {%- set ns.missing = ns.missing | reject('equalto', name) | list -%}
@@ -138,19 +141,22 @@
   {%- for e in exprs -%}{%- do wrapped.append('(' ~ vcmt._user_sql(e.sql) ~ ')') -%}{%- endfor -%}
   {%- set select_list = vcmt._explain_ast('select ' ~ wrapped | join(', ')).children[0].children[0].children[0]
       .children[0] -%}
+  {%- set allowed = vcmt._lookup_functions() -%}
   {%- set items = [] -%}
-  {%- set ns.cut = false -%}
   {%- for p in prefix if not ns.cut -%}
     {%- if p.key is not none -%}
       {%- do items.append({'key': p.key, 'sql': vcmt._quote(p.key)}) -%}
     {%- else -%}
-      {%- set names = [] -%}
-      {%- do vcmt._ast_find(select_list.children[exprs.index(p)], 'Identifier', none, names) -%}
-      {%- if names | rejectattr('name', 'in', cfg.key_columns) | list -%}
-        {%- set ns.cut = true -%}
-      {%- else -%}
-        {%- do items.append({'key': none, 'sql': wrapped[exprs.index(p)]}) -%}
-      {%- endif -%}
+      {%- set nodes = [] -%}
+      {%- do vcmt._ast_find(select_list.children[exprs.index(p)], none, none, nodes) -%}
+      {%- for node in nodes if not ns.cut -%}
+        {%- set ns.cut = node.alias is not none
+            or (node.kind == 'Function' and node.name | lower not in allowed)
+            or (node.kind == 'Identifier' and node.name not in cfg.key_columns)
+            or (node.kind == 'Literal' and node.name == 'NULL')
+            or node.kind not in ['Function', 'ExpressionList', 'Identifier', 'Literal'] -%}
+      {%- endfor -%}
+      {%- if not ns.cut -%}{%- do items.append({'key': none, 'sql': wrapped[exprs.index(p)]}) -%}{%- endif -%}
     {%- endif -%}
   {%- endfor -%}
   {%- if not items | selectattr('key', 'none') | list -%}{{ return(plain) }}{%- endif -%}
@@ -159,6 +165,25 @@
   {%- endfor -%}
   {%- set sql = items | map(attribute='sql') | join(', ') -%}
   {{ return({'left': '(' ~ sql ~ ')', 'select': sql}) }}
+{% endmacro %}
+
+
+{#- The functions an expression of a key lookup may use (_lookup_key), by the
+    name the engine's parse gives them, lower case: arithmetic, bits, hashes,
+    integer conversions and string slices, whose value depends on their
+    arguments alone. Date and time functions are not among them: the engine
+    computes them in a session's time zone for a lookup and in the server's
+    for a merge, so the two could disagree. -#}
+{% macro _lookup_functions() %}
+  {%- set names = ['plus', 'minus', 'multiply', 'negate', 'abs', 'intdiv', 'intdivorzero', 'modulo', 'moduloorzero',
+      'positivemodulo', 'pmod', 'bitand', 'bitor', 'bitxor', 'bitnot', 'bitshiftleft', 'bitshiftright',
+      'cityhash64', 'siphash64', 'xxhash32', 'xxhash64', 'xxh3', 'murmurhash2_32', 'murmurhash2_64',
+      'murmurhash3_32', 'murmurhash3_64', 'farmhash64', 'farmfingerprint64', 'inthash32', 'inthash64', 'javahash',
+      'crc32', 'lower', 'upper', 'substring', 'substr', 'left', 'right', 'length', 'tuple'] -%}
+  {%- for bits in [8, 16, 32, 64, 128, 256] -%}
+    {%- do names.extend(['toint' ~ bits, 'touint' ~ bits]) -%}
+  {%- endfor -%}
+  {{ return(names) }}
 {% endmacro %}
 
 

@@ -47,7 +47,7 @@
   {%- endif -%}
   {%- set order_by = [order_by] if order_by is string else order_by | list -%}
   {%- set order_cols = [] -%}
-  {%- for item in vcmt._split_top_level(order_by | join(',')) -%}
+  {%- for item in vcmt._user_sql_items(order_by) -%}
     {%- do order_cols.append(vcmt._unquote(item | trim)) -%}
   {%- endfor -%}
   {%- for k in keys -%}

@@ -25,11 +25,11 @@
   )
   engine = {{ vcmt._engine_name(relation) }}({{ vcmt._quote(cfg.sign) }}, {{ vcmt._quote(cfg.version) }})
   {%- if cfg.partition_by %}
-  partition by ({{ vcmt._user_sql(cfg.partition_by if cfg.partition_by is string else cfg.partition_by | join(', ')) }})
+  partition by ({{ vcmt._user_sql_list(cfg.partition_by) }})
   {%- endif %}
-  order by ({{ vcmt._user_sql(cfg.order_by | join(', ')) }})
+  order by ({{ vcmt._user_sql_list(cfg.order_by) }})
   {%- if cfg.primary_key %}
-  primary key ({{ vcmt._user_sql(cfg.primary_key if cfg.primary_key is string else cfg.primary_key | join(', ')) }})
+  primary key ({{ vcmt._user_sql_list(cfg.primary_key) }})
   {%- endif %}
   {%- if cfg.ttl %}
   ttl {{ vcmt._user_sql(cfg.ttl) }}

@@ -17,6 +17,28 @@
 {% endmacro %}
 
 
+{#- A config option that is one SQL expression or a list of them
+    (`order_by`, `partition_by`, `primary_key`) as the text of a list: each
+    item ends its own line, so a `-- comment` in one item never swallows the
+    items after it. -#}
+{% macro _user_sql_list(value) %}
+  {%- set items = [] -%}
+  {%- for item in ([value] if value is string else value) -%}{%- do items.append(vcmt._user_sql(item)) -%}{%- endfor -%}
+  {{ return(items | join(', ')) }}
+{% endmacro %}
+
+
+{#- The expressions of such an option, one per item: a string, or each item
+    of a list, split at top level (_split_top_level). -#}
+{% macro _user_sql_items(value) %}
+  {%- set items = [] -%}
+  {%- for text in ([value] if value is string else value) -%}
+    {%- do items.extend(vcmt._split_top_level(text)) -%}
+  {%- endfor -%}
+  {{ return(items) }}
+{% endmacro %}
+
+
 {#- A ClickHouse identifier in backticks, with backslashes and backticks
     escaped, so any column name a user may choose reads back unchanged.
     (adapter.quote wraps the name in double quotes and escapes nothing.) -#}
@@ -36,26 +58,39 @@
 
 
 {#- The items of a comma-separated SQL list, split at top level only: commas
-    inside parentheses, brackets or quotes (with backslash escapes) belong to
-    an expression. The list ends at the first bracket that closes one opened
-    before `text`, so `_split_top_level(text[i:]) | join(',')` is the
-    argument text of a call whose parenthesis opens just before `i`. -#}
+    inside parentheses, brackets, quotes (with backslash escapes) or comments
+    (`-- `, `# `, `#!` to the end of the line; `/* */`, nested, as the engine
+    reads them) belong to an expression, and an item keeps its comment. The
+    list ends at the first bracket that closes one opened before `text`, so
+    `_split_top_level(text[i:]) | join(',')` is the argument text of a call
+    whose parenthesis opens just before `i`. -#}
 {% macro _split_top_level(text) %}
   {%- set parts = [] -%}
-  {%- set ns = namespace(depth=0, quote=none, escaped=false, current='', done=false) -%}
+  {%- set ns = namespace(depth=0, quote=none, escaped=false, current='', done=false, line=false, block=0, prev='') -%}
   {%- for ch in text if not ns.done -%}
-    {%- if ns.quote is not none -%}
+    {%- set prev = ns.prev -%}
+    {%- set ns.prev = ch -%}
+    {%- if ns.line -%}
+      {%- if ch == '\n' -%}{%- set ns.line = false -%}{%- endif -%}
+    {%- elif ns.block > 0 -%}
+      {%- if prev == '*' and ch == '/' -%}{%- set ns.block = ns.block - 1 -%}{%- set ns.prev = '' -%}
+      {%- elif prev == '/' and ch == '*' -%}{%- set ns.block = ns.block + 1 -%}{%- set ns.prev = '' -%}
+      {%- endif -%}
+    {%- elif ns.quote is not none -%}
+      {%- set ns.prev = '' -%}
       {%- if ns.escaped -%}{%- set ns.escaped = false -%}
       {%- elif ch == '\\' -%}{%- set ns.escaped = true -%}
       {%- elif ch == ns.quote -%}{%- set ns.quote = none -%}
       {%- endif -%}
+    {%- elif (prev == '-' and ch == '-') or (prev == '#' and ch in ' !') -%}{%- set ns.line = true -%}
+    {%- elif prev == '/' and ch == '*' -%}{%- set ns.block = 1 -%}{%- set ns.prev = '' -%}
     {%- elif ch in ["'", '"', '`'] -%}{%- set ns.quote = ch -%}
     {%- elif ch in '([' -%}{%- set ns.depth = ns.depth + 1 -%}
     {%- elif ch in ')]' and ns.depth == 0 -%}{%- set ns.done = true -%}
     {%- elif ch in ')]' -%}{%- set ns.depth = ns.depth - 1 -%}
     {%- endif -%}
     {%- if ns.done -%}
-    {%- elif ch == ',' and ns.depth == 0 and ns.quote is none -%}
+    {%- elif ch == ',' and ns.depth == 0 and ns.quote is none and not ns.line and ns.block == 0 -%}
       {%- do parts.append(ns.current) -%}{%- set ns.current = '' -%}
     {%- else -%}
       {%- set ns.current = ns.current ~ ch -%}

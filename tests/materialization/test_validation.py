@@ -59,6 +59,12 @@ CASES = {
         SRC,
         "unknown config key `owner_team`: vcmt_upsert reads unique_key, version, sign,",
     ),
+    # A comment to the end of the line swallows what follows it in one string: `id` is not in the sorting key.
+    "order_by_key_in_a_comment": (
+        "{'unique_key': 'id', 'order_by': 'x -- by x, id'}",
+        SRC,
+        "`order_by` must contain every `unique_key` column",
+    ),
     "order_by_without_key": (
         "{'unique_key': 'id', 'order_by': ['x']}",
         SRC,

@@ -115,8 +115,8 @@ MODEL_SPECS: tuple[ModelSpec, ...] = (
         indexes=({"name": "key_bf", "definition": "id TYPE bloom_filter(0.01) GRANULARITY 1"},),
         order_by=("tenant", "id % 5", "id"),
     ),
-    # Partitioned by the key and sorted by the partition first, in rounds with unsent columns; tiny granules, so
-    # a lookup spans many.
+    # Partitioned by the key and sorted by the partition first, with a bloom filter on the key, in rounds with
+    # unsent columns; tiny granules, so a lookup spans many.
     ModelSpec(
         "fz_partitioned_rounds",
         ("id",),
@@ -124,6 +124,7 @@ MODEL_SPECS: tuple[ModelSpec, ...] = (
         {"a": "sum"},
         unavailable_column="_unavailable",
         partition_by="intDiv(id, 40) % 7",
+        indexes=({"name": "key_bf", "definition": "id TYPE bloom_filter GRANULARITY 2"},),
         order_by=("intDiv(id, 40) % 7", "id"),
     ),
 )
