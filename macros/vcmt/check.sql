@@ -55,7 +55,7 @@
                               ~ "'id TYPE bloom_filter(0.0001) GRANULARITY 1'")) -%}
   {%- endfor -%}
   {%- if cfg.ttl -%}
-    {%- do probes.append(('`ttl` (' ~ cfg.ttl ~ ')', table ~ 'order by tuple() ttl ' ~ vcmt._user_sql(cfg.ttl),
+    {%- do probes.append(('`ttl` (' ~ cfg.ttl ~ ')', table ~ 'order by tuple() ttl ' ~ vcmt._user_sql_list(cfg.ttl),
         'fix `ttl`')) -%}
   {%- endif -%}
   {%- if cfg.truncate_when -%}
@@ -77,7 +77,6 @@
     {%- do probes.append(('`sharding_key` (' ~ cfg.sharding_key ~ ')', 'select (' ~ vcmt._user_sql(cfg.sharding_key)
         ~ ')', "write it over the key only, e.g. sharding_key='cityHash64(" ~ cfg.key_columns | join(', ') ~ ")'")) -%}
   {%- endif -%}
-  {%- if not probes -%}{{ return(none) }}{%- endif -%}
   {%- set parts = [] -%}
   {%- for what, sql, fix in probes -%}{%- do parts.append('formatQueryOrNull(' ~ vcmt._sql_string(sql)
       ~ ') is null') -%}{%- endfor -%}
@@ -87,6 +86,9 @@
     {{ exceptions.raise_compiler_error("vcmt_upsert: " ~ what ~ " is not valid SQL: ClickHouse cannot parse it. "
         ~ "Nothing was created or changed for " ~ target ~ "; " ~ fix ~ ".") }}
   {%- endfor -%}
+  {#- What the parsed text means (config.sql). -#}
+  {%- do vcmt._check_sorting_key(cfg) -%}
+  {%- do vcmt._check_ttl_keeps_rows(cfg.ttl) -%}
 {% endmacro %}
 
 

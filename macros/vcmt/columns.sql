@@ -126,9 +126,12 @@
     an expression. -#}
 {% macro _lookup_key(cfg) %}
   {%- set plain = {'left': vcmt._key_tuple(cfg.key_columns), 'select': vcmt._column_list(cfg.key_columns)} -%}
+  {%- set written = [] -%}
+  {%- for item in cfg.order_by -%}{%- do written.append(vcmt._unquote(item | trim)) -%}{%- endfor -%}
+  {%- if written | reject('in', cfg.key_columns) | list | length == 0 -%}{{ return(plain) }}{%- endif -%}
   {%- set prefix = [] -%}
   {%- set ns = namespace(missing=cfg.key_columns | list, cut=false) -%}
-  {%- for item in vcmt._user_sql_items(cfg.order_by) if ns.missing -%}
+  {%- for item in (vcmt._sql_list_items(cfg.order_by) or []) if ns.missing -%}
     {%- set name = vcmt._unquote(item | trim) -%}
     {%- do prefix.append({'key': name if name in cfg.key_columns else none, 'sql': item | trim}) -%}
     {%- set ns.missing = ns.missing | reject('equalto', name) | list -%}

@@ -46,17 +46,6 @@
     {%- for k in keys -%}{%- do order_by.append(vcmt._quote(k)) -%}{%- endfor -%}
   {%- endif -%}
   {%- set order_by = [order_by] if order_by is string else order_by | list -%}
-  {%- set order_cols = [] -%}
-  {%- for item in vcmt._user_sql_items(order_by) -%}
-    {%- do order_cols.append(vcmt._unquote(item | trim)) -%}
-  {%- endfor -%}
-  {%- for k in keys -%}
-    {%- if k not in order_cols -%}
-      {{ exceptions.raise_compiler_error(name ~ ": `order_by` must contain every `unique_key` column, "
-          ~ "because rows of one key collapse only when they share the sorting key; `" ~ k ~ "` is missing from "
-          ~ order_by ~ ".") }}
-    {%- endif -%}
-  {%- endfor -%}
 
   {%- set projections = source.get('projections', []) or [] -%}
   {%- for p in projections -%}
@@ -71,7 +60,7 @@
         ~ "`.") }}
   {%- endif -%}
 
-  {%- do vcmt._validate_ttl(source.get('ttl'), settings) -%}
+  {%- do vcmt._refuse_ttl_only_drop_parts(settings) -%}
 
   {%- set watermark = source.get('watermark') -%}
   {%- if watermark is not none and (watermark is not string or watermark | trim == '') -%}
@@ -225,6 +214,22 @@
 {% endmacro %}
 
 
+{#- `order_by` holds every `unique_key` column, as the engine reads the
+    DDL's text (_sql_list_items: a comment cannot hide or fake one). Called
+    by the syntax check (check.sql), once the text parses. -#}
+{% macro _check_sorting_key(cfg) %}
+  {%- set order_cols = [] -%}
+  {%- for item in vcmt._sql_list_items(cfg.order_by) or [] -%}
+    {%- do order_cols.append(vcmt._unquote(item | trim)) -%}
+  {%- endfor -%}
+  {%- for k in cfg.key_columns if k not in order_cols -%}
+    {{ exceptions.raise_compiler_error("vcmt_upsert: `order_by` must contain every `unique_key` column, "
+        ~ "because rows of one key collapse only when they share the sorting key; `" ~ k ~ "` is missing from "
+        ~ cfg.order_by ~ (" (as ClickHouse reads it: " ~ order_cols | join(', ') ~ ")" if order_cols else "") ~ ".") }}
+  {%- endfor -%}
+{% endmacro %}
+
+
 {#- A table TTL may only move or recompress parts, never remove rows.
 
     A state row (+1) and the cancel row (-1) that retires it live in different
@@ -245,11 +250,9 @@
     whole partition (`ALTER TABLE ... DROP PARTITION`: a cancel row always
     lands in its state row's partition, so pairs go together), or put the TTL
     on a downstream table. -#}
-{% macro _validate_ttl(ttl, settings) %}
+{% macro _refuse_ttl_only_drop_parts(settings) %}
   {%- set name = 'vcmt_upsert' -%}
-  {%- set fix = "To remove old data, send deletes (sign = -1) through the model, drop whole partitions with ALTER "
-      ~ "TABLE ... DROP PARTITION (a cancel row always lands in its state row's partition), "
-      ~ "or put the TTL on a downstream table." -%}
+  {%- set fix = vcmt._ttl_fix() -%}
   {%- set drop_parts = settings.get('ttl_only_drop_parts') -%}
   {%- if drop_parts is not none and drop_parts | string | lower not in ['0', 'false'] -%}
     {{ exceptions.raise_compiler_error(name ~ ": `settings` may not set `ttl_only_drop_parts`; got `" ~ drop_parts
@@ -257,18 +260,31 @@
         ~ "usually sits in a newer part with fresher rows and survives, so GROUP BY with sign arithmetic no longer "
         ~ "equals FINAL. " ~ fix) }}
   {%- endif -%}
+{% endmacro %}
+
+
+{% macro _ttl_fix() %}
+  {{ return("To remove old data, send deletes (sign = -1) through the model, drop whole partitions with ALTER "
+      ~ "TABLE ... DROP PARTITION (a cancel row always lands in its state row's partition), "
+      ~ "or put the TTL on a downstream table.") }}
+{% endmacro %}
+
+
+{#- The TTL's elements, as the engine reads them (a commented-out `TO VOLUME`
+    moves nothing), each a move or a recompression (above). Called by the
+    syntax check (check.sql), once the text parses. -#}
+{% macro _check_ttl_keeps_rows(ttl) %}
   {%- if ttl is none or ttl == '' or ttl == [] -%}{{ return(none) }}{%- endif -%}
-  {%- set elements = [ttl] if ttl is string else ttl | list -%}
   {%- set keeps_rows = modules.re.compile("(?is)^.*\\s(to\\s+(disk|volume)\\s+'[^']*'"
                                           ~ "|recompress\\s+codec\\s*\\(.*\\))\\s*$") -%}
-  {%- for part in elements -%}
-    {%- for element in vcmt._split_top_level(part | string) if not keeps_rows.match(element | trim) -%}
-      {{ exceptions.raise_compiler_error(name ~ ": `ttl` may only move or recompress parts (`... TO DISK 'name'`, `... "
-          ~ "TO VOLUME 'name'`, `... RECOMPRESS CODEC(...)`); got `" ~ element | trim ~ "`, which removes or rolls up "
-          ~ "rows. A TTL removes rows part by part, so the state row (+1) and its cancel row (-1), "
-          ~ "which live in different parts, expire at different times and GROUP BY with sign arithmetic no longer "
-          ~ "equals FINAL. " ~ fix) }}
-    {%- endfor -%}
+  {%- set formatted = run_query("select formatQuerySingleLine(" ~ vcmt._sql_string('create table t (x Int8) '
+      ~ 'engine = MergeTree order by tuple() ttl ' ~ vcmt._user_sql_list(ttl)) ~ ")").rows[0][0] -%}
+  {%- for element in vcmt._split_top_level(formatted.split(' TTL ', 1)[1]) if not keeps_rows.match(element | trim) -%}
+    {{ exceptions.raise_compiler_error("vcmt_upsert: `ttl` may only move or recompress parts (`... TO DISK 'name'`, "
+        ~ "`... TO VOLUME 'name'`, `... RECOMPRESS CODEC(...)`); got `" ~ element | trim ~ "` (as ClickHouse reads "
+        ~ "it), which removes or rolls up rows. A TTL removes rows part by part, so the state row (+1) and its cancel "
+        ~ "row (-1), which live in different parts, expire at different times and GROUP BY with sign arithmetic no "
+        ~ "longer equals FINAL. " ~ vcmt._ttl_fix()) }}
   {%- endfor -%}
 {% endmacro %}
 

@@ -32,7 +32,7 @@
   primary key ({{ vcmt._user_sql_list(cfg.primary_key) }})
   {%- endif %}
   {%- if cfg.ttl %}
-  ttl {{ vcmt._user_sql(cfg.ttl) }}
+  ttl {{ vcmt._user_sql_list(cfg.ttl) }}
   {%- endif %}
   {%- if settings %}
   settings {% for k, v in settings.items() %}{{ k }} = {{ v }}{{ ', ' if not loop.last }}{% endfor %}

@@ -28,14 +28,16 @@
 {% endmacro %}
 
 
-{#- The expressions of such an option, one per item: a string, or each item
-    of a list, split at top level (_split_top_level). -#}
-{% macro _user_sql_items(value) %}
-  {%- set items = [] -%}
-  {%- for text in ([value] if value is string else value) -%}
-    {%- do items.extend(vcmt._split_top_level(text)) -%}
-  {%- endfor -%}
-  {{ return(items) }}
+{#- The expressions of such an option, as the engine reads the text the DDL
+    gives it (_user_sql_list) and formats it back: comments and here-docs
+    gone, quoting canonical, so _split_top_level splits it as the engine
+    does. None if the engine cannot parse it (check.sql then says so, naming
+    the option). -#}
+{% macro _sql_list_items(value) %}
+  {%- set formatted = run_query('select formatQuerySingleLineOrNull(' ~ vcmt._sql_string('select '
+      ~ vcmt._user_sql_list(value)) ~ ')').rows[0][0] -%}
+  {%- if formatted is none -%}{{ return(none) }}{%- endif -%}
+  {{ return(vcmt._split_top_level(formatted[('SELECT ' | length):])) }}
 {% endmacro %}
 
 
@@ -59,8 +61,10 @@
 
 {#- The items of a comma-separated SQL list, split at top level only: commas
     inside parentheses, brackets, quotes (with backslash escapes) or comments
-    (`-- `, `# `, `#!` to the end of the line; `/* */`, nested, as the engine
-    reads them) belong to an expression, and an item keeps its comment. The
+    (`--`, `//`, `# `, `#!` to the end of the line; `/* */`, nested, as the
+    engine reads them) belong to an expression, and an item keeps its
+    comment. Here-docs (`$$...$$`) are not known: for a config option, split
+    the engine's own formatting of it (_sql_list_items). The
     list ends at the first bracket that closes one opened before `text`, so
     `_split_top_level(text[i:]) | join(',')` is the argument text of a call
     whose parenthesis opens just before `i`. -#}
@@ -82,7 +86,8 @@
       {%- elif ch == '\\' -%}{%- set ns.escaped = true -%}
       {%- elif ch == ns.quote -%}{%- set ns.quote = none -%}
       {%- endif -%}
-    {%- elif (prev == '-' and ch == '-') or (prev == '#' and ch in ' !') -%}{%- set ns.line = true -%}
+    {%- elif (prev == '-' and ch == '-') or (prev == '/' and ch == '/') or (prev == '#' and ch in ' !') -%}
+      {%- set ns.line = true -%}
     {%- elif prev == '/' and ch == '*' -%}{%- set ns.block = 1 -%}{%- set ns.prev = '' -%}
     {%- elif ch in ["'", '"', '`'] -%}{%- set ns.quote = ch -%}
     {%- elif ch in '([' -%}{%- set ns.depth = ns.depth + 1 -%}

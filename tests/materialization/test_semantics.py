@@ -362,8 +362,9 @@ SORTING_KEYS = {
     "alias_first": (["(id % 4 AS a)", "id"], "id"),
     # A time zone's day: the lookup's session and a merge could compute it in different zones.
     "time_function_first": (["toStartOfDay(toDateTime(id))", "id"], "id"),
-    # A comment ends its item's line: the sorting key keeps `id` (else keys sharing `id % 4` collapse together).
-    "commented": (["id % 4 -- bucket", "id"], "((id % 4), id)"),
+    # A comment ends its item's line: the sorting key keeps `id` (else keys sharing `id % 4` collapse together),
+    # and a key with a comment is still the key.
+    "commented": (["id % 4 -- bucket", "id // the key"], "((id % 4), id)"),
 }
 
 

@@ -65,6 +65,11 @@ CASES = {
         SRC,
         "`order_by` must contain every `unique_key` column",
     ),
+    "order_by_key_after_a_slash_comment": (
+        "{'unique_key': 'id', 'order_by': 'x // by x, id'}",
+        SRC,
+        "`order_by` must contain every `unique_key` column",
+    ),
     "order_by_without_key": (
         "{'unique_key': 'id', 'order_by': ['x']}",
         SRC,
@@ -168,10 +173,16 @@ CASES = {
         SRC,
         "`ttl` may only move or recompress parts",
     ),
+    # Commented out, the move is gone: what is left deletes rows.
+    "ttl_move_commented_out": (
+        "{'unique_key': 'id', 'ttl': \"toDateTime(x) + interval 1 day -- to disk 'default'\"}",
+        SRC,
+        "`ttl` may only move or recompress parts",
+    ),
     "ttl_delete_where_after_a_move": (
         "{'unique_key': 'id', 'ttl': \"toDateTime(x) + interval 1 day to disk 'default', toDateTime(x) + interval 2 day delete where x > 1\"}",
         SRC,
-        "got `toDateTime(x) + interval 2 day delete where x > 1`, which removes or rolls up rows",
+        "got `toDateTime(x) + toIntervalDay(2) WHERE x > 1` (as ClickHouse reads it), which removes or rolls up rows",
     ),
     "ttl_only_drop_parts": (
         "{'unique_key': 'id', 'settings': {'ttl_only_drop_parts': 1}}",
