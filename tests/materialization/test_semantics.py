@@ -369,6 +369,9 @@ SORTING_KEYS = {
 
 
 # A built-in policy folds each key's events (the fold looks the batch's keys up too); a SQL one goes in rounds.
+# The embedded engine only: a served node runs the same SQL (the fuzz's sorted shapes run over HTTP and on the
+# cluster).
+@pytest.mark.engines("chdb")
 @pytest.mark.parametrize(
     "sorting,merge",
     [("key_expression_first", {}), ("key_expression_between", {"a": "{old} + {new}"}), ("other_column_first", {}),
