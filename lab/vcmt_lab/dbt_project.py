@@ -74,7 +74,7 @@ class Engine:
         return clickhouse_connect.get_client(interface="chdb", path=str(self.chdb_path), database=schema)
 
 
-# The run-operation that names a model's objects from vcmt's registry (macros/vcmt/objects.sql).
+# The run-operation that names a model's objects from vcmt's registry (macros/vcmt/model/objects.sql).
 OBJECT_NAMES_OPERATION = ("run-operation", "vcmt._log_object_names", "--args")
 
 

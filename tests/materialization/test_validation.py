@@ -483,7 +483,7 @@ def test_the_known_config_keys_cover_what_vcmt_and_dbt_clickhouse_read():
 
     from dbt.adapters.clickhouse.impl import ClickHouseConfig
 
-    text = (Path(__file__).resolve().parents[2] / "macros" / "vcmt" / "config.sql").read_text()
+    text = (Path(__file__).resolve().parents[2] / "macros" / "vcmt" / "model" / "config.sql").read_text()
 
     def listed(macro: str) -> set[str]:
         body = text.split(f"{{% macro {macro}() %}}", 1)[1].split("{% endmacro %}", 1)[0]

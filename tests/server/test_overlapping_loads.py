@@ -189,7 +189,7 @@ def test_lock_timeout_must_be_a_number_of_seconds(project):
     assert "`lock_timeout` must be a number of seconds (0 or more)" in run.log and "got `5m`" in run.log
 
 
-# The default of the var `vcmt_lock_lease_s` (macros/vcmt/lock.sql `_lock_lease_s`): a lock that ignores the var
+# The default of the var `vcmt_lock_lease_s` (macros/vcmt/load/lock.sql `_lock_lease_s`): a lock that ignores the var
 # (vcmt 0.3's) takes a holder over only after this long.
 DEFAULT_LEASE_S = 30
 

@@ -264,7 +264,7 @@ class Scenario:
                            "identical" if a[key] == a[ref] else f"{a[key]} != {a[ref]}")  # fmt: skip
 
     def _hold_lock_as(self, statements: str | list[str]) -> None:
-        """The loader's statements as dbt ran them carry their load's fence (macros/vcmt/lock.sql): they write
+        """The loader's statements as dbt ran them carry their load's fence (macros/vcmt/load/lock.sql): they write
         only while that load holds the model's lock. The bench replays them as that load: its name becomes the
         lock's newest generation, so the timed statements are the fenced ones, fence included."""
         for statement in _statements(statements):
@@ -305,7 +305,7 @@ def _is(kinds: str, statement: str) -> bool:
     return re.match(rf"^(/\*.*?\*/\s*)?({kinds})\b", statement, re.S | re.I) is not None
 
 
-# A fence: the holder it expects, then the lock's database and name prefix (macros/vcmt/lock.sql, _lock_fence).
+# A fence: the holder it expects, then the lock's database and name prefix (macros/vcmt/load/lock.sql, _lock_fence).
 _FENCE = re.compile(
     r"!= '(vcmt load by dbt invocation [^']+)'.*?where database = '([^']+)' "
     r"and startsWith\(name, '([^']+)'\)",

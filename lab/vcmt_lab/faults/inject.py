@@ -21,7 +21,7 @@ The environment says what to do:
 - VCMT_FAULT_RENEW_WAIT: seconds this process waits, once its load holds the
   lock, right before each read of the lock's state (the statement naming
   `r_silent`). A holder renews its lease at such a step only if it has been
-  silent for a while (macros/vcmt/lock.sql `_renew_lock`): waiting longer
+  silent for a while (macros/vcmt/load/lock.sql `_renew_lock`): waiting longer
   than that makes every step renew, so the renewals are the same statements
   run after run, as the sweep needs, instead of depending on how fast the
   machine was.
