@@ -4,6 +4,8 @@
   Spark-only macro, and its wheel ships nothing else;
 - public macros are dispatched and documented; no macro line is longer than 120 characters;
 - README "Layout" matches the tree; every relative link of the docs lands on a file (and heading);
+- a model's config options are one declaration (macros/vcmt/model/options.sql), which the README's
+  configuration table and its list of options that need --full-refresh repeat;
 - the staging contract has one list of kinds and reasons, which the example project's vars repeat;
 - one version number: pyproject.toml's, which every copy repeats and CHANGELOG.md's newest release names.
 """
@@ -180,7 +182,7 @@ def test_readme_layout_matches_the_tree() -> None:
     listed = [p.rstrip("/") for p in paths]
     unlisted = [
         f"{top}/{p.name}"
-        for top in ("macros", "vcmt_tools", "dbt/adapters", "examples", "lab")
+        for top in ("macros", "macros/vcmt", "vcmt_tools", "dbt/adapters", "examples", "lab")
         for p in sorted((ROOT / top).iterdir())
         if (p.is_dir() or top == "vcmt_tools")
         and not p.name.startswith(("_", "."))
@@ -189,6 +191,86 @@ def test_readme_layout_matches_the_tree() -> None:
         and not any(f"{top}/{p.name}" == item or item.startswith(f"{top}/{p.name}/") for item in listed)
     ]
     assert not unlisted, f"folders missing from README Layout: {unlisted}"
+
+
+def declared_options() -> list[dict]:
+    """macros/vcmt/model/options.sql's `_options()`, rendered with plain Jinja (the macro is a literal)."""
+    import jinja2
+
+    class Returned(Exception):
+        pass
+
+    def _return(value):
+        raise Returned(value)
+
+    text = (ROOT / "macros" / "vcmt" / "model" / "options.sql").read_text()
+    env = jinja2.Environment(extensions=["jinja2.ext.do"])
+    env.globals["return"] = _return
+    try:
+        env.from_string(text + "{{ _options() }}").render(none=None, true=True, false=False)
+    except Returned as returned:
+        return returned.args[0]
+    raise AssertionError("_options() returned nothing")
+
+
+def _readme_config_table() -> list[tuple[str, str]]:
+    section = (ROOT / "README.md").read_text().split("## Configuration reference", 1)[1].split("\n## ", 1)[0]
+    rows = []
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("| `") and len(cells) >= 3:
+            rows.append((cells[0].strip("`"), cells[1]))
+    return rows
+
+
+def test_the_readme_configuration_table_is_the_declared_options() -> None:
+    options = declared_options()
+    assert len(options) >= 20, options
+    declared = [(o["name"], o["shown"]) for o in options]
+    assert _readme_config_table() == declared, (
+        "README's Configuration reference table (key, default) differs from macros/vcmt/model/options.sql:\n"
+        f"README:   {_readme_config_table()}\ndeclared: {declared}"
+    )
+
+
+def test_the_readme_names_the_options_that_need_a_full_refresh() -> None:
+    section = (ROOT / "README.md").read_text().split("## Configuration reference", 1)[1].split("\n## ", 1)[0]
+    sentence = re.search(r"An existing model keeps (.*?) as they were when its table was created", section, re.S)
+    assert sentence, "README's Configuration reference lost its sentence on the options that need --full-refresh"
+    named = re.findall(r"`([a-z_]+)`", sentence.group(1))
+    assert named == [o["name"] for o in declared_options() if o.get("full_refresh")], named
+
+
+def test_every_option_is_read_with_a_known_key() -> None:
+    """Each option has a reader macro that exists, or a default/choices/expects the loop applies; no macro
+    of the package reads a config key that is not declared."""
+    macros = _macros()
+    for option in declared_options():
+        assert set(option) <= {
+            "name",
+            "field",
+            "default",
+            "blank_is_unset",
+            "dbt_fills",
+            "shown",
+            "choices",
+            "expects",
+            "read",
+            "identity",
+            "clause",
+            "probe",
+            "fix",
+            "full_refresh",
+        }, option
+        if "read" in option:
+            assert option["read"] in macros, f"{option['name']}: reader {option['read']} is no macro"
+        if "probe" in option:
+            assert "{}" in option["probe"] and "fix" in option, option
+    names = {o["name"] for o in declared_options()}
+    read = set()
+    for path in (ROOT / "macros" / "vcmt").rglob("*.sql"):
+        read |= set(re.findall(r"source\.get\('([a-z_]+)'", path.read_text()))
+    assert read and read <= names, f"config keys read but not declared in options.sql: {read - names}"
 
 
 def _anchor(heading: str) -> str:

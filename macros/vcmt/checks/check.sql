@@ -38,15 +38,12 @@
     rather than showing the statement the expression was spliced into. -#}
 {% macro _check_syntax(cfg, target) %}
   {%- set probes = [] -%}
-  {%- set table = 'create table t (x Int8) engine = MergeTree ' -%}
-  {%- set as_list = [] -%}
-  {%- for opt in ['partition_by', 'order_by', 'primary_key'] if cfg[opt] -%}
-    {%- set value = cfg[opt] if cfg[opt] is string else cfg[opt] | join(', ') -%}
-    {%- set text = vcmt._user_sql_list(cfg[opt]) -%}
-    {%- set clause = {'partition_by': 'partition by (' ~ text ~ ') order by tuple()',
-                      'order_by': 'order by (' ~ text ~ ')',
-                      'primary_key': 'order by tuple() primary key (' ~ text ~ ')'}[opt] -%}
-    {%- do probes.append(('`' ~ opt ~ "` (" ~ value ~ ")", table ~ clause, 'fix `' ~ opt ~ '`')) -%}
+  {#- The options with a `probe` (model/options.sql): their text in its statement. -#}
+  {%- for opt in vcmt._options() if opt.get('probe') and cfg[opt['name']] -%}
+    {%- set value = cfg[opt['name']] -%}
+    {%- set shown = value if value is string else value | join(', ') -%}
+    {%- do probes.append(('`' ~ opt['name'] ~ '` (' ~ shown ~ ')', opt['probe'] | replace('{}',
+        vcmt._user_sql_list(value)), opt['fix'] | replace('{keys}', cfg.key_columns | join(', ')))) -%}
   {%- endfor -%}
   {%- for index in cfg.indexes -%}
     {%- do probes.append(("`indexes` entry `" ~ index.name ~ "` (" ~ index.definition ~ ")", 'create table t (x Int8, '
@@ -54,14 +51,6 @@
                           "fix its `definition`: `<expression> TYPE <type> GRANULARITY <n>`, e.g. "
                               ~ "'id TYPE bloom_filter(0.0001) GRANULARITY 1'")) -%}
   {%- endfor -%}
-  {%- if cfg.ttl -%}
-    {%- do probes.append(('`ttl` (' ~ cfg.ttl ~ ')', table ~ 'order by tuple() ttl ' ~ vcmt._user_sql_list(cfg.ttl),
-        'fix `ttl`')) -%}
-  {%- endif -%}
-  {%- if cfg.truncate_when -%}
-    {%- do probes.append(('`truncate_when` (' ~ cfg.truncate_when ~ ')', 'select (' ~ vcmt._user_sql(cfg.truncate_when)
-        ~ ')', "fix the condition: any SQL over the SELECT's columns, e.g. `_op = 't'`")) -%}
-  {%- endif -%}
   {%- for column, policy in cfg.merge.items() if '{old}' in policy or '{new}' in policy -%}
     {%- do probes.append(("`merge` for column `" ~ column ~ "` (" ~ policy ~ ")", 'select ('
         ~ vcmt._user_sql(policy | replace('{old}', 'old') | replace('{new}', 'new')) ~ ')',
@@ -73,10 +62,6 @@
         ~ 'projection p (' ~ vcmt._user_sql(p['query']) ~ ')) engine = MergeTree order by tuple()',
         'fix its `query`')) -%}
   {%- endfor -%}
-  {%- if cfg.sharding_key -%}
-    {%- do probes.append(('`sharding_key` (' ~ cfg.sharding_key ~ ')', 'select (' ~ vcmt._user_sql(cfg.sharding_key)
-        ~ ')', "write it over the key only, e.g. sharding_key='cityHash64(" ~ cfg.key_columns | join(', ') ~ ")'")) -%}
-  {%- endif -%}
   {%- set parts = [] -%}
   {%- for what, sql, fix in probes -%}{%- do parts.append('formatQueryOrNull(' ~ vcmt._sql_string(sql)
       ~ ') is null') -%}{%- endfor -%}

@@ -33,12 +33,13 @@
       columns)) ~ ")").columns[0].values()[0] -%}
   {%- set wanted = vcmt._ddl_clauses(wanted_sql) -%}
 
-  {%- for setting, clause, how in [('partition_by', 'PARTITION BY', ''), ('order_by', 'ORDER BY', ''), ('primary_key',
-      'PRIMARY KEY', ''),
-                                   ('ttl', 'TTL', " (a TTL can also be changed in place with ALTER TABLE ... "
-                                       ~ "MODIFY TTL, keeping the config in step)")] -%}
+  {#- The options stored as a clause of the CREATE (model/options.sql). -#}
+  {%- for opt in vcmt._options() if opt.get('clause') -%}
+    {%- set clause = opt['clause'] -%}
+    {%- set how = " (a TTL can also be changed in place with ALTER TABLE ... MODIFY TTL, keeping the config in step)"
+        if clause == 'TTL' else '' -%}
     {%- if stored.get(clause, '') != wanted.get(clause, '') -%}
-      {{ exceptions.raise_compiler_error("vcmt_upsert: `" ~ setting ~ "` changed, but the existing table " ~ target
+      {{ exceptions.raise_compiler_error("vcmt_upsert: `" ~ opt['name'] ~ "` changed, but the existing table " ~ target
           ~ " keeps the " ~ clause ~ " it was created with: stored `" ~ (stored.get(clause) or 'none') ~ "`; got `"
           ~ (wanted.get(clause) or 'none') ~ "`." ~ refresh ~ how) }}
     {%- endif -%}

@@ -85,7 +85,7 @@
 
 {#- A model's `insert_settings` may tune the loader's INSERTs (threads, block
     sizes, ...) but may not change a pinned setting: refused before any DDL. -#}
-{% macro _validate_insert_settings(settings) %}
+{% macro _validate_insert_settings(settings, cfg=none, opt=none, who='vcmt_upsert') %}
   {%- if settings is not mapping -%}
     {{ exceptions.raise_compiler_error("vcmt_upsert: `insert_settings` must be a dict of ClickHouse settings, e.g. "
         ~ "{'max_insert_threads': 2}; got `" ~ settings ~ "`.") }}
@@ -96,6 +96,7 @@
         ~ "`: vcmt pins it to `" ~ pinned[name] ~ "` because another value changes which events are applied (see "
         ~ "docs/design.md#pinned-settings). Remove it from `insert_settings`.") }}
   {%- endfor -%}
+  {{ return(settings) }}
 {% endmacro %}
 
 

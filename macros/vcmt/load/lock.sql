@@ -43,9 +43,9 @@
 
 
 {#- The `lock_timeout` config: how long a load waits for another load of the
-    same model, in seconds (default 600, 0: fail at once). -#}
-{% macro _validate_lock_timeout(value) %}
-  {%- if value is none -%}{{ return(600) }}{%- endif -%}
+    same model, in seconds (0: fail at once; its default is in model/options.sql).
+    A reader of model/options.sql (value, cfg, opt, who). -#}
+{% macro _validate_lock_timeout(value, cfg=none, opt=none, who='vcmt_upsert') %}
   {%- if value is not number or value is boolean or value < 0 -%}
     {{ exceptions.raise_compiler_error("vcmt_upsert: `lock_timeout` must be a number of seconds (0 or more) "
         ~ "a load waits for another load of the same model; got `" ~ value ~ "`. Fix it in the model's config, e.g. "

@@ -8,8 +8,7 @@
     unset is 1 (off). Refused otherwise, before any DDL. Off by default:
     on 2 idle cores two shards gained 1.24x, under load they lost
     (docs/design.md#virtual-shards). -#}
-{% macro _validate_virtual_shards(value) %}
-  {%- if value is none -%}{{ return(1) }}{%- endif -%}
+{% macro _validate_virtual_shards(value, cfg=none, opt=none, who='vcmt_upsert') %}
   {%- set fix = " Fix it in the model's config, e.g. virtual_shards=2 (unset or 1: off)." -%}
   {%- if value is string -%}
     {{ exceptions.raise_compiler_error("vcmt_upsert: `virtual_shards` must be a number, not the string `'" ~ value

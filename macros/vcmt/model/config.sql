@@ -1,5 +1,6 @@
-{#- Read and validate the vcmt_upsert config once, before any DDL.
-    Returns a plain dict so every later step works from the same facts. -#}
+{#- Read and validate the vcmt_upsert config once, before any DDL: every
+    option of model/options.sql, checked and normalised, in a plain dict so
+    every later step works from the same facts. -#}
 {% macro _read_config(node_config=none) %}
   {#- In a materialization the model's `config`; in an operation a node's config dict. -#}
   {%- set source = node_config if node_config is not none else config -%}
@@ -7,130 +8,124 @@
   {%- if node_config is none -%}
     {%- do vcmt._check_config_keys(config.model.config, name) -%}
   {%- endif -%}
-  {%- set ids = vcmt._identity_columns(source, name) -%}
-  {%- set keys, version, sign = ids.key_columns, ids.version, ids.sign -%}
-  {%- if not keys -%}
+  {%- set unrendered = config.model.unrendered_config if node_config is none else {} -%}
+  {%- set cfg = vcmt._read_options(source, name, vcmt._options(), unrendered) -%}
+  {%- if not cfg.key_columns -%}
     {{ exceptions.raise_compiler_error(name ~ ": `unique_key` is required: set it to the column (or list of columns) "
         ~ "that identifies a row, e.g. unique_key=['tenant_id', 'order_id'].") }}
   {%- endif -%}
-
-  {%- set merge = source.get('merge', {}) or {} -%}
-  {%- if merge is not mapping -%}
-    {{ exceptions.raise_compiler_error(name ~ ": `merge` must be a dict of column -> policy, e.g. merge={'amount': "
-        ~ "'sum'}; got `" ~ merge ~ "`.") }}
-  {%- endif -%}
-  {%- for column, policy in merge.items() -%}
-    {%- do vcmt._validate_merge_policy(column, policy, keys, version, sign) -%}
-  {%- endfor -%}
-
-  {%- set delete_mode = source.get('delete_mode', 'versioned') -%}
-  {%- if delete_mode not in ['versioned', 'unconditional'] -%}
-    {{ exceptions.raise_compiler_error(name ~ ": `delete_mode` must be one of ['versioned', 'unconditional']; got `"
-        ~ delete_mode ~ "`.") }}
-  {%- endif -%}
-
-  {%- set on_schema_change = source.get('on_schema_change', 'fail') or 'fail' -%}
-  {#- dbt fills on_schema_change with 'ignore' when the model does not set it. -#}
-  {%- set unrendered = config.model.unrendered_config if node_config is none else {} -%}
-  {%- if on_schema_change == 'ignore' and 'on_schema_change' not in unrendered -%}
-    {%- set on_schema_change = 'fail' -%}
-  {%- endif -%}
-  {%- if on_schema_change not in ['fail', 'append_new_columns', 'sync_all_columns', 'ignore'] -%}
-    {{ exceptions.raise_compiler_error(name ~ ": `on_schema_change` must be one of ['fail', 'append_new_columns', "
-        ~ "'sync_all_columns', 'ignore']; got `" ~ on_schema_change ~ "`.") }}
-  {%- endif -%}
-
-  {%- set order_by = source.get('order_by') -%}
-  {%- if not order_by -%}
-    {%- set order_by = [] -%}
-    {%- for k in keys -%}{%- do order_by.append(vcmt._quote(k)) -%}{%- endfor -%}
-  {%- endif -%}
-  {%- set order_by = [order_by] if order_by is string else order_by | list -%}
-
-  {%- set projections = source.get('projections', []) or [] -%}
-  {%- for p in projections -%}
-    {%- do vcmt._validate_projection(p, sign) -%}
-  {%- endfor -%}
-
-  {%- set indexes = vcmt._validate_indexes(source.get('indexes')) -%}
-
-  {%- set settings = source.get('settings', {}) or {} -%}
-  {%- if settings is not mapping -%}
-    {{ exceptions.raise_compiler_error(name ~ ": `settings` must be a dict of table settings; got `" ~ settings
-        ~ "`.") }}
-  {%- endif -%}
-
-  {%- do vcmt._refuse_ttl_only_drop_parts(settings) -%}
-
-  {%- set watermark = source.get('watermark') -%}
-  {%- if watermark is not none and (watermark is not string or watermark | trim == '') -%}
-    {{ exceptions.raise_compiler_error(name ~ ": `watermark` must be the name of an input column (e.g. "
-        ~ "'_batch_id'); got `" ~ watermark ~ "`.") }}
-  {%- endif -%}
-
-  {%- set insert_settings = source.get('insert_settings', {}) or {} -%}
-  {%- do vcmt._validate_insert_settings(insert_settings) -%}
-
-  {%- set truncate_when = source.get('truncate_when') -%}
-  {%- if truncate_when is not none and (truncate_when is not string or truncate_when | trim == '') -%}
-    {{ exceptions.raise_compiler_error(name ~ ": `truncate_when` must be a SQL condition over the SELECT's columns "
-        ~ "that marks truncate events (e.g. `_kind = 'truncate'`); got `" ~ truncate_when ~ "`.") }}
-  {%- endif -%}
-
-  {%- set unavailable = source.get('unavailable_column') -%}
-  {%- if unavailable is not none -%}
-    {%- if unavailable is not string or unavailable | trim == '' -%}
-      {{ exceptions.raise_compiler_error(name ~ ": `unavailable_column` must be the name of an Array(String) "
-          ~ "column of the SELECT listing the columns an event did not send (e.g. '_unavailable'); got `" ~ unavailable
-          ~ "`.") }}
-    {%- endif -%}
-    {%- if unavailable in keys or unavailable in [version, sign] -%}
-      {{ exceptions.raise_compiler_error(name ~ ": `unavailable_column` `" ~ unavailable ~ "` cannot also be the key, "
-          ~ "`version` or `sign` column.") }}
-    {%- endif -%}
-    {%- if unavailable in merge -%}
-      {{ exceptions.raise_compiler_error(name ~ ": `merge` cannot set a policy for `" ~ unavailable
-          ~ "`: it is the `unavailable_column`, which always holds the last applied event's list.") }}
-    {%- endif -%}
-  {%- endif -%}
-
-  {%- set sharding_key = source.get('sharding_key') -%}
-  {%- if sharding_key is not none and (sharding_key is not string or sharding_key | trim == '') -%}
-    {{ exceptions.raise_compiler_error(name ~ ": `sharding_key` must be a SQL expression over the `unique_key` columns "
-        ~ "that gives each key its shard, e.g. 'cityHash64(id)'; got `" ~ sharding_key ~ "`.") }}
-  {%- endif -%}
-
   {#- Whether one key's events of a batch may be folded before they are
       applied (docs/design.md#hot-keys): not with unconditional deletes (a
       delete of version 0 still removes a row that a later event re-sends),
       nor with unsent columns (each event keeps what it did not send). -#}
-  {%- set folds = delete_mode == 'versioned' and not unavailable -%}
-
-  {{ return({
-      'key_columns': keys,
-      'version': version,
-      'sign': sign,
+  {%- set folds = cfg.delete_mode == 'versioned' and not cfg.unavailable_column -%}
+  {%- do cfg.update({
       'sign_required': source.get('sign') is not none,
-      'merge': merge,
-      'delete_mode': delete_mode,
-      'on_schema_change': on_schema_change,
-      'order_by': order_by,
-      'partition_by': source.get('partition_by'),
-      'primary_key': source.get('primary_key'),
-      'ttl': source.get('ttl'),
-      'projections': projections,
-      'indexes': indexes,
-      'settings': settings,
-      'watermark': watermark,
       'folds': folds,
-      'foldable': vcmt._folds_to_last_event(folds, merge),
-      'insert_settings': insert_settings,
-      'truncate_when': truncate_when,
-      'unavailable_column': unavailable,
-      'sharding_key': sharding_key,
-      'virtual_shards': vcmt._validate_virtual_shards(source.get('virtual_shards')),
-      'lock_timeout': vcmt._validate_lock_timeout(source.get('lock_timeout')),
-  }) }}
+      'foldable': vcmt._folds_to_last_event(folds, cfg.merge),
+  }) -%}
+  {{ return(cfg) }}
+{% endmacro %}
+
+
+{#- `options` (of _options) read from `source` (a model's config, or a
+    generic test's arguments over its model's config), in their order:
+    unset means the option's default; a set value must be one of its
+    `choices`, a non-blank string where it `expects` text, and pass its
+    `read` macro. `who` starts every message. `unrendered`: the keys the
+    model itself set (dbt fills some keys it does not). -#}
+{% macro _read_options(source, who, options, unrendered={}) %}
+  {%- set cfg = {} -%}
+  {%- for opt in options -%}
+    {%- set value = source.get(opt['name']) -%}
+    {%- if value is none or (opt.get('blank_is_unset') and value in ['', [], {}])
+        or (opt.get('dbt_fills') is not none and value == opt['dbt_fills'] and opt['name'] not in unrendered) -%}
+      {%- set value = opt.get('default') -%}
+    {%- endif -%}
+    {%- if opt.get('choices') and value not in opt['choices'] -%}
+      {{ exceptions.raise_compiler_error(who ~ ": `" ~ opt['name'] ~ "` must be one of " ~ opt['choices'] ~ "; got `"
+          ~ value ~ "`.") }}
+    {%- endif -%}
+    {%- if opt.get('expects') and value is not none and (value is not string or value | trim == '') -%}
+      {{ exceptions.raise_compiler_error(who ~ ": `" ~ opt['name'] ~ "` must be " ~ opt['expects'] ~ "; got `" ~ value
+          ~ "`.") }}
+    {%- endif -%}
+    {%- if opt.get('read') -%}
+      {%- set value = vcmt[opt['read']](value, cfg, opt, who) -%}
+    {%- endif -%}
+    {%- do cfg.update({opt.get('field', opt['name']): value}) -%}
+  {%- endfor -%}
+  {{ return(cfg) }}
+{% endmacro %}
+
+
+{#- The readers of options that need more than a default, a choice or a
+    non-blank text (model/options.sql `read`), each called with (value, the
+    config read so far, the option, who). -#}
+{% macro _read_unique_key(value, cfg, opt, who) %}
+  {{ return(vcmt._column_names(value, who, opt['name'])) }}
+{% endmacro %}
+
+{#- `version` or `sign`: a column name that is no key column, and sign is not the version. -#}
+{% macro _read_identity_column(value, cfg, opt, who) %}
+  {%- if value is not string or value | trim == '' -%}
+    {{ exceptions.raise_compiler_error(who ~ ": `" ~ opt['name'] ~ "` must be a column name; got `" ~ value ~ "`.") }}
+  {%- endif -%}
+  {%- if value in cfg.key_columns -%}
+    {{ exceptions.raise_compiler_error(who ~ ": `" ~ opt['name'] ~ "` column `" ~ value
+        ~ "` cannot also be part of `unique_key`.") }}
+  {%- endif -%}
+  {%- if value == cfg.get('version') -%}
+    {{ exceptions.raise_compiler_error(who ~ ": `version` and `sign` must be different columns; both are `"
+        ~ value ~ "`.") }}
+  {%- endif -%}
+  {{ return(value) }}
+{% endmacro %}
+
+{% macro _read_merge(value, cfg, opt, who) %}
+  {%- if value is not mapping -%}
+    {{ exceptions.raise_compiler_error(who ~ ": `merge` must be a dict of column -> policy, e.g. merge={'amount': "
+        ~ "'sum'}; got `" ~ value ~ "`.") }}
+  {%- endif -%}
+  {%- for column, policy in value.items() -%}
+    {%- do vcmt._validate_merge_policy(column, policy, cfg.key_columns, cfg.version, cfg.sign) -%}
+  {%- endfor -%}
+  {{ return(value) }}
+{% endmacro %}
+
+{% macro _read_projections(value, cfg, opt, who) %}
+  {%- for p in value -%}{%- do vcmt._validate_projection(p, cfg.sign) -%}{%- endfor -%}
+  {{ return(value) }}
+{% endmacro %}
+
+{#- Unset, the sorting key is the key columns; a string is one expression. -#}
+{% macro _read_order_by(value, cfg, opt, who) %}
+  {%- if not value -%}
+    {%- set value = [] -%}
+    {%- for k in cfg.key_columns -%}{%- do value.append(vcmt._quote(k)) -%}{%- endfor -%}
+  {%- endif -%}
+  {{ return([value] if value is string else value | list) }}
+{% endmacro %}
+
+{% macro _read_table_settings(value, cfg, opt, who) %}
+  {%- if value is not mapping -%}
+    {{ exceptions.raise_compiler_error(who ~ ": `settings` must be a dict of table settings; got `" ~ value ~ "`.") }}
+  {%- endif -%}
+  {%- do vcmt._refuse_ttl_only_drop_parts(value) -%}
+  {{ return(value) }}
+{% endmacro %}
+
+{% macro _read_unavailable_column(value, cfg, opt, who) %}
+  {%- if value is none -%}{{ return(none) }}{%- endif -%}
+  {%- if value in cfg.key_columns or value in [cfg.version, cfg.sign] -%}
+    {{ exceptions.raise_compiler_error(who ~ ": `unavailable_column` `" ~ value ~ "` cannot also be the key, "
+        ~ "`version` or `sign` column.") }}
+  {%- endif -%}
+  {%- if value in cfg.merge -%}
+    {{ exceptions.raise_compiler_error(who ~ ": `merge` cannot set a policy for `" ~ value
+        ~ "`: it is the `unavailable_column`, which always holds the last applied event's list.") }}
+  {%- endif -%}
+  {{ return(value) }}
 {% endmacro %}
 
 
@@ -140,9 +135,8 @@
     filter on the key lets the lookups skip the granules that hold no batch
     key, which the primary key cannot do when partitions interleave in the
     key's order (docs/design.md#measured-facts, fact 15). -#}
-{% macro _validate_indexes(indexes) %}
+{% macro _validate_indexes(indexes, cfg=none, opt=none, who='vcmt_upsert') %}
   {%- set fix = " e.g. indexes=[{'name': 'key_bf', 'definition': 'id TYPE bloom_filter(0.0001) GRANULARITY 1'}]" -%}
-  {%- if indexes is none -%}{{ return([]) }}{%- endif -%}
   {%- if indexes is string or indexes is mapping or indexes is not iterable -%}
     {{ exceptions.raise_compiler_error("vcmt_upsert: `indexes` must be a list of skip indexes," ~ fix ~ "; got `"
         ~ indexes ~ "`.") }}
@@ -174,29 +168,13 @@
 
 {#- The key, version and sign columns of `source` (a model's config, or a
     generic test's arguments over its model's config), with the defaults of
-    version and sign, checked; `who` starts every message. The key may come
-    back empty: the caller says what is missing, and how to give it. -#}
+    version and sign, checked (the `identity` options); `who` starts every
+    message. The key may come back empty: the caller says what is missing,
+    and how to give it. -#}
 {% macro _identity_columns(source, who) %}
-  {%- set keys = vcmt._column_names(source.get('unique_key'), who, 'unique_key') -%}
-  {%- set defaults = {'version': '_version', 'sign': 'sign'} -%}
-  {%- set found = {'key_columns': keys} -%}
-  {%- for opt in ['version', 'sign'] -%}
-    {%- set val = source.get(opt) -%}
-    {%- set val = defaults[opt] if val is none else val -%}
-    {%- if val is not string or val | trim == '' -%}
-      {{ exceptions.raise_compiler_error(who ~ ": `" ~ opt ~ "` must be a column name; got `" ~ val ~ "`.") }}
-    {%- endif -%}
-    {%- if val in keys -%}
-      {{ exceptions.raise_compiler_error(who ~ ": `" ~ opt ~ "` column `" ~ val
-          ~ "` cannot also be part of `unique_key`.") }}
-    {%- endif -%}
-    {%- do found.update({opt: val}) -%}
-  {%- endfor -%}
-  {%- if found.version == found.sign -%}
-    {{ exceptions.raise_compiler_error(who ~ ": `version` and `sign` must be different columns; both are `"
-        ~ found.version ~ "`.") }}
-  {%- endif -%}
-  {{ return(found) }}
+  {%- set options = [] -%}
+  {%- for opt in vcmt._options() if opt.get('identity') -%}{%- do options.append(opt) -%}{%- endfor -%}
+  {{ return(vcmt._read_options(source, who, options)) }}
 {% endmacro %}
 
 
@@ -289,13 +267,9 @@
 {% endmacro %}
 
 
-{#- The config keys vcmt_upsert reads (README, "Configuration reference"):
-    the one list the unknown-key check uses; a test checks that every key
-    _read_config reads is in it. -#}
+{#- The config keys vcmt_upsert reads: the names of model/options.sql. -#}
 {% macro _vcmt_config_keys() %}
-  {{ return(['unique_key', 'version', 'sign', 'merge', 'delete_mode', 'projections', 'partition_by', 'order_by',
-             'primary_key', 'settings', 'ttl', 'on_schema_change', 'watermark', 'truncate_when',
-             'unavailable_column', 'sharding_key', 'insert_settings', 'lock_timeout', 'virtual_shards', 'indexes']) }}
+  {{ return(vcmt._options() | map(attribute='name') | list) }}
 {% endmacro %}
 
 
