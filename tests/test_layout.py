@@ -6,6 +6,7 @@
 - README "Layout" matches the tree; every relative link of the docs lands on a file (and heading);
 - a model's config options are one declaration (macros/vcmt/model/options.sql), which the README's
   configuration table and its list of options that need --full-refresh repeat;
+- every system.* read of macros/vcmt lives in macros/vcmt/engine/;
 - the staging contract has one list of kinds and reasons, which the example project's vars repeat;
 - one version number: pyproject.toml's, which every copy repeats and CHANGELOG.md's newest release names.
 """
@@ -271,6 +272,26 @@ def test_every_option_is_read_with_a_known_key() -> None:
     for path in (ROOT / "macros" / "vcmt").rglob("*.sql"):
         read |= set(re.findall(r"source\.get\('([a-z_]+)'", path.read_text()))
     assert read and read <= names, f"config keys read but not declared in options.sql: {read - names}"
+
+
+# A read of a system table in SQL text: `from system.x`, `join system.x`, a table function's `, system.x)`, or
+# `'system', 'x'` (cluster()'s arguments), a literal that starts with `system.x`. Comments ({# ... #}) and messages that name a table do not count.
+SYSTEM_READ = re.compile(r"(?i)\b(?:from|join)\s+system\.\w+|,\s*system\.\w+\s*\)|'system',\s*'\w+'|['\"]system\.\w+")
+
+
+def system_reads(text: str) -> list[str]:
+    return SYSTEM_READ.findall(re.sub(r"\{#.*?#\}", "", text, flags=re.S))
+
+
+def test_every_system_read_lives_in_the_engine_folder() -> None:
+    engine = ROOT / "macros" / "vcmt" / "engine"
+    assert len(system_reads("".join(p.read_text() for p in engine.glob("*.sql")))) >= 10
+    outside = {
+        str(p.relative_to(ROOT)): system_reads(p.read_text())
+        for p in sorted((ROOT / "macros" / "vcmt").rglob("*.sql"))
+        if engine not in p.parents and system_reads(p.read_text())
+    }
+    assert not outside, f"system.* reads outside macros/vcmt/engine/ (move them into a named reader there): {outside}"
 
 
 def _anchor(heading: str) -> str:

@@ -65,17 +65,7 @@
     needs a connection, so the materialization calls it before any DDL. -#}
 {% macro _check_projections(cfg) %}
   {%- if not cfg.projections or not execute -%}{{ return(none) }}{%- endif -%}
-  {%- set aggregates = {'exact': [], 'ci': []} -%}
-  {%- set volatile = {'exact': [], 'ci': []} -%}
-  {%- set rows = run_query("select name, case_insensitive, is_aggregate from system.functions where is_aggregate or "
-      ~ "deterministic = 0") -%}
-  {%- for row in rows.rows -%}
-    {%- set bucket = aggregates if row[2] | int == 1 else volatile -%}
-    {%- do bucket['ci' if row[1] | int == 1 else 'exact'].append(row[0] | lower if row[1] | int == 1 else row[0]) -%}
-  {%- endfor -%}
-  {%- set combinators = run_query("select name from "
-      ~ "system.aggregate_function_combinators").columns[0].values() | list -%}
-  {%- set fns = {'aggregates': aggregates, 'volatile': volatile, 'combinators': combinators} -%}
+  {%- set fns = vcmt._function_kinds() -%}
   {%- for p in cfg.projections -%}
     {%- do vcmt._check_projection_exact(p, cfg.sign, fns) -%}
   {%- endfor -%}

@@ -14,10 +14,7 @@
 
   {#- The key: the tombstones table is ordered by exactly the key columns. -#}
   {%- if objs.tombstones.identifier in found -%}
-    {%- set stored_keys = run_query("select name from system.columns where database = "
-        ~ vcmt._sql_string(objs.tombstones.schema)
-                                    ~ " and table = " ~ vcmt._sql_string(objs.tombstones.identifier)
-                                    ~ " and is_in_sorting_key order by position").columns[0].values() | list -%}
+    {%- set stored_keys = vcmt._sorting_key_columns(objs.tombstones) -%}
     {%- if stored_keys and stored_keys | sort != cfg.key_columns | sort -%}
       {{ exceptions.raise_compiler_error("vcmt_upsert: `unique_key` changed, but " ~ target
           ~ " and its tombstones are keyed by " ~ stored_keys ~ ": rows and deletes recorded under the old key cannot "
@@ -59,12 +56,7 @@
   {%- for name in stored_settings.keys() if name not in wanted_settings
       and name not in managed -%}{%- do dropped.append(name) -%}{%- endfor -%}
   {%- if dropped -%}
-    {%- set defaults = {} -%}
-    {%- set quoted = [] -%}{%- for n in dropped -%}{%- do quoted.append(vcmt._sql_string(n)) -%}{%- endfor -%}
-    {%- for row in run_query("select name, value from system.merge_tree_settings where name in (" ~ quoted | join(', ')
-        ~ ")").rows -%}
-      {%- do defaults.update({row[0]: row[1]}) -%}
-    {%- endfor -%}
+    {%- set defaults = vcmt._merge_tree_setting_defaults(dropped) -%}
     {%- for name in dropped if stored_settings[name] | replace("'", '') != defaults.get(name) -%}
       {%- do changes.append([name, stored_settings[name], none]) -%}
     {%- endfor -%}
@@ -115,12 +107,7 @@
 {% macro _check_stored_indexes(cfg, objs, refresh) %}
   {%- if not cfg.indexes -%}{{ return(none) }}{%- endif -%}
   {%- set target = objs.target -%}
-  {%- set stored = [] -%}
-  {%- for row in run_query("select name from system.data_skipping_indices where database = "
-      ~ vcmt._sql_string(target.schema)
-                           ~ " and table = " ~ vcmt._sql_string(target.identifier)).rows -%}
-    {%- do stored.append(row[0]) -%}
-  {%- endfor -%}
+  {%- set stored = vcmt._skip_indexes(target) -%}
   {%- set missing = [] -%}
   {%- for index in cfg.indexes if index.name not in stored -%}{%- do missing.append(index) -%}{%- endfor -%}
   {%- if missing -%}

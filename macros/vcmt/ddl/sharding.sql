@@ -63,20 +63,12 @@
         ~ " only, but it reads " ~ others ~ ". The shard of a key must never change: when two events of one key are "
         ~ "routed to two shards, each shard keeps a live row and neither can collapse them." ~ fix) }}
   {%- endif -%}
-  {%- set deterministic = run_query("select count() from system.columns where database = 'system' and table = "
-      ~ "'functions' and name = 'deterministic'").rows[0][0] | int -%}
-  {%- if deterministic and names.Function -%}
-    {%- set quoted = [] -%}
-    {%- for f in names.Function -%}{%- do quoted.append(vcmt._sql_string(f)) -%}{%- endfor -%}
-    {%- set varying = run_query("select arrayStringConcat(arraySort(groupArray(name)), ', ') "
-        ~ "from system.functions where ifNull(deterministic, 0) != 1 and name in (" ~ quoted | join(', ')
-        ~ ')').rows[0][0] -%}
-    {%- if varying -%}
-      {{ exceptions.raise_compiler_error(what ~ " must give a key the same value every time, but " ~ varying
-          ~ " can return another value for the same `unique_key` " ~ cfg.key_columns ~ " (the engine does not mark it "
-          ~ "deterministic; a SQL function is never marked), which would send events of one key to two shards."
-          ~ fix) }}
-    {%- endif -%}
+  {%- set varying = vcmt._nondeterministic_functions(names.Function) -%}
+  {%- if varying -%}
+    {{ exceptions.raise_compiler_error(what ~ " must give a key the same value every time, but " ~ varying
+        ~ " can return another value for the same `unique_key` " ~ cfg.key_columns ~ " (the engine does not mark it "
+        ~ "deterministic; a SQL function is never marked), which would send events of one key to two shards."
+        ~ fix) }}
   {%- endif -%}
   {%- set types = {} -%}
   {%- for c in columns -%}{%- do types.update({c.name: c.data_type}) -%}{%- endfor -%}

@@ -1,6 +1,8 @@
 {#- What vcmt reads from the engine about objects and SQL: the catalog
-    (system.tables, system.columns, system.projections) and the parse tree of
-    a SELECT. Every answer is read as rows of a query, never as the text of a
+    (system.tables, system.columns, system.projections, skip indexes, table
+    settings, functions) and the parse tree of a SELECT. Every system.* read
+    of the package lives in this folder (the lock's in lock_reads.sql; a test
+    keeps it so). Every answer is read as rows of a query, never as the text of a
     statement a client may reformat: an HTTP client appends `FORMAT <x>` to
     what it sends, and the parser attaches it to an EXPLAIN's inner query. -#}
 
@@ -158,4 +160,106 @@
     {%- do found.setdefault(row.name, []).append(row.node) -%}
   {%- endfor -%}
   {{ return(found) }}
+{% endmacro %}
+
+
+{#- The columns of `relation`'s sorting key, in the order of its columns. -#}
+{% macro _sorting_key_columns(relation) %}
+  {{ return(run_query("select name from system.columns where database = " ~ vcmt._sql_string(relation.schema)
+      ~ " and table = " ~ vcmt._sql_string(relation.identifier) ~ " and is_in_sorting_key order by position")
+      .columns[0].values() | list) }}
+{% endmacro %}
+
+
+{#- Which keys of `relation` each of the columns `names` is part of, as
+    [(name, [labels])] for the columns that are in at least one. -#}
+{% macro _columns_in_keys(relation, names) %}
+  {%- set quoted = [] -%}
+  {%- for n in names -%}{%- do quoted.append(vcmt._sql_string(n)) -%}{%- endfor -%}
+  {%- set rows = run_query("select name, is_in_partition_key, is_in_sorting_key, is_in_primary_key, "
+      ~ "is_in_sampling_key from system.columns where database = " ~ vcmt._sql_string(relation.schema)
+      ~ " and table = " ~ vcmt._sql_string(relation.identifier) ~ " and name in (" ~ quoted | join(', ') ~ ")") -%}
+  {%- set out = [] -%}
+  {%- for row in rows.rows -%}
+    {%- set keys = [] -%}
+    {%- for flag, label in [(row[1], 'partition key'), (row[2], 'sorting key'), (row[3], 'primary key'), (row[4],
+        'sampling key')] if flag | int == 1 -%}
+      {%- do keys.append(label) -%}
+    {%- endfor -%}
+    {%- if keys -%}{%- do out.append((row[0], keys)) -%}{%- endif -%}
+  {%- endfor -%}
+  {{ return(out) }}
+{% endmacro %}
+
+
+{#- Each of the tables `identifiers` in `schema`, as the text of its (name,
+    type) columns in order: one query for all of them. -#}
+{% macro _column_signatures(schema, identifiers) %}
+  {%- set quoted = [] -%}
+  {%- for n in identifiers -%}{%- do quoted.append(vcmt._sql_string(n)) -%}{%- endfor -%}
+  {%- set rows = run_query("select table, toString(arrayMap(c -> (c.2, c.3), arraySort(groupArray((position, name, "
+      ~ "type))))) from system.columns where database = " ~ vcmt._sql_string(schema) ~ " and table in ("
+      ~ quoted | join(', ') ~ ") group by table").rows -%}
+  {%- set out = {} -%}
+  {%- for row in rows -%}{%- do out.update({row[0]: row[1]}) -%}{%- endfor -%}
+  {{ return(out) }}
+{% endmacro %}
+
+
+{#- The skip indexes of `relation`, as {name: expression}. -#}
+{% macro _skip_indexes(relation) %}
+  {%- set out = {} -%}
+  {%- for row in run_query("select name, expr from system.data_skipping_indices where database = "
+      ~ vcmt._sql_string(relation.schema) ~ " and table = " ~ vcmt._sql_string(relation.identifier)).rows -%}
+    {%- do out.update({row[0]: row[1]}) -%}
+  {%- endfor -%}
+  {{ return(out) }}
+{% endmacro %}
+
+
+{#- The engine's defaults of the MergeTree settings `names`, as {name: value}. -#}
+{% macro _merge_tree_setting_defaults(names) %}
+  {%- set quoted = [] -%}
+  {%- for n in names -%}{%- do quoted.append(vcmt._sql_string(n)) -%}{%- endfor -%}
+  {%- set out = {} -%}
+  {%- for row in run_query("select name, value from system.merge_tree_settings where name in ("
+      ~ quoted | join(', ') ~ ")").rows -%}
+    {%- do out.update({row[0]: row[1]}) -%}
+  {%- endfor -%}
+  {{ return(out) }}
+{% endmacro %}
+
+
+{#- The engine's aggregate and non-deterministic functions, each split into
+    names matched exactly and case-insensitive names (lowered), and the
+    aggregate combinators: {'aggregates': {'exact', 'ci'}, 'volatile': {...},
+    'combinators': [...]}. -#}
+{% macro _function_kinds() %}
+  {%- set aggregates = {'exact': [], 'ci': []} -%}
+  {%- set volatile = {'exact': [], 'ci': []} -%}
+  {%- set rows = run_query("select name, case_insensitive, is_aggregate from system.functions where is_aggregate or "
+      ~ "deterministic = 0") -%}
+  {%- for row in rows.rows -%}
+    {%- set bucket = aggregates if row[2] | int == 1 else volatile -%}
+    {%- do bucket['ci' if row[1] | int == 1 else 'exact'].append(row[0] | lower if row[1] | int == 1 else row[0]) -%}
+  {%- endfor -%}
+  {%- set combinators = run_query("select name from "
+      ~ "system.aggregate_function_combinators").columns[0].values() | list -%}
+  {{ return({'aggregates': aggregates, 'volatile': volatile, 'combinators': combinators}) }}
+{% endmacro %}
+
+
+{#- Which of the functions `names` the engine does not mark deterministic
+    (a SQL function is never marked), sorted and joined; '' when all are, or
+    when the engine's system.functions has no `deterministic` column. -#}
+{% macro _nondeterministic_functions(names) %}
+  {%- if not names -%}{{ return('') }}{%- endif -%}
+  {%- set known = run_query("select count() from system.columns where database = 'system' and table = "
+      ~ "'functions' and name = 'deterministic'").rows[0][0] | int -%}
+  {%- if not known -%}{{ return('') }}{%- endif -%}
+  {%- set quoted = [] -%}
+  {%- for f in names -%}{%- do quoted.append(vcmt._sql_string(f)) -%}{%- endfor -%}
+  {{ return(run_query("select arrayStringConcat(arraySort(groupArray(name)), ', ') "
+      ~ "from system.functions where ifNull(deterministic, 0) != 1 and name in (" ~ quoted | join(', ')
+      ~ ')').rows[0][0]) }}
 {% endmacro %}

@@ -479,16 +479,9 @@
 {% macro _repair_distributed(cfg, objs) %}
   {%- set pairs = [('distributed', 'target'), ('distributed_stage', 'stage')] -%}
   {%- set names = [] -%}
-  {%- for role, local in pairs -%}
-    {%- do names.extend([vcmt._sql_string(objs[role].identifier), vcmt._sql_string(objs[local].identifier)]) -%}
-  {%- endfor -%}
+  {%- for role, local in pairs -%}{%- do names.extend([objs[role].identifier, objs[local].identifier]) -%}{%- endfor -%}
   {#- One query per run: each table's columns, in order. -#}
-  {%- set rows = run_query("select table, toString(arrayMap(c -> (c.2, c.3), arraySort(groupArray((position, name, "
-      ~ "type))))) "
-      ~ "from system.columns where database = " ~ vcmt._sql_string(objs.target.schema) ~ " and table in ("
-      ~ names | join(', ') ~ ") group by table").rows -%}
-  {%- set columns = {} -%}
-  {%- for row in rows -%}{%- do columns.update({row[0]: row[1]}) -%}{%- endfor -%}
+  {%- set columns = vcmt._column_signatures(objs.target.schema, names) -%}
   {%- for role, local in pairs if columns.get(objs[role].identifier) != columns.get(objs[local].identifier) -%}
     {{ log('vcmt_upsert ' ~ objs[role].identifier ~ ': its columns differ from ' ~ objs[local].identifier
         ~ "'s (an interrupted --full-refresh); replacing it", info=true) }}

@@ -187,34 +187,19 @@
     dropped column still used by a configured projection. -#}
 {% macro _check_column_changes_allowed(cfg, objs, found, dropped, retyped, wanted_projections, describe) %}
   {%- if not (dropped or retyped) -%}{{ return(none) }}{%- endif -%}
-  {%- set names = [] -%}
-  {%- for n in dropped + retyped -%}{%- do names.append(vcmt._sql_string(n)) -%}{%- endfor -%}
-  {%- set where = "database = " ~ vcmt._sql_string(objs.target.schema) ~ " and table = "
-      ~ vcmt._sql_string(objs.target.identifier) -%}
-  {%- set rows = run_query("select name, is_in_partition_key, is_in_sorting_key, is_in_primary_key, "
-      ~ "is_in_sampling_key from system.columns where "
-                           ~ where ~ " and name in (" ~ names | join(', ') ~ ")") -%}
-  {%- for row in rows.rows -%}
-    {%- set keys = [] -%}
-    {%- for flag, label in [(row[1], 'partition key'), (row[2], 'sorting key'), (row[3], 'primary key'), (row[4],
-        'sampling key')] if flag | int == 1 -%}
-      {%- do keys.append(label) -%}
-    {%- endfor -%}
-    {%- if keys -%}
-      {{ exceptions.raise_compiler_error("vcmt_upsert: cannot "
-          ~ ('drop' if row[0] in dropped else 'change the type of') ~ " column `" ~ row[0] ~ "` of " ~ objs.target
-          ~ " in place: it is part of the table's " ~ keys | join(' and ') ~ " (" ~ describe
-          ~ "). Nothing was changed. Keep returning the column with its type, or run with --full-refresh to rebuild "
-          ~ "the table.") }}
-    {%- endif -%}
+  {%- for name, keys in vcmt._columns_in_keys(objs.target, dropped + retyped) -%}
+    {{ exceptions.raise_compiler_error("vcmt_upsert: cannot "
+        ~ ('drop' if name in dropped else 'change the type of') ~ " column `" ~ name ~ "` of " ~ objs.target
+        ~ " in place: it is part of the table's " ~ keys | join(' and ') ~ " (" ~ describe
+        ~ "). Nothing was changed. Keep returning the column with its type, or run with --full-refresh to rebuild "
+        ~ "the table.") }}
   {%- endfor -%}
-  {%- set indexes = run_query("select name, expr from system.data_skipping_indices where " ~ where) -%}
-  {%- for row in indexes.rows -%}
-    {%- set uses = vcmt._columns_used_by(row[1], dropped + retyped) -%}
+  {%- for index, expr in vcmt._skip_indexes(objs.target).items() -%}
+    {%- set uses = vcmt._columns_used_by(expr, dropped + retyped) -%}
     {%- if uses -%}
       {{ exceptions.raise_compiler_error("vcmt_upsert: cannot change column(s) " ~ uses ~ " of " ~ objs.target
-          ~ ": skip index `" ~ row[0] ~ "` uses them (" ~ describe ~ "). Nothing was changed. "
-          ~ "Drop the index first (ALTER TABLE " ~ objs.target ~ " DROP INDEX " ~ row[0]
+          ~ ": skip index `" ~ index ~ "` uses them (" ~ describe ~ "). Nothing was changed. "
+          ~ "Drop the index first (ALTER TABLE " ~ objs.target ~ " DROP INDEX " ~ index
           ~ "), or run with --full-refresh.") }}
     {%- endif -%}
   {%- endfor -%}

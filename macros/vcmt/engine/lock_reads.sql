@@ -1,0 +1,61 @@
+{#- What the lock (load/lock.sql, docs/design.md#one-load-at-a-time) reads
+    from the engine: its generations in system.tables, on the lock's node,
+    and the holder's statements in system.processes, on every node. -#}
+
+
+{#- The generations of the model `target`'s lock, as SQL rows (gen, comment,
+    seconds since its CREATE, name). The generation is cut from the table's
+    name in SQL, in bytes on both sides, so any model name works. `local`:
+    this node's system.tables, for SQL that runs on the lock's node itself. -#}
+{% macro _lock_generations_sql(target, local=false) %}
+  {%- set prefix = vcmt._sql_string(target.identifier ~ '__lock_') -%}
+  {%- set tail = 'substring(name, length(' ~ prefix ~ ') + 1)' -%}
+  {%- set source = 'system.tables where' if local else vcmt._lock_source(target, 'system', 'tables') -%}
+  {{ return("select toUInt64(" ~ tail ~ ") as gen, comment, dateDiff('second', metadata_modification_time, now()) "
+      ~ "as age, name "
+      ~ "from " ~ source ~ " database = " ~ vcmt._sql_string(target.schema)
+      ~ " and startsWith(name, " ~ prefix ~ ") and match(" ~ tail ~ ", '^[0-9]{1,18}$')"
+      ~ ('' if local else vcmt._lock_read_settings(target))) }}
+{% endmacro %}
+
+
+{#- A cluster's node that is down runs no statement of anybody's, and a
+    lock whose first shard is down reads as nobody's (every write's fence
+    then fails). -#}
+{% macro _lock_read_settings(target) %}
+  {{ return(' settings skip_unavailable_shards = 1' if vcmt._lock_cluster(target) else '') }}
+{% endmacro %}
+
+
+{#- `from <this>` for a system table the lock reads (system.tables), up to
+    a `where` ready for a condition: the table itself, or its copy on the
+    cluster's first shard. -#}
+{% macro _lock_source(target, schema, table) %}
+  {%- set cluster = vcmt._lock_cluster(target) -%}
+  {%- if cluster is none -%}{{ return(schema ~ '.' ~ table ~ ' where') }}{%- endif -%}
+  {{ return('cluster(' ~ vcmt._sql_string(cluster) ~ ', ' ~ vcmt._sql_string(schema) ~ ', ' ~ vcmt._sql_string(table)
+            ~ ') where _shard_num = 1 and') }}
+{% endmacro %}
+
+
+{#- The condition on system.processes that finds the statements of `holder`:
+    its name in the statement's text (the fence), or, for loads of vcmt
+    0.3, its `log_comment`. The name is spelled in two pieces here, so this
+    statement (and another load's same check) never finds itself. -#}
+{% macro _holder_statements(holder) %}
+  {%- set name = 'concat(' ~ vcmt._sql_string(holder[:8]) ~ ', ' ~ vcmt._sql_string(holder[8:]) ~ ')' -%}
+  {{ return('query_id != queryID() and (position(query, ' ~ name ~ ') > 0 or Settings[\'log_comment\'] = ' ~ name
+      ~ ')') }}
+{% endmacro %}
+
+
+{#- One of the holder's statements runs now (it is alive even if it has not
+    renewed for a while). -#}
+{% macro _holder_busy(holder, target) %}
+  {%- set cluster = vcmt._lock_cluster(target) -%}
+  {%- set processes = 'clusterAllReplicas(' ~ vcmt._sql_string(cluster) ~ ', system.processes)'
+      if cluster else 'system.processes' -%}
+  {%- set rows = run_query('select count() from ' ~ processes ~ ' where ' ~ vcmt._holder_statements(holder)
+                           ~ vcmt._lock_read_settings(target)).rows -%}
+  {{ return(rows[0][0] | int > 0) }}
+{% endmacro %}
