@@ -9,8 +9,7 @@
     time precision) is bad too.
     Raises naming the first bad row and column. -#}
 {% macro _check_event_values(cfg, columns, select_columns, sql, caller_name) %}
-  {%- set input_types = {} -%}
-  {%- for c in select_columns -%}{%- do input_types.update({c.name: c.data_type}) -%}{%- endfor -%}
+  {%- set input_types = vcmt._types_by_name(select_columns) -%}
   {%- set checks = vcmt._value_checks(cfg, columns | rejectattr('name', 'equalto', cfg.sign) | list, input_types) -%}
   {#- A sign is any integer (>= 0 upsert, < 0 delete), never NULL; a file's
       may be text or a float (events.sql#_sign_number). -#}

@@ -13,11 +13,9 @@
   {%- set settings = {} -%}
   {%- if cfg.projections -%}
     {#- ClickHouse refuses projections on collapsing tables unless merges may rebuild them. -#}
-    {%- do settings.update({'deduplicate_merge_projection_mode': "'rebuild'"}) -%}
+    {%- do settings.update({'deduplicate_merge_projection_mode': 'rebuild'}) -%}
   {%- endif -%}
-  {%- for k, v in cfg.settings.items() -%}
-    {%- do settings.update({k: vcmt._sql_string(v) if v is string else v}) -%}
-  {%- endfor -%}
+  {%- do settings.update(cfg.settings) -%}
   {%- set body = vcmt._columns_ddl(columns) + vcmt._index_clauses(cfg.indexes)
                  + vcmt._projection_clauses(cfg.projections) -%}
   create table {{ relation }} {{ on_cluster_clause(relation) }} (
@@ -35,7 +33,7 @@
   ttl {{ vcmt._user_sql_list(cfg.ttl) }}
   {%- endif %}
   {%- if settings %}
-  settings {% for k, v in settings.items() %}{{ k }} = {{ v }}{{ ', ' if not loop.last }}{% endfor %}
+  {{ vcmt._settings_clause(settings) }}
   {%- endif %}
 {% endmacro %}
 
@@ -69,8 +67,7 @@
     late or redelivered upsert from bringing a deleted key back, even after
     merges have collapsed the deleted row away. -#}
 {% macro _create_tombstones_sql(cfg, relation, columns) %}
-  {%- set types = {} -%}
-  {%- for c in columns -%}{%- do types.update({c.name: c.data_type}) -%}{%- endfor -%}
+  {%- set types = vcmt._types_by_name(columns) -%}
   create table {{ relation }} {{ on_cluster_clause(relation) }} (
     {%- for k in cfg.key_columns %}
     {{ vcmt._quote(k) }} {{ types[k] }},

@@ -100,7 +100,8 @@
 {% endmacro %}
 
 
-{#- `settings k = v, ...` for a dict of settings. -#}
+{#- `settings k = v, ...` for a dict of settings (a string value quoted): the one
+    renderer of a SETTINGS clause, for queries and tables alike. -#}
 {% macro _settings_clause(settings) %}
   {%- set parts = [] -%}
   {%- for k, v in settings.items() -%}

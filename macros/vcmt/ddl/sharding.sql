@@ -70,8 +70,7 @@
         ~ "deterministic; a SQL function is never marked), which would send events of one key to two shards."
         ~ fix) }}
   {%- endif -%}
-  {%- set types = {} -%}
-  {%- for c in columns -%}{%- do types.update({c.name: c.data_type}) -%}{%- endfor -%}
+  {%- set types = vcmt._types_by_name(columns) -%}
   {%- set keys = [] -%}
   {%- for k in cfg.key_columns -%}
     {%- do keys.append('defaultValueOfTypeName(' ~ vcmt._sql_string(types[k]) ~ ') as ' ~ vcmt._quote(k)) -%}

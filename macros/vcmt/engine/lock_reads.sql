@@ -23,7 +23,7 @@
     lock whose first shard is down reads as nobody's (every write's fence
     then fails). -#}
 {% macro _lock_read_settings(target) %}
-  {{ return(' settings skip_unavailable_shards = 1' if vcmt._lock_cluster(target) else '') }}
+  {{ return(' ' ~ vcmt._settings_clause({'skip_unavailable_shards': 1}) if vcmt._lock_cluster(target) else '') }}
 {% endmacro %}
 
 

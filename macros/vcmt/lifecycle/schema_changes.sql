@@ -262,13 +262,6 @@
 {% endmacro %}
 
 
-{% macro _types_by_name(columns) %}
-  {%- set types = {} -%}
-  {%- for c in columns -%}{%- do types.update({c.name: c.data_type}) -%}{%- endfor -%}
-  {{ return(types) }}
-{% endmacro %}
-
-
 {#- One plan step as SQL against `relation` (the real object, or a scratch copy). -#}
 {% macro _plan_step_sql(step, relation) %}
   {{ return('alter table ' ~ relation ~ ' ' ~ on_cluster_clause(relation) ~ ' ' ~ step.action) }}

@@ -10,8 +10,7 @@
   {%- set has_sign = cfg.sign in (select_columns | map(attribute='name') | list) -%}
   {%- set sign_expr = 'if(' ~ vcmt._sign_number(cfg, select_columns) ~ ' < 0, toInt8(-1), '
       ~ 'toInt8(1))' if has_sign else 'toInt8(1)' -%}
-  {%- set types = {} -%}
-  {%- for c in columns -%}{%- do types.update({c.name: c.data_type}) -%}{%- endfor -%}
+  {%- set types = vcmt._types_by_name(columns) -%}
   {%- set casts = [] -%}
   {%- for c in cfg.key_columns + vcmt._loaded_data_columns(cfg, columns, select_columns) + [cfg.version] -%}
     {%- do casts.append('cast(_vcmt_in.' ~ vcmt._quote(c) ~ ', ' ~ vcmt._sql_string(types[c]) ~ ') as '
@@ -64,8 +63,7 @@
         ~ "nothing was loaded. Add the column with on_schema_change='append_new_columns' (or run with "
         ~ "--full-refresh).") }}
   {%- endif -%}
-  {%- set input_types = {} -%}
-  {%- for c in select_columns -%}{%- do input_types.update({c.name: c.data_type}) -%}{%- endfor -%}
+  {%- set input_types = vcmt._types_by_name(select_columns) -%}
   {%- set replaced = [] -%}
   {%- for c in columns if c.name in input_types and c.name in vcmt._data_columns(cfg, columns) and c.name != u -%}
     {%- set col = vcmt._quote(c.name) -%}

@@ -2,8 +2,7 @@
     target's column list [{name, data_type}] (sign forced to Int8, added when
     the SELECT has none: then every event is an upsert). -#}
 {% macro _target_columns(cfg, select_columns) %}
-  {%- set by_name = {} -%}
-  {%- for c in select_columns -%}{%- do by_name.update({c.name: c.data_type}) -%}{%- endfor -%}
+  {%- set by_name = vcmt._types_by_name(select_columns) -%}
   {%- set returned = by_name.keys() | list -%}
   {%- do vcmt._check_reserved_names(returned, 'vcmt_upsert') -%}
   {%- for k in cfg.key_columns -%}
@@ -202,4 +201,12 @@
         ~ "`, which vcmt reserves for its own columns and aliases; rename it in the SELECT (e.g. `" ~ name ~ " as "
         ~ name[vcmt._reserved_prefix() | length:] ~ "`).") }}
   {%- endfor -%}
+{% endmacro %}
+
+
+{#- {name: data_type} of a column list: the one name -> type map. -#}
+{% macro _types_by_name(columns) %}
+  {%- set types = {} -%}
+  {%- for c in columns -%}{%- do types.update({c.name: c.data_type}) -%}{%- endfor -%}
+  {{ return(types) }}
 {% endmacro %}
