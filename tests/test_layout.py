@@ -194,8 +194,9 @@ def test_readme_layout_matches_the_tree() -> None:
     assert not unlisted, f"folders missing from README Layout: {unlisted}"
 
 
-def declared_options() -> list[dict]:
-    """macros/vcmt/model/options.sql's `_options()`, rendered with plain Jinja (the macro is a literal)."""
+def _literal_macro(path: str, macro: str) -> list[dict]:
+    """What a macro that returns a literal (model/options.sql, model/objects.sql) returns, rendered with plain
+    Jinja: no dbt needed."""
     import jinja2
 
     class Returned(Exception):
@@ -204,14 +205,52 @@ def declared_options() -> list[dict]:
     def _return(value):
         raise Returned(value)
 
-    text = (ROOT / "macros" / "vcmt" / "model" / "options.sql").read_text()
     env = jinja2.Environment(extensions=["jinja2.ext.do"])
     env.globals["return"] = _return
     try:
-        env.from_string(text + "{{ _options() }}").render(none=None, true=True, false=False)
+        env.from_string((ROOT / path).read_text() + "{{ " + macro + "() }}").render(none=None, true=True, false=False)
     except Returned as returned:
         return returned.args[0]
-    raise AssertionError("_options() returned nothing")
+    raise AssertionError(f"{macro}() returned nothing")
+
+
+def declared_options() -> list[dict]:
+    return _literal_macro("macros/vcmt/model/options.sql", "_options")
+
+
+def declared_objects() -> list[dict]:
+    return _literal_macro("macros/vcmt/model/objects.sql", "_object_roles")
+
+
+def test_the_declared_objects_are_whole() -> None:
+    """Each declared object names macros that exist and roles that are declared; swap and drop orders are
+    orders."""
+    objects = declared_objects()
+    macros = _macros()
+    roles = [o["role"] for o in objects]
+    assert len(roles) >= 15 and len(set(roles)) == len(roles), roles
+    for o in objects:
+        for field in ("create", "select"):
+            if field in o:
+                assert o[field] in macros, f"{o['role']}: {field} macro {o[field]} does not exist"
+        for field in ("from", "to", "local"):
+            if field in o:
+                assert o[field] in roles, f"{o['role']}: {field} {o[field]} is not a declared role"
+    for order in ("swap", "drop"):
+        ranks = sorted(o[order] for o in objects if order in o)
+        assert ranks == list(range(1, len(ranks) + 1)), (order, ranks)
+
+
+def test_design_objects_table_lists_the_declared_objects() -> None:
+    """docs/design.md's Objects table has one row per declared object (a Distributed table shares its public
+    name with the table it stands for on one node)."""
+    section = (ROOT / "docs" / "design.md").read_text().split("\n## Objects", 1)[1].split("\n## ", 1)[0]
+    listed = set()
+    for line in section.splitlines():
+        if line.startswith("| `"):
+            listed.add(re.findall(r"`([^`]+)`", line.split("|")[1])[0])
+    expected = {"m" + o["suffix"] + ("_<n>" if o["kind"] in ("batch", "lock") else "") for o in declared_objects()}
+    assert listed == expected, f"design.md Objects table: missing {expected - listed}, not declared {listed - expected}"
 
 
 def _readme_config_table() -> list[tuple[str, str]]:

@@ -81,10 +81,11 @@
 {% endmacro %}
 
 
-{#- A record a mart keeps of its lake beside its tables: `<model>__<kind>` (`lake_batches`, `lake_files`). -#}
+{#- A record a mart keeps of its lake beside its tables, `kind` one of its
+    declared objects (`lake_batches`, `lake_files`; model/objects.sql). -#}
 {% macro _lake_record(model, kind) %}
-  {{ return(api.Relation.create(database=model.database, schema=model.schema, identifier=model.identifier ~ '__' ~ kind,
-                                type='table')) }}
+  {{ return(api.Relation.create(database=model.database, schema=model.schema,
+                                identifier=model.identifier ~ vcmt._object_suffix(kind), type='table')) }}
 {% endmacro %}
 
 

@@ -78,7 +78,7 @@
 {% endmacro %}
 
 
-{% macro _tombstones_writer_sql(cfg, objs) %}
+{% macro _tombstones_writer_sql(cfg, objs, columns=none) %}
   select {{ vcmt._column_list(cfg.key_columns) }}, {{ vcmt._quote(cfg.version) }}
   from {{ objs.stage }}
   where {{ vcmt._quote(cfg.sign) }} < 0
@@ -88,7 +88,7 @@
 {#- delete_mode='unconditional': a delete's own version may mean nothing, so the
     tombstone also records the version of the row it removed. In one insert
     block a key is cancelled by a delete exactly when it has a -1 row and no +1 row. -#}
-{% macro _cancels_writer_sql(cfg, objs) %}
+{% macro _cancels_writer_sql(cfg, objs, columns=none) %}
   select {{ vcmt._column_list(cfg.key_columns) }}, max({{ vcmt._quote(cfg.version) }}) as {{ vcmt._quote(cfg.version) }}
   from {{ objs.target }}
   group by {{ vcmt._column_list(cfg.key_columns) }}

@@ -5,7 +5,8 @@
 
 {#- Whether `objs` are a sharded model's (docs/design.md#sharded-clusters). -#}
 {% macro _sharded(objs) %}
-  {{ return('distributed' in objs) }}
+  {%- for role, local in vcmt._distributed_pairs() if role in objs -%}{{ return(true) }}{%- endfor -%}
+  {{ return(false) }}
 {% endmacro %}
 
 
@@ -18,9 +19,9 @@
     (docs/design.md#sharded-clusters). -#}
 {% macro _all_shards(objs, role) %}
   {%- if not vcmt._sharded(objs) -%}{{ return(objs[role] | string) }}{%- endif -%}
-  {%- if role in ['target', 'stage'] -%}
-    {{ return(objs['distributed' if role == 'target' else 'distributed_stage'] | string) }}
-  {%- endif -%}
+  {%- for distributed, local in vcmt._distributed_pairs() if local == role -%}
+    {{ return(objs[distributed] | string) }}
+  {%- endfor -%}
   {%- set rel = objs[role] -%}
   {{ return('clusterAllReplicas(' ~ vcmt._sql_string(vcmt._cluster_name()) ~ ', ' ~ vcmt._sql_string(rel.schema) ~ ', '
             ~ vcmt._sql_string(rel.identifier) ~ ')') }}
@@ -104,7 +105,7 @@
     would send a stored key's next events to another shard
     (docs/design.md#sharded-clusters). Part of _check_stored_layout. -#}
 {% macro _check_stored_routing(cfg, objs, found, refresh) %}
-  {%- for role, local in [('distributed', 'target'), ('distributed_stage', 'stage')] if role in objs
+  {%- for role, local in vcmt._distributed_pairs() if role in objs
       and objs[role].identifier in found -%}
     {#- A Distributed table created AS its local table copies its comment (a full refresh's generation). -#}
     {%- set stored_engine = modules.re.sub(" COMMENT '(?:[^'\\\\]|\\\\.)*'$", '',

@@ -8,7 +8,7 @@
     name in SQL, in bytes on both sides, so any model name works. `local`:
     this node's system.tables, for SQL that runs on the lock's node itself. -#}
 {% macro _lock_generations_sql(target, local=false) %}
-  {%- set prefix = vcmt._sql_string(target.identifier ~ '__lock_') -%}
+  {%- set prefix = vcmt._sql_string(vcmt._lock_table(target, '').identifier) -%}
   {%- set tail = 'substring(name, length(' ~ prefix ~ ') + 1)' -%}
   {%- set source = 'system.tables where' if local else vcmt._lock_source(target, 'system', 'tables') -%}
   {{ return("select toUInt64(" ~ tail ~ ") as gen, comment, dateDiff('second', metadata_modification_time, now()) "

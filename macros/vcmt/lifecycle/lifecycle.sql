@@ -1,28 +1,34 @@
-{#- The materialized views of a model, in creation order, as
-    (role, TO relation, SELECT). The stage's own views come last, the
-    transform first among them. -#}
+{#- The materialized views the config wants (model/objects.sql), in creation
+    order, as (role, TO relation, SELECT). The stage's own views come last,
+    the transform first among them. -#}
 {% macro _views(cfg, objs, columns) %}
-  {%- set views = [('applied_writer', objs.applied, vcmt._applied_writer_sql(cfg, objs))] -%}
-  {%- if cfg.delete_mode == 'unconditional' -%}
-    {%- do views.append(('cancels_writer', objs.tombstones, vcmt._cancels_writer_sql(cfg, objs))) -%}
-  {%- endif -%}
-  {%- do views.append(('transform', objs.target, vcmt.transform_sql(cfg, objs, columns))) -%}
-  {%- do views.append(('tombstones_writer', objs.tombstones, vcmt._tombstones_writer_sql(cfg, objs))) -%}
+  {%- set views = [] -%}
+  {%- for o in vcmt._roles_of('view') if vcmt._object_wanted(o, cfg) -%}
+    {%- do views.append((o.role, objs[o.to], vcmt[o.select](cfg, objs, columns))) -%}
+  {%- endfor -%}
   {{ return(views) }}
 {% endmacro %}
 
 
-{#- The model's tables other than the target and the stage, as
-    (role, CREATE statement), for the relations in `objs`. Create, full
-    refresh and reconcile all build them from this list: a new helper table
-    is one entry here plus its name in `vcmt.objects`. -#}
+{#- The declared views the config does not want (an earlier config's), by role. -#}
+{% macro _unwanted_views(cfg) %}
+  {%- set roles = [] -%}
+  {%- for o in vcmt._roles_of('view') if not vcmt._object_wanted(o, cfg) -%}
+    {%- do roles.append(o.role) -%}
+  {%- endfor -%}
+  {{ return(roles) }}
+{% endmacro %}
+
+
+{#- The model's helper tables (model/objects.sql), as (role, CREATE
+    statement), for the relations in `objs`. Create, full refresh and
+    reconcile all build them from this list. -#}
 {% macro _helper_tables(cfg, objs, columns) %}
-  {{ return([
-      ('tombstones', vcmt._create_tombstones_sql(cfg, objs.tombstones, columns)),
-      ('applied', vcmt._create_applied_sql(objs.applied)),
-      ('loads', vcmt._create_loads_sql(objs.loads)),
-      ('truncates', vcmt._create_truncates_sql(cfg, objs.truncates, columns)),
-  ]) }}
+  {%- set tables = [] -%}
+  {%- for o in vcmt._roles_of('helper') -%}
+    {%- do tables.append((o.role, vcmt[o.create](cfg, objs[o.role], columns))) -%}
+  {%- endfor -%}
+  {{ return(tables) }}
 {% endmacro %}
 
 
@@ -45,7 +51,7 @@
         ~ 'ones (' ~ new.target.identifier ~ ', ...); the old ones serve until the load has succeeded', info=true) }}
     {%- do vcmt._create_objects(cfg, new, columns, guarded=false, generation=vcmt._generation_comment()) -%}
     {#- The load's batch is its lock generation's (_generation_batch). -#}
-    {%- do new.update({'batch': objs.batch}) -%}
+    {%- for o in vcmt._roles_of('batch') -%}{%- do new.update({o.role: objs[o.role]}) -%}{%- endfor -%}
     {{ return(new) }}
   {%- endif -%}
   {#- No target: nothing to keep (leftovers of an earlier attempt go). -#}
@@ -79,11 +85,9 @@
 
 
 {#- The tables a full refresh swaps in (EXCHANGE, or RENAME where the model
-    had none), in the order it swaps them. -#}
+    had none), in the order it swaps them (model/objects.sql `swap`). -#}
 {% macro _swapped_roles(cfg, objs, columns) %}
-  {%- set roles = [] -%}
-  {%- for role, create_sql in vcmt._helper_tables(cfg, objs, columns) -%}{%- do roles.append(role) -%}{%- endfor -%}
-  {{ return(roles + ['target', 'stage']) }}
+  {{ return(vcmt._roles_by(objs, 'swap')) }}
 {% endmacro %}
 
 
@@ -108,30 +112,36 @@
     last: writers reach the shards only once every shard's transform is
     attached (docs/design.md#sharded-clusters). -#}
 {% macro _create_statements(cfg, objs, columns, guarded) %}
-  {%- set new = vcmt._staging_objects(objs) -%}
-  {%- set statements = [('vcmt_create_target', vcmt.create_target_sql(cfg, objs.target, columns))] -%}
-  {%- for role, create_sql in vcmt._helper_tables(cfg, objs, columns) -%}
-    {%- do statements.append(('vcmt_create_' ~ role, create_sql)) -%}
-  {%- endfor -%}
+  {%- set views = {} -%}
   {%- for role, to, select_sql in vcmt._views(cfg, objs, columns) -%}
-    {%- if role == 'transform' -%}
-      {%- do statements.append(('vcmt_create_stage', vcmt._guard_stage_sql(objs.stage,
-          columns) if guarded else vcmt._create_stage_sql(objs.stage, columns))) -%}
-    {%- endif -%}
-    {%- do statements.append(('vcmt_create_' ~ role, vcmt._create_view_sql(objs[role], to, select_sql))) -%}
+    {%- do views.update({role: vcmt._create_view_sql(objs[role], to, select_sql)}) -%}
   {%- endfor -%}
-  {%- if guarded -%}
-    {%- do statements.append(('vcmt_create_stage', vcmt._create_stage_sql(new.stage, columns))) -%}
-    {%- do statements.append(('vcmt_swap_stage', 'exchange tables ' ~ new.stage ~ ' and ' ~ objs.stage ~ ' '
-        ~ on_cluster_clause(objs.stage))) -%}
-    {%- do statements.append(('vcmt_drop_guard', vcmt._drop_sql(new.stage, if_exists=false))) -%}
+  {%- set statements = [] -%}
+  {%- set guard = {} -%}
+  {%- for o in vcmt._object_roles() if o.role in objs -%}
+    {%- set name = 'vcmt_create_' ~ o.role -%}
+    {%- if o.kind in ['table', 'helper'] -%}
+      {%- do statements.append((name, vcmt[o.create](cfg, objs[o.role], columns))) -%}
+    {%- elif o.kind == 'stage' and guarded -%}
+      {#- The guard holds the stage's name; the real stage is built under the staging set's name. -#}
+      {%- do guard.update({'role': o.role, 'new': vcmt._staging_objects(objs)[o.role]}) -%}
+      {%- do statements.append((name, vcmt._guard_stage_sql(objs[o.role], columns))) -%}
+    {%- elif o.kind == 'stage' -%}
+      {%- do statements.append((name, vcmt._create_stage_sql(objs[o.role], columns))) -%}
+    {%- elif o.kind == 'view' and o.role in views -%}
+      {%- do statements.append((name, views[o.role])) -%}
+    {%- endif -%}
+  {%- endfor -%}
+  {%- if guard -%}
+    {%- set stage = objs[guard.role] -%}
+    {%- do statements.append(('vcmt_create_' ~ guard.role, vcmt._create_stage_sql(guard.new, columns))) -%}
+    {%- do statements.append(('vcmt_swap_' ~ guard.role, 'exchange tables ' ~ guard.new ~ ' and ' ~ stage ~ ' '
+        ~ on_cluster_clause(stage))) -%}
+    {%- do statements.append(('vcmt_drop_guard', vcmt._drop_sql(guard.new, if_exists=false))) -%}
   {%- endif -%}
-  {%- if vcmt._sharded(objs) -%}
-    {%- do statements.append(('vcmt_create_distributed', vcmt._create_distributed_sql(cfg, objs.distributed,
-        objs.target))) -%}
-    {%- do statements.append(('vcmt_create_distributed_stage', vcmt._create_distributed_sql(cfg, objs.distributed_stage,
-        objs.stage))) -%}
-  {%- endif -%}
+  {%- for role, local in vcmt._distributed_pairs() if role in objs -%}
+    {%- do statements.append(('vcmt_create_' ~ role, vcmt._create_distributed_sql(cfg, objs[role], objs[local]))) -%}
+  {%- endfor -%}
   {{ return(statements) }}
 {% endmacro %}
 
@@ -188,23 +198,21 @@
       name, so they now serve the new ones; each is replaced (atomically) by
       one with the new tables' columns, which it copies at creation. -#}
   {%- if vcmt._sharded(objs) -%}
-    {%- for role, local in [('distributed', 'target'), ('distributed_stage', 'stage')] -%}
+    {%- for role, local in vcmt._distributed_pairs() -%}
       {%- do vcmt._check_fence(objs.target) -%}
       {%- call statement('vcmt_replace_' ~ role) -%}{{ vcmt._create_distributed_sql(cfg, objs[role], objs[local],
           replace=true) }}{%- endcall -%}
     {%- endfor -%}
   {%- endif -%}
-  {#- The transform first: until it is rewritten, it applies the old query to
-      the new tables. -#}
-  {%- set wanted = [] -%}
+  {#- The transform (the view modified when changed) first: until it is
+      rewritten, it applies the old query to the new tables. -#}
   {%- set views = [] -%}
   {%- for view in vcmt._views(cfg, objs, columns) -%}
-    {%- if view[0] == 'transform' -%}{%- do views.insert(0,
+    {%- if vcmt._object(view[0]).get('modify_when_changed') -%}{%- do views.insert(0,
         view) -%}{%- else -%}{%- do views.append(view) -%}{%- endif -%}
   {%- endfor -%}
   {%- for role, to, select_sql in views -%}
     {%- do vcmt._check_fence(objs.target) -%}
-    {%- do wanted.append(role) -%}
     {%- if found.get(objs[role].identifier, {}).get('engine') == 'MaterializedView' -%}
       {%- call statement('vcmt_modify_' ~ role) -%}
         {{ vcmt._modify_view_sql(objs[role], select_sql) }}
@@ -215,7 +223,7 @@
           select_sql) }}{%- endcall -%}
     {%- endif -%}
   {%- endfor -%}
-  {%- for role in ['cancels_writer'] if role not in wanted -%}
+  {%- for role in vcmt._unwanted_views(cfg) -%}
     {%- do vcmt._check_fence(objs.target) -%}
     {%- call statement('vcmt_drop_' ~ role) -%}{{ vcmt._drop_sql(objs[role]) }}{%- endcall -%}
   {%- endfor -%}
@@ -400,16 +408,26 @@
     {%- endif -%}
   {%- endif -%}
 
-  {%- set transform = vcmt.transform_sql(cfg, objs, columns) -%}
-  {%- set has_transform = objs.transform.identifier in found -%}
-  {%- set modify_transform = has_transform and (plan.refresh_transform
-      or vcmt._sql_differs(found[objs.transform.identifier].as_select, transform)) -%}
-  {%- if plan.before or plan.after or modify_transform or not has_transform -%}
+  {#- The views: the ones created only when missing, and the ones rewritten in
+      place when their SELECT changed (the transform), which are missing or
+      changed. -#}
+  {%- set kept = [] -%}
+  {%- set rewritten = [] -%}
+  {%- for role, to, select_sql in vcmt._views(cfg, objs, columns) -%}
+    {%- set exists = objs[role].identifier in found -%}
+    {%- if not vcmt._object(role).get('modify_when_changed') -%}
+      {%- if not exists -%}{%- do kept.append((role, to, select_sql)) -%}{%- endif -%}
+    {%- elif not exists or plan.refresh_transform or vcmt._sql_differs(found[objs[role].identifier].as_select,
+        select_sql) -%}
+      {%- do rewritten.append((role, to, select_sql, exists)) -%}
+    {%- endif -%}
+  {%- endfor -%}
+  {%- if plan.before or plan.after or rewritten -%}
     {%- do vcmt._check_plan(cfg, objs, found, plan) -%}
   {%- endif -%}
   {#- The Distributed tables copy their local table's columns at creation (docs/design.md#sharded-clusters). -#}
   {%- if vcmt._sharded(objs) and plan.changed and cfg.on_schema_change != 'ignore' -%}
-    {{ exceptions.raise_compiler_error("vcmt_upsert " ~ objs.distributed.identifier
+    {{ exceptions.raise_compiler_error("vcmt_upsert " ~ vcmt._public_relation(objs).identifier
         ~ ": a sharded model (`sharding_key`) does not change its tables in place; this run would apply: "
         ~ plan.describe ~ ". Nothing was changed. Run with --full-refresh to rebuild every shard from the SELECT.") }}
   {%- endif -%}
@@ -427,36 +445,31 @@
   {%- do vcmt._add_missing_loads_columns(objs, found) -%}
   {#- delete_mode: the new writer is attached before the old one goes, so no
       delete is ever left without a tombstone. -#}
-  {%- for role, to, select_sql in vcmt._views(cfg, objs, columns) if role != 'transform'
-      and objs[role].identifier not in found -%}
+  {%- for role, to, select_sql in kept -%}
     {%- call statement('vcmt_create_' ~ role) -%}{{ vcmt._create_view_sql(objs[role], to, select_sql) }}{%- endcall -%}
   {%- endfor -%}
 
-  {%- if not has_transform -%}
-    {%- call statement('vcmt_create_transform') -%}
-      {{ vcmt._create_view_sql(objs.transform, objs.target, transform) }}
-    {%- endcall -%}
-  {%- elif modify_transform -%}
-    {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': transform changed, updating it in place (MODIFY QUERY)',
-        info=true) }}
-    {%- do vcmt._check_fence(objs.target) -%}
-    {%- call statement('vcmt_modify_transform') -%}
-      {{ vcmt._modify_view_sql(objs.transform, transform) }}
-    {%- endcall -%}
-  {%- endif -%}
+  {%- for role, to, select_sql, exists in rewritten -%}
+    {%- if not exists -%}
+      {%- call statement('vcmt_create_' ~ role) -%}{{ vcmt._create_view_sql(objs[role], to,
+          select_sql) }}{%- endcall -%}
+    {%- else -%}
+      {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': ' ~ role ~ ' changed, updating it in place (MODIFY QUERY)',
+          info=true) }}
+      {%- do vcmt._check_fence(objs.target) -%}
+      {%- call statement('vcmt_modify_' ~ role) -%}{{ vcmt._modify_view_sql(objs[role], select_sql) }}{%- endcall -%}
+    {%- endif -%}
+  {%- endfor -%}
   {%- if vcmt._sharded(objs) -%}
-    {%- for name, create_sql in vcmt._create_statements(cfg, objs, columns,
-        false) if name in ['vcmt_create_distributed', 'vcmt_create_distributed_stage'] -%}
-      {%- if objs[name[12:]].identifier not in found -%}
-        {%- call statement(name) -%}{{ create_sql }}{%- endcall -%}
-      {%- endif -%}
+    {%- for role, local in vcmt._distributed_pairs() if objs[role].identifier not in found -%}
+      {%- call statement('vcmt_create_' ~ role) -%}{{ vcmt._create_distributed_sql(cfg, objs[role],
+          objs[local]) }}{%- endcall -%}
     {%- endfor -%}
     {%- do vcmt._repair_distributed(cfg, objs) -%}
   {%- endif -%}
-  {%- if cfg.delete_mode == 'versioned' and objs.cancels_writer.identifier in found -%}
-    {%- call statement('vcmt_drop_cancels_writer') -%}{{ vcmt._drop_sql(objs.cancels_writer,
-        if_exists=false) }}{%- endcall -%}
-  {%- endif -%}
+  {%- for role in vcmt._unwanted_views(cfg) if objs[role].identifier in found -%}
+    {%- call statement('vcmt_drop_' ~ role) -%}{{ vcmt._drop_sql(objs[role], if_exists=false) }}{%- endcall -%}
+  {%- endfor -%}
 
   {%- for step in plan.after -%}
     {%- if step.log is defined -%}
@@ -477,7 +490,7 @@
     leaves them with the old columns: each is replaced again, as that full
     refresh would have, so the rerun repairs it (docs/design.md#sharded-clusters). -#}
 {% macro _repair_distributed(cfg, objs) %}
-  {%- set pairs = [('distributed', 'target'), ('distributed_stage', 'stage')] -%}
+  {%- set pairs = vcmt._distributed_pairs() -%}
   {%- set names = [] -%}
   {%- for role, local in pairs -%}{%- do names.extend([objs[role].identifier, objs[local].identifier]) -%}{%- endfor -%}
   {#- One query per run: each table's columns, in order. -#}

@@ -55,6 +55,13 @@
 {% endmacro %}
 
 
+{#- The table of generation `gen` of the lock of the model `target`:
+    `<model>__lock_<gen>` (model/objects.sql `lock`). -#}
+{% macro _lock_table(target, gen) %}
+  {{ return(target.incorporate(path={'identifier': target.identifier ~ vcmt._object_suffix('lock') ~ '_' ~ gen})) }}
+{% endmacro %}
+
+
 {#- Who holds a model's lock: this dbt invocation's load of that model
     (`relation` is the model's target, or one of its full refresh's staging
     objects). Every statement the load sends while it holds the lock carries
@@ -131,7 +138,7 @@
       ~ ') limit 1').rows | length == 0 -%}
     {{ return(none) }}
   {%- endif -%}
-  {%- set prefix = modules.re.escape(target.identifier ~ '__lock_') -%}
+  {%- set prefix = modules.re.escape(vcmt._lock_table(target, '').identifier) -%}
   {%- set rows = "select _table as r_table, anyIf(what, kind = 'acquired') as r_what, "
       ~ "toString(minIf(at, kind = 'acquired')) as r_acquired, toString(max(at)) as r_renewed, "
       ~ "countIf(kind = 'released') > 0 as r_released, count() as r_count, dateDiff('second', max(at), now64(3)) "
@@ -152,7 +159,7 @@
   {%- if found | length == 0 -%}{{ return(none) }}{%- endif -%}
   {%- set gen, holder, age, gens, what, acquired, renewed, released, n, silent_s = found[0] -%}
   {%- set recorded = (n or 0) | int > 0 -%}
-  {{ return({'gen': gen | int, 'relation': target.incorporate(path={'identifier': target.identifier ~ '__lock_' ~ gen}),
+  {{ return({'gen': gen | int, 'relation': vcmt._lock_table(target, gen),
              'holder': holder, 'what': what or 'a load', 'acquired': acquired if recorded else 'just now',
              'renewed': renewed, 'released': released if recorded else false,
              'silent_s': silent_s | int if recorded else age | int,
@@ -208,7 +215,7 @@
       {%- set free = state is none or state.released or st.idle >= 2 -%}
       {%- if free -%}
         {%- set gen = (state.gen if state is not none else 0) + 1 -%}
-        {%- set lock = target.incorporate(path={'identifier': target.identifier ~ '__lock_' ~ gen}) -%}
+        {%- set lock = vcmt._lock_table(target, gen) -%}
         {%- call statement('vcmt_lock') -%}
           create table if not exists {{ lock }} {{ on_cluster_clause(lock) }}
             (holder String, kind String, what String, at DateTime64(3))
@@ -262,7 +269,7 @@
   {#- Older generations are nobody's lock any more. -#}
   {%- for gen in st.held.generations if gen | int < st.held.gen -%}
     {%- call statement('vcmt_lock_cleanup') -%}
-      {%- set old = target.incorporate(path={'identifier': target.identifier ~ '__lock_' ~ gen}) %}
+      {%- set old = vcmt._lock_table(target, gen) %}
       drop table if exists {{ old }} {{ on_cluster_clause(old) }}
     {%- endcall -%}
   {%- endfor -%}

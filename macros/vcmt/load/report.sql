@@ -92,7 +92,7 @@
 
 
 {#- Exact per-insert counters of what the transform did, for the run report. -#}
-{% macro _create_applied_sql(relation) %}
+{% macro _create_applied_sql(cfg, relation, columns) %}
   create table {{ relation }} {{ on_cluster_clause(relation) }} (
     inserted UInt64, updated UInt64, deleted UInt64
   ) engine = SummingMergeTree order by tuple()
@@ -102,7 +102,7 @@
 {#- In one insert block an update is a key with two rows (-1, +1), an insert a
     +1 alone, a delete a -1 alone; so rows - distinct keys counts updates, and
     the rest follows by sign. (uniqExact is about twice as fast as a GROUP BY.) -#}
-{% macro _applied_writer_sql(cfg, objs) %}
+{% macro _applied_writer_sql(cfg, objs, columns=none) %}
   {%- set s = vcmt._quote(cfg.sign) -%}
   {%- set updated = '(count() - uniqExact(' ~ vcmt._column_list(cfg.key_columns) ~ '))' -%}
   select
@@ -113,12 +113,12 @@
 {% endmacro %}
 
 
-{% macro _create_loads_sql(relation) %}
-  {%- set columns = [] -%}
-  {%- for name, type, _ in vcmt._loads_fields() -%}{%- do columns.append(vcmt._quote(name) ~ ' '
+{% macro _create_loads_sql(cfg, relation, columns) %}
+  {%- set fields = [] -%}
+  {%- for name, type, _ in vcmt._loads_fields() -%}{%- do fields.append(vcmt._quote(name) ~ ' '
       ~ type) -%}{%- endfor -%}
   create table {{ relation }} {{ on_cluster_clause(relation) }} (
-    {{ columns | join(',\n    ') }}
+    {{ fields | join(',\n    ') }}
   ) engine = MergeTree order by loaded_at
 {% endmacro %}
 

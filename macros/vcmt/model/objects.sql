@@ -1,60 +1,128 @@
-{#- The objects one vcmt_upsert model owns. Their names are a public contract:
-    external writers insert into `<model>__stage`, tests read `<model>`.
-
+{#- The objects one vcmt_upsert model owns, declared once, in the order a
+    build creates them: `vcmt.objects` names them, and the lifecycle builds,
+    swaps, reconciles, repairs and drops them by looping over this list.
+    docs/design.md's Objects table lists the same objects (a test keeps it
+    so). Their names are a public contract: external writers insert into
+    `<model>__stage`, tests read `<model>`. Each object is a dict:
+    - role: how the macros name it (`objs[role]`);
+    - suffix: its name after the model's;
+    - kind: `table` (the target), `helper` (a table of the model's own
+      records), `stage`, `view` (a materialized view), `batch` (a load's,
+      named by its lock's generation), `distributed` (a sharded model's
+      public table over its `local` role's per-shard tables), or a name that
+      is not one of `vcmt.objects`: `lock` (the lock's generations), `lake`
+      (a mart's record of the lake files it read), `staging` (the full
+      refresh's second set of objects), `guard` (the stage that refuses
+      every INSERT while views are attached to its name);
+    - create: the macro that renders a table's CREATE, (cfg, relation,
+      columns);
+    - from, to, select: a view's source and destination roles, and the
+      macro that renders its SELECT, (cfg, objs, columns);
+    - only_with: [option, value]: it exists only when the config has that
+      value (a view that is not wanted is dropped);
+    - modify_when_changed: a view rewritten in place (MODIFY QUERY) when its
+      SELECT changes; the other views are only created when missing;
+    - local_name: named with dbt-clickhouse's local suffix on a sharded model;
+    - swap: where a --full-refresh exchanges it, in this order;
+    - drop: where it is dropped, in this order (views before their stage).
     With a `sharding_key` (on a dbt-clickhouse `cluster`) the target and the
-    stage are per-shard tables named with dbt-clickhouse's local suffix
-    (`<model>_local`, `<model>__stage_local`), and the public names belong to
-    Distributed tables over them, roles `distributed` and `distributed_stage`
-    (docs/design.md#sharded-clusters). The views and helper tables are per
-    shard under their usual names.
+    stage are per-shard tables (`<model>_local`, `<model>__stage_local`) and
+    their public names belong to the `distributed` objects
+    (docs/design.md#sharded-clusters). Keep this macro a literal: the tests
+    render it without dbt. -#}
+{% macro _object_roles() %}
+  {{ return([
+      {'role': 'target', 'suffix': '', 'kind': 'table', 'create': 'create_target_sql', 'local_name': true,
+       'swap': 5, 'drop': 8},
+      {'role': 'tombstones', 'suffix': '__tombstones', 'kind': 'helper', 'create': '_create_tombstones_sql',
+       'swap': 1, 'drop': 9},
+      {'role': 'applied', 'suffix': '__applied', 'kind': 'helper', 'create': '_create_applied_sql', 'swap': 2,
+       'drop': 10},
+      {'role': 'loads', 'suffix': '__loads', 'kind': 'helper', 'create': '_create_loads_sql', 'swap': 3, 'drop': 11},
+      {'role': 'truncates', 'suffix': '__truncates', 'kind': 'helper', 'create': '_create_truncates_sql',
+       'swap': 4, 'drop': 12},
+      {'role': 'applied_writer', 'suffix': '__applied_writer', 'kind': 'view', 'from': 'target', 'to': 'applied',
+       'select': '_applied_writer_sql', 'drop': 6},
+      {'role': 'cancels_writer', 'suffix': '__tombstones_from_cancels', 'kind': 'view', 'from': 'target',
+       'to': 'tombstones', 'select': '_cancels_writer_sql', 'only_with': ['delete_mode', 'unconditional'],
+       'drop': 5},
+      {'role': 'stage', 'suffix': '__stage', 'kind': 'stage', 'local_name': true, 'swap': 6, 'drop': 7},
+      {'role': 'transform', 'suffix': '__transform', 'kind': 'view', 'from': 'stage', 'to': 'target',
+       'select': 'transform_sql', 'modify_when_changed': true, 'drop': 3},
+      {'role': 'tombstones_writer', 'suffix': '__tombstones_writer', 'kind': 'view', 'from': 'stage',
+       'to': 'tombstones', 'select': '_tombstones_writer_sql', 'drop': 4},
+      {'role': 'batch', 'suffix': '__batch', 'kind': 'batch', 'drop': 13},
+      {'role': 'distributed', 'suffix': '', 'kind': 'distributed', 'local': 'target', 'drop': 2},
+      {'role': 'distributed_stage', 'suffix': '__stage', 'kind': 'distributed', 'local': 'stage', 'drop': 1},
+      {'role': 'lock', 'suffix': '__lock', 'kind': 'lock'},
+      {'role': 'lake_batches', 'suffix': '__lake_batches', 'kind': 'lake'},
+      {'role': 'lake_files', 'suffix': '__lake_files', 'kind': 'lake'},
+      {'role': 'staging', 'suffix': '__vcmt_new', 'kind': 'staging'},
+      {'role': 'guard', 'suffix': '__vcmt_new__stage', 'kind': 'guard'},
+  ]) }}
+{% endmacro %}
 
-    `batch` is the base of a load's batch table: each load's is named by its
-    lock's generation, `<model>__batch_<n>` (_generation_batch). -#}
+
+{#- The declared objects of kind `kind`, in declaration order. -#}
+{% macro _roles_of(kind) %}
+  {{ return(vcmt._object_roles() | selectattr('kind', 'equalto', kind) | list) }}
+{% endmacro %}
+
+{#- The declared object `role`. -#}
+{% macro _object(role) %}
+  {{ return(vcmt._object_roles() | selectattr('role', 'equalto', role) | first) }}
+{% endmacro %}
+
+{#- The declared name of `role` after the model's (a lock's and a batch's
+    before their `_<generation>`). -#}
+{% macro _object_suffix(role) %}
+  {{ return(vcmt._object(role).suffix) }}
+{% endmacro %}
+
+{#- The declared objects that `objs` holds, ordered by `field` (swap, drop). -#}
+{% macro _roles_by(objs, field) %}
+  {%- set roles = vcmt._object_roles() | selectattr(field, 'defined') | selectattr('role', 'in', objs) -%}
+  {{ return(roles | sort(attribute=field) | map(attribute='role') | list) }}
+{% endmacro %}
+
+{#- A sharded model's (Distributed role, its local role) pairs. -#}
+{% macro _distributed_pairs() %}
+  {%- set pairs = [] -%}
+  {%- for o in vcmt._roles_of('distributed') -%}{%- do pairs.append((o.role, o.local)) -%}{%- endfor -%}
+  {{ return(pairs) }}
+{% endmacro %}
+
+{#- Whether the config `cfg` wants the declared object `o` (its `only_with`). -#}
+{% macro _object_wanted(o, cfg) %}
+  {{ return(not o.get('only_with') or cfg[o.only_with[0]] == o.only_with[1]) }}
+{% endmacro %}
+
+
+{#- The relations of a model's objects, by role (_object_roles: the kinds
+    that `objs` holds). Dispatched, so an adapter may rename them. -#}
 {% macro objects(target, sharding_key=none) %}
   {{ return(adapter.dispatch('objects', 'vcmt')(target, sharding_key)) }}
 {% endmacro %}
 
 {% macro default__objects(target, sharding_key=none) %}
-  {%- set names = {
-      'stage': 'stage',
-      'transform': 'transform',
-      'tombstones': 'tombstones',
-      'tombstones_writer': 'tombstones_writer',
-      'cancels_writer': 'tombstones_from_cancels',
-      'applied': 'applied',
-      'applied_writer': 'applied_writer',
-      'loads': 'loads',
-      'truncates': 'truncates',
-      'batch': 'batch',
-  } -%}
   {%- set local = adapter.get_clickhouse_local_suffix() if sharding_key else '' -%}
-  {%- set identifiers = {'target': target.identifier ~ local} -%}
-  {%- for role, suffix in names.items() -%}
-    {%- do identifiers.update({role: target.identifier ~ '__' ~ suffix ~ (local if role == 'stage' else '')}) -%}
-  {%- endfor -%}
-  {%- if sharding_key -%}
-    {%- do identifiers.update({'distributed': target.identifier, 'distributed_stage': target.identifier ~ '__'
-        ~ names.stage}) -%}
-  {%- endif -%}
   {%- set objs = {} -%}
-  {%- for role, identifier in identifiers.items() -%}
+  {%- for o in vcmt._object_roles() if o.kind in ['table', 'helper', 'view', 'stage', 'batch']
+      or (o.kind == 'distributed' and sharding_key) -%}
     {#- Helpers follow the target onto the cluster (dbt-clickhouse's can_on_cluster). -#}
-    {%- set rel = api.Relation.create(database=target.database, schema=target.schema,
-                                      identifier=identifier, type='table',
-                                      can_on_cluster=target.can_on_cluster) -%}
-    {%- do objs.update({role: rel}) -%}
+    {%- do objs.update({o.role: api.Relation.create(database=target.database, schema=target.schema,
+        identifier=target.identifier ~ o.suffix ~ (local if o.get('local_name') else ''), type='table',
+        can_on_cluster=target.can_on_cluster)}) -%}
   {%- endfor -%}
   {{ return(objs) }}
 {% endmacro %}
 
 
-{#- Drop every object of the model (only those in `found` when given), views
-    first so no writer ever sees a stage without its transform. -#}
+{#- Drop every object of the model (only those in `found` when given), in
+    their declared drop order: views first, so no writer ever sees a stage
+    without its transform. -#}
 {% macro _drop_objects(objs, found=none) %}
-  {%- set order = ['distributed_stage', 'distributed', 'transform', 'tombstones_writer', 'cancels_writer',
-      'applied_writer', 'stage'] -%}
-  {%- for role in objs.keys() if role not in order -%}{%- do order.append(role) -%}{%- endfor -%}
-  {%- for role in order if role in objs and (found is none or objs[role].identifier in found) -%}
+  {%- for role in vcmt._roles_by(objs, 'drop') if found is none or objs[role].identifier in found -%}
     {%- do vcmt._check_fence(objs.target) -%}
     {%- call statement('vcmt_drop_' ~ role) -%}
       {{ vcmt._drop_sql(objs[role]) }}
@@ -97,7 +165,7 @@
 
 {#- Where --full-refresh builds a model's new tables before swapping them in
     (`<model>__vcmt_new`, `<model>__vcmt_new__stage`, ...). -#}
-{% macro _staging_suffix() %}{{ return('__vcmt_new') }}{% endmacro %}
+{% macro _staging_suffix() %}{{ return(vcmt._object_suffix('staging')) }}{% endmacro %}
 
 {#- The relation users name and read: a sharded model's Distributed table,
     else its target. -#}
