@@ -260,7 +260,7 @@ class DbtProject:
         """Run one dbt command in a fresh Python process and assert it passed.
 
         For a Spark Connect target: PySpark cannot run a local session and
-        Spark Connect clients in one process (docs/design.md#spark-targets).
+        Spark Connect clients in one process (docs/adapters.md#how-the-spark-targets-work).
         """
         self._ensure_deps()
         cli = [*args, "--target", target, *(["--vars", json.dumps(self.vars)] if self.vars else [])]

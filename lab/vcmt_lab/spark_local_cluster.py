@@ -1,7 +1,7 @@
 """Spark servers started from PySpark's own install, and Spark's own log kept in a file.
 
 Used by `make demo --spark connect|thrift` and by the tests (tests/spark_servers).
-See docs/design.md#spark-targets.
+See docs/adapters.md#how-the-spark-targets-work.
 
 - `start_server("connect" | "thrift", root)`: a Spark Connect server or the
   Thrift JDBC server (HiveThriftServer2), both shipped in PySpark's jars,
@@ -29,7 +29,7 @@ from pathlib import Path
 # The standard library and vcmt_tools.processes only at the top: this file is also the servers' watchdog.
 from vcmt_tools.processes import free_port, port_open, signal_group
 
-# Two workers of one core and 1 GiB each: every executor is its own JVM (docs/design.md#spark-targets).
+# Two workers of one core and 1 GiB each: every executor is its own JVM (docs/adapters.md#how-the-spark-targets-work).
 DEFAULT_MASTER = "local-cluster[2,1,1024]"
 
 

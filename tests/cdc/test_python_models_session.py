@@ -106,7 +106,7 @@ def test_python_and_sql_models_in_one_run(spark_project, lab_dir: Path, monkeypa
 
 def test_connect_session_defaults_yield_to_the_profile() -> None:
     """`method: connect` sessions get spark.sql.codegen.hugeMethodLimit 8000 unless the profile sets it;
-    `method: session` profiles decide for themselves (docs/design.md#spark-targets)."""
+    `method: session` profiles decide for themselves (docs/adapters.md#how-the-spark-targets-work)."""
     from dbt.adapters.vcmt_spark.credentials import CONNECT_SESSION_DEFAULTS, VcmtSparkCredentials
 
     key = "spark.sql.codegen.hugeMethodLimit"
@@ -126,7 +126,7 @@ def test_connect_session_defaults_yield_to_the_profile() -> None:
 def test_local_session_defaults_only_on_a_local_master() -> None:
     """Which masters run Spark on the driver's machine (LOCAL_SESSION_DEFAULTS apply there only), and the
     defaults are not profile parameters: a Connect or cluster profile never gets them
-    (docs/design.md#spark-targets)."""
+    (docs/adapters.md#how-the-spark-targets-work)."""
     from dbt.adapters.vcmt_spark.credentials import LOCAL_SESSION_DEFAULTS, VcmtSparkCredentials, is_local_master
 
     for master in ("local", "local[2]", "local[*]", "local[2,3]", " local[4] "):

@@ -1,4 +1,4 @@
-"""dbt-spark's connection manager, plus `method: connect` (docs/design.md#spark-targets).
+"""dbt-spark's connection manager, plus `method: connect` (docs/adapters.md#how-the-spark-targets-work).
 
 A Spark Connect connection is dbt-spark's own `method: session` connection
 (its pyodbc-like cursor over DataFrames), whose cursor runs each statement on

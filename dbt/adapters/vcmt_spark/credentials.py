@@ -11,7 +11,7 @@ from dbt_common.exceptions import DbtRuntimeError
 # interpreter. At 8000, Spark runs such a stage without whole-stage code generation, its expressions
 # compiled in small methods: warm batches cost a fifth less, the first batch of a JVM a little more. A
 # Connect server's JVM outlives the dbt runs, so only it gets the default; `method: session` starts a
-# JVM per dbt process and its profile decides (docs/design.md#spark-targets).
+# JVM per dbt process and its profile decides (docs/adapters.md#how-the-spark-targets-work).
 CONNECT_SESSION_DEFAULTS = {"spark.sql.codegen.hugeMethodLimit": "8000"}
 
 # Settings a `method: session` session whose master is local gets, key by key, unless something set the
@@ -23,7 +23,7 @@ CONNECT_SESSION_DEFAULTS = {"spark.sql.codegen.hugeMethodLimit": "8000"}
 # which gains a `_batch_id=<N>` folder per landed batch, so under the default every run paid one task per
 # batch ever landed (about 1.5 s per model at 400 landed batches on 2 cores, against 0.05 s listed on the
 # driver). A local master's tasks run on the driver's own machine: the job only adds its overhead.
-# Clusters keep Spark's default (docs/design.md#spark-targets).
+# Clusters keep Spark's default (docs/adapters.md#how-the-spark-targets-work).
 LOCAL_SESSION_DEFAULTS = {"spark.sql.sources.parallelPartitionDiscovery.threshold": "1000000"}
 
 
@@ -34,7 +34,7 @@ def is_local_master(master: str) -> bool:
 
 
 class VcmtSparkConnectionMethod(StrEnum):
-    """dbt-spark's connection methods, plus `connect` (Spark Connect, docs/design.md#spark-targets)."""
+    """dbt-spark's connection methods, plus `connect` (Spark Connect, docs/adapters.md#how-the-spark-targets-work)."""
 
     THRIFT = "thrift"
     HTTP = "http"

@@ -7,7 +7,7 @@ SQL models use, so a Python model and the SQL around it share tables, temp
 views and caches. Only the DataFrame API is used (no SparkContext, no RDDs),
 so the same code runs on a Spark Connect session: with `method: connect` the
 session is a Spark Connect client of the profile's server, the one the SQL
-models run on too (docs/design.md#spark-targets).
+models run on too (docs/adapters.md#how-the-spark-targets-work).
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ def spark_session(credentials: SparkCredentials) -> Any:
 def apply_local_session_defaults(session: Any) -> None:
     """LOCAL_SESSION_DEFAULTS on `session` when its master is local, for each key nothing has set: the
     profile's server_side_parameters reach the session's settings through the builder, as do
-    spark-defaults.conf and a hook's SET, so any value given anywhere wins (docs/design.md#spark-targets)."""
+    spark-defaults.conf and a hook's SET, so any value given anywhere wins (docs/adapters.md#how-the-spark-targets-work)."""
     if not is_local_master(str(session.conf.get("spark.master", ""))):
         return
     for key, value in LOCAL_SESSION_DEFAULTS.items():
@@ -132,7 +132,7 @@ class SessionPythonJobHelper(PythonJobHelper):
 # models in threads: another model's restore could leave it static (every partition replaced) mid-write.
 # The table is checked before every such write, never remembered: another client on the same server (a
 # `--full-refresh`) rebuilds the table without the option, and a write that still believed it set replaced
-# every partition. docs/design.md#spark-targets
+# every partition. docs/adapters.md#how-the-spark-targets-work
 DYNAMIC_OVERWRITE_OPTION = ("partitionOverwriteMode", "dynamic")
 
 

@@ -1,4 +1,4 @@
-"""Spark's own log in a file, not on the user's console (docs/design.md#spark-targets).
+"""Spark's own log in a file, not on the user's console (docs/adapters.md#how-the-spark-targets-work).
 
 A `method: session` target starts Spark's JVM inside the dbt process, and by
 default Spark prints its log4j banner, warnings and progress bars on the
