@@ -88,7 +88,8 @@ def spark_session(credentials: SparkCredentials) -> Any:
 def apply_local_session_defaults(session: Any) -> None:
     """LOCAL_SESSION_DEFAULTS on `session` when its master is local, for each key nothing has set: the
     profile's server_side_parameters reach the session's settings through the builder, as do
-    spark-defaults.conf and a hook's SET, so any value given anywhere wins (docs/adapters.md#how-the-spark-targets-work)."""
+    spark-defaults.conf and a hook's SET, so any value given anywhere wins
+    (docs/adapters.md#how-the-spark-targets-work)."""
     if not is_local_master(str(session.conf.get("spark.master", ""))):
         return
     for key, value in LOCAL_SESSION_DEFAULTS.items():

@@ -54,9 +54,9 @@ from vcmt_lab.oracle import Event, Oracle
 from vcmt_tools.processes import free_port
 
 LEASE_S = 3
-# A holder renews at a step of its load once silent for max(lease // 5, 1) s (macros/vcmt/load/lock.sql): the enumerating
-# run and a run faulted at a renewal wait longer before each step (VCMT_FAULT_RENEW_WAIT), so that each renews at
-# every step and `insert m__lock_N renewed#n` names the same statement in both, whatever the machine's speed.
+# A holder renews at a step of its load once silent for max(lease // 5, 1) s (macros/vcmt/load/lock.sql): the
+# enumerating run and a run faulted at a renewal wait longer before each step (VCMT_FAULT_RENEW_WAIT), so that each
+# renews at every step and `insert m__lock_N renewed#n` names the same statement in both, whatever the machine's speed.
 RENEW_WAIT_S = max(LEASE_S // 5, 1) + 0.5
 STEP_TIMEOUT_S = 300.0
 KEYS = 600
