@@ -120,6 +120,14 @@ def test_macro_lines_fit_the_line_length() -> None:
     assert not long, f"macro lines longer than {MACRO_LINE} characters (break them inside a tag):\n" + "\n".join(long)
 
 
+def test_every_test_folder_is_a_package() -> None:
+    """Each folder of tests/ has an __init__.py, so two test files of one name in two folders never collide."""
+    folders = [p for p in (ROOT / "tests").iterdir() if p.is_dir() and not p.name.startswith(("_", "."))]
+    assert len(folders) >= 8, folders
+    missing = [str(p.relative_to(ROOT)) for p in folders if not (p / "__init__.py").exists()]
+    assert not missing, f"test folders without __init__.py: {missing}"
+
+
 def test_the_wheel_ships_the_package_only(tmp_path) -> None:
     proc = subprocess.run(
         [
