@@ -6,7 +6,7 @@
 - README "Layout" matches the tree; every relative link of the docs lands on a file (and heading);
 - a model's config options are one declaration (macros/vcmt/model/options.sql), which the README's
   configuration table and its list of options that need --full-refresh repeat;
-- every system.* read of macros/vcmt lives in macros/vcmt/engine/;
+- every system.* read of the package's macros lives in macros/vcmt/engine/;
 - the staging contract has one list of kinds and reasons, which the example project's vars repeat;
 - one version number: pyproject.toml's, which every copy repeats and CHANGELOG.md's newest release names.
 """
@@ -335,7 +335,7 @@ def test_every_system_read_lives_in_the_engine_folder() -> None:
     assert len(system_reads("".join(p.read_text() for p in engine.glob("*.sql")))) >= 10
     outside = {
         str(p.relative_to(ROOT)): system_reads(p.read_text())
-        for p in sorted((ROOT / "macros" / "vcmt").rglob("*.sql"))
+        for p in sorted((ROOT / "macros").rglob("*.sql"))
         if engine not in p.parents and system_reads(p.read_text())
     }
     assert not outside, f"system.* reads outside macros/vcmt/engine/ (move them into a named reader there): {outside}"

@@ -23,9 +23,8 @@
     {{ exceptions.raise_compiler_error("vcmt.matches_expected_state: argument `tolerance` must be a number >= 0; got `"
         ~ tolerance ~ "`.") }}
   {%- endif -%}
-  {%- set types = {} -%}
-  {%- for c in vcmt._vcmt_test_columns(relation) -%}{%- do types.update({c.name: c.type}) -%}{%- endfor -%}
-  {%- set expected_names = vcmt._vcmt_test_columns(expected) | map(attribute='name') | list -%}
+  {%- set types = vcmt._types_by_name(vcmt._catalog_columns(relation)) -%}
+  {%- set expected_names = vcmt._catalog_columns(expected) | map(attribute='name') | list -%}
   {%- if compare_columns is none -%}
     {%- set compare_columns = [] -%}
     {%- for c in expected_names if c not in keys

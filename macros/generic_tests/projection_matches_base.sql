@@ -25,12 +25,8 @@
       (docs/design.md#sharded-clusters). -#}
   {%- set sharding_key = vcmt._vcmt_test_model_config(model).get('sharding_key') -%}
   {%- set holder = vcmt.objects(relation, sharding_key).target -%}
-  {%- set projections = run_query(
-      "select name, query from system.projections where database = "
-      ~ vcmt._sql_string(holder.schema) ~ " and table = "
-      ~ vcmt._sql_string(holder.identifier) ~ " and type = 'Aggregate' order by name") -%}
   {%- set checks = [] -%}
-  {%- for projection in projections.rows -%}
+  {%- for projection in vcmt._existing_projections(holder, 'Aggregate').items() -%}
     {%- set check = vcmt._vcmt_test_projection_diff(relation, projection[0], projection[1], tolerance) -%}
     {#- On a Distributed model each side goes to the shards as its own query,
         and the base side (which must not use the projection) would fail

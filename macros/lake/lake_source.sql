@@ -104,9 +104,8 @@
   {%- set root = vcmt._lake_root() -%}
   {%- if target.type == 'chdb' or root.startswith('s3://')
       or not root.startswith('/') -%}{{ return(none) }}{%- endif -%}
-  {%- set found = run_query("select value from system.server_settings where name = "
-      ~ "'user_files_path'").columns[0].values() -%}
-  {%- set user_files = ((found[0] if found else '') | string).rstrip('/') -%}
+  {%- set user_files = (vcmt._server_setting('user_files_path') or '') | string | trim -%}
+  {%- set user_files = user_files.rstrip('/') -%}
   {%- if user_files and not (root ~ '/').startswith(user_files ~ '/') -%}
     {%- do exceptions.raise_compiler_error(
           "vcmt.lake_source('" ~ dataset ~ "'): the lake root " ~ root ~ " (var vcmt_lake_root) is a local path, "

@@ -38,10 +38,12 @@
 {% endmacro %}
 
 
-{% macro _existing_projections(relation) %}
+{#- name -> query of `relation`'s projections (of `type` only, e.g. 'Aggregate', when given). -#}
+{% macro _existing_projections(relation, type=none) %}
   {%- set existing = {} -%}
   {%- set rows = run_query("select name, query from system.projections where database = "
-      ~ vcmt._sql_string(relation.schema) ~ " and table = " ~ vcmt._sql_string(relation.identifier)) -%}
+      ~ vcmt._sql_string(relation.schema) ~ " and table = " ~ vcmt._sql_string(relation.identifier)
+      ~ (" and type = " ~ vcmt._sql_string(type) if type else "") ~ " order by name") -%}
   {%- for row in rows.rows -%}{%- do existing.update({row[0]: row[1]}) -%}{%- endfor -%}
   {{ return(existing) }}
 {% endmacro %}
@@ -163,6 +165,22 @@
 {% endmacro %}
 
 
+{#- Column names and exact ClickHouse types of a relation, in table order,
+    as [{name, data_type}]: system.columns keeps the type string as the
+    server spells it (LowCardinality, Nullable, Decimal scale), which the
+    generic tests' casts and tolerance decisions need verbatim. -#}
+{% macro _catalog_columns(relation) %}
+  {%- if not execute -%}{{ return([]) }}{%- endif -%}
+  {%- set columns = [] -%}
+  {%- for row in run_query("select name, type from system.columns where database = "
+      ~ vcmt._sql_string(relation.schema) ~ " and table = " ~ vcmt._sql_string(relation.identifier)
+      ~ " order by position").rows -%}
+    {%- do columns.append({'name': row[0], 'data_type': row[1]}) -%}
+  {%- endfor -%}
+  {{ return(columns) }}
+{% endmacro %}
+
+
 {#- The columns of `relation`'s sorting key, in the order of its columns. -#}
 {% macro _sorting_key_columns(relation) %}
   {{ return(run_query("select name from system.columns where database = " ~ vcmt._sql_string(relation.schema)
@@ -262,4 +280,12 @@
   {{ return(run_query("select arrayStringConcat(arraySort(groupArray(name)), ', ') "
       ~ "from system.functions where ifNull(deterministic, 0) != 1 and name in (" ~ quoted | join(', ')
       ~ ')').rows[0][0]) }}
+{% endmacro %}
+
+
+{#- The served node's setting `name` (system.server_settings), or none. -#}
+{% macro _server_setting(name) %}
+  {%- set found = run_query("select value from system.server_settings where name = "
+      ~ vcmt._sql_string(name)).columns[0].values() -%}
+  {{ return(found[0] if found else none) }}
 {% endmacro %}
