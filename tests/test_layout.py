@@ -249,6 +249,19 @@ def test_the_declared_objects_are_whole() -> None:
         assert ranks == list(range(1, len(ranks) + 1)), (order, ranks)
 
 
+def test_the_lifecycle_spells_no_helper_role() -> None:
+    """macros/vcmt/lifecycle/ builds, swaps, reconciles and repairs by looping over model/objects.sql: it names no
+    role but the model's own two tables (the target, and the stage writers insert into)."""
+    roles = {o["role"] for o in declared_objects()} - {"target", "stage"}
+    spelled = {}
+    for path in sorted((ROOT / "macros" / "vcmt" / "lifecycle").glob("*.sql")):
+        text = re.sub(r"\{#.*?#\}", "", path.read_text(), flags=re.S)
+        found = {r for r in roles if re.search(rf"'{r}'|\"{r}\"|\.{r}\b", text)}
+        if found:
+            spelled[path.name] = sorted(found)
+    assert not spelled, f"lifecycle macros that spell a role (loop over model/objects.sql instead): {spelled}"
+
+
 def test_design_objects_table_lists_the_declared_objects() -> None:
     """docs/design.md's Objects table has one row per declared object (a Distributed table shares its public
     name with the table it stands for on one node)."""
@@ -257,7 +270,7 @@ def test_design_objects_table_lists_the_declared_objects() -> None:
     for line in section.splitlines():
         if line.startswith("| `"):
             listed.add(re.findall(r"`([^`]+)`", line.split("|")[1])[0])
-    expected = {"m" + o["suffix"] + ("_<n>" if o["kind"] in ("batch", "lock") else "") for o in declared_objects()}
+    expected = {"m" + o["suffix"] + ("_<n>" if o["kind"] in ("load_table", "lock") else "") for o in declared_objects()}
     assert listed == expected, f"design.md Objects table: missing {expected - listed}, not declared {listed - expected}"
 
 

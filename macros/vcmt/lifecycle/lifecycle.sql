@@ -51,7 +51,7 @@
         ~ 'ones (' ~ new.target.identifier ~ ', ...); the old ones serve until the load has succeeded', info=true) }}
     {%- do vcmt._create_objects(cfg, new, columns, guarded=false, generation=vcmt._generation_comment()) -%}
     {#- The load's batch is its lock generation's (_generation_batch). -#}
-    {%- for o in vcmt._roles_of('batch') -%}{%- do new.update({o.role: objs[o.role]}) -%}{%- endfor -%}
+    {%- for o in vcmt._roles_of('load_table') -%}{%- do new.update({o.role: objs[o.role]}) -%}{%- endfor -%}
     {{ return(new) }}
   {%- endif -%}
   {#- No target: nothing to keep (leftovers of an earlier attempt go). -#}

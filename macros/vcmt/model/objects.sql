@@ -7,8 +7,8 @@
     - role: how the macros name it (`objs[role]`);
     - suffix: its name after the model's;
     - kind: `table` (the target), `helper` (a table of the model's own
-      records), `stage`, `view` (a materialized view), `batch` (a load's,
-      named by its lock's generation), `distributed` (a sharded model's
+      records), `stage`, `view` (a materialized view), `load_table` (a
+      load's own, named by its lock's generation), `distributed` (a sharded model's
       public table over its `local` role's per-shard tables), or a name that
       is not one of `vcmt.objects`: `lock` (the lock's generations), `lake`
       (a mart's record of the lake files it read), `staging` (the full
@@ -51,7 +51,7 @@
        'select': 'transform_sql', 'modify_when_changed': true, 'drop': 3},
       {'role': 'tombstones_writer', 'suffix': '__tombstones_writer', 'kind': 'view', 'from': 'stage',
        'to': 'tombstones', 'select': '_tombstones_writer_sql', 'drop': 4},
-      {'role': 'batch', 'suffix': '__batch', 'kind': 'batch', 'drop': 13},
+      {'role': 'batch', 'suffix': '__batch', 'kind': 'load_table', 'drop': 13},
       {'role': 'distributed', 'suffix': '', 'kind': 'distributed', 'local': 'target', 'drop': 2},
       {'role': 'distributed_stage', 'suffix': '__stage', 'kind': 'distributed', 'local': 'stage', 'drop': 1},
       {'role': 'lock', 'suffix': '__lock', 'kind': 'lock'},
@@ -107,7 +107,7 @@
 {% macro default__objects(target, sharding_key=none) %}
   {%- set local = adapter.get_clickhouse_local_suffix() if sharding_key else '' -%}
   {%- set objs = {} -%}
-  {%- for o in vcmt._object_roles() if o.kind in ['table', 'helper', 'view', 'stage', 'batch']
+  {%- for o in vcmt._object_roles() if o.kind in ['table', 'helper', 'view', 'stage', 'load_table']
       or (o.kind == 'distributed' and sharding_key) -%}
     {#- Helpers follow the target onto the cluster (dbt-clickhouse's can_on_cluster). -#}
     {%- do objs.update({o.role: api.Relation.create(database=target.database, schema=target.schema,
