@@ -309,6 +309,7 @@ def test_every_option_is_read_with_a_known_key() -> None:
     for option in declared_options():
         assert set(option) <= {
             "name",
+            "required",
             "field",
             "default",
             "blank_is_unset",

@@ -26,7 +26,7 @@
   {%- set sharding_key = vcmt._vcmt_test_model_config(model).get('sharding_key') -%}
   {%- set holder = vcmt.objects(relation, sharding_key).target -%}
   {%- set checks = [] -%}
-  {%- for projection in vcmt._existing_projections(holder, 'Aggregate').items() -%}
+  {%- for projection in vcmt._existing_projections(holder, 'Aggregate') | dictsort -%}
     {%- set check = vcmt._vcmt_test_projection_diff(relation, projection[0], projection[1], tolerance) -%}
     {#- On a Distributed model each side goes to the shards as its own query,
         and the base side (which must not use the projection) would fail

@@ -43,7 +43,7 @@
   {%- set existing = {} -%}
   {%- set rows = run_query("select name, query from system.projections where database = "
       ~ vcmt._sql_string(relation.schema) ~ " and table = " ~ vcmt._sql_string(relation.identifier)
-      ~ (" and type = " ~ vcmt._sql_string(type) if type else "") ~ " order by name") -%}
+      ~ (" and type = " ~ vcmt._sql_string(type) if type else "")) -%}
   {%- for row in rows.rows -%}{%- do existing.update({row[0]: row[1]}) -%}{%- endfor -%}
   {{ return(existing) }}
 {% endmacro %}

@@ -9,11 +9,7 @@
     {%- do vcmt._check_config_keys(config.model.config, name) -%}
   {%- endif -%}
   {%- set unrendered = config.model.unrendered_config if node_config is none else {} -%}
-  {%- set cfg = vcmt._read_options(source, name, vcmt._options(), unrendered) -%}
-  {%- if not cfg.key_columns -%}
-    {{ exceptions.raise_compiler_error(name ~ ": `unique_key` is required: set it to the column (or list of columns) "
-        ~ "that identifies a row, e.g. unique_key=['tenant_id', 'order_id'].") }}
-  {%- endif -%}
+  {%- set cfg = vcmt._read_options(source, name, vcmt._options(), unrendered, enforce_required=true) -%}
   {#- Whether one key's events of a batch may be folded before they are
       applied (docs/design.md#hot-keys): not with unconditional deletes (a
       delete of version 0 still removes a row that a later event re-sends),
@@ -32,13 +28,14 @@
     generic test's arguments over its model's config), in their order:
     unset means the option's default; a set value must be one of its
     `choices`, a non-blank string where it `expects` text, and pass its
-    `read` macro. `who` starts every message. `unrendered`: the keys the
-    model itself set (dbt fills some keys it does not). -#}
-{% macro _read_options(source, who, options, unrendered={}) %}
+    `read` macro; with `enforce_required`, a `required` option must be set.
+    `who` starts every message. `unrendered`: the keys the model itself set
+    (dbt fills some keys it does not). -#}
+{% macro _read_options(source, who, options, unrendered={}, enforce_required=false) %}
   {%- set cfg = {} -%}
   {%- for opt in options -%}
     {%- set value = source.get(opt['name']) -%}
-    {%- if value is none or (opt.get('blank_is_unset') and value in ['', [], {}])
+    {%- if value is none or (opt.get('blank_is_unset') and not value)
         or (opt.get('dbt_fills') is not none and value == opt['dbt_fills'] and opt['name'] not in unrendered) -%}
       {%- set value = opt.get('default') -%}
     {%- endif -%}
@@ -52,6 +49,9 @@
     {%- endif -%}
     {%- if opt.get('read') -%}
       {%- set value = vcmt[opt['read']](value, cfg, opt, who) -%}
+    {%- endif -%}
+    {%- if enforce_required and opt.get('required') and not value -%}
+      {{ exceptions.raise_compiler_error(who ~ ": `" ~ opt['name'] ~ "` is required: " ~ opt['required']) }}
     {%- endif -%}
     {%- do cfg.update({opt.get('field', opt['name']): value}) -%}
   {%- endfor -%}

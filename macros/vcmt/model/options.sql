@@ -7,10 +7,13 @@
     - name: the config key;
     - field: the key of the read config when it is not `name`;
     - default: the value when the model does not set it (none: unset);
-    - blank_is_unset: an empty value ('', [], {}) also means the default;
+    - blank_is_unset: any empty or false value ('', [], {}, 0, false) also
+      means the default;
     - dbt_fills: the value dbt gives the key when the model does not set
       it, which therefore also means the default;
     - shown: the default as the README's table shows it;
+    - required: unset, the model fails with this fix (a generic test reading
+      the option says what is missing itself);
     - choices: the only values allowed;
     - expects: what a text option must be, for its message (it must be a
       non-blank string);
@@ -27,7 +30,9 @@
 {% macro _options() %}
   {{ return([
       {'name': 'unique_key', 'field': 'key_columns', 'shown': '*required*', 'read': '_read_unique_key',
-       'identity': true, 'full_refresh': true},
+       'identity': true, 'full_refresh': true,
+       'required': "set it to the column (or list of columns) that identifies a row, e.g. unique_key=['tenant_id', "
+           ~ "'order_id']."},
       {'name': 'version', 'default': '_version', 'shown': '`_version`', 'read': '_read_identity_column',
        'identity': true},
       {'name': 'sign', 'default': 'sign', 'shown': '`sign`', 'read': '_read_identity_column', 'identity': true},
