@@ -112,7 +112,8 @@ def test_unset_is_one_and_strings_are_refused_by_name(module_project):
         "macros/vs_default.sql",
         """
 {% macro vs_default() %}
-  {{ log('vs_default ' ~ [vcmt._validate_virtual_shards(none), vcmt._validate_virtual_shards(3)] | join(','), info=true) }}
+  {%- set read = [vcmt._read_config({'unique_key': 'id'}), vcmt._read_config({'unique_key': 'id', 'virtual_shards': 3})] -%}
+  {{ log('vs_default ' ~ read | map(attribute='virtual_shards') | join(','), info=true) }}
 {% endmacro %}
 """,
     )
