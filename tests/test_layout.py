@@ -244,6 +244,8 @@ def test_the_declared_objects_are_whole() -> None:
         for field in ("from", "to", "local"):
             if field in o:
                 assert o[field] in roles, f"{o['role']}: {field} {o[field]} is not a declared role"
+        assert ("suffix" in o) != ("of" in o), f"{o['role']}: a name of its own (suffix) or another's (of), not both"
+        assert set(o.get("of", [])) <= set(roles), o
     for order in ("swap", "drop"):
         ranks = sorted(o[order] for o in objects if order in o)
         assert ranks == list(range(1, len(ranks) + 1)), (order, ranks)
@@ -270,7 +272,13 @@ def test_design_objects_table_lists_the_declared_objects() -> None:
     for line in section.splitlines():
         if line.startswith("| `"):
             listed.add(re.findall(r"`([^`]+)`", line.split("|")[1])[0])
-    expected = {"m" + o["suffix"] + ("_<n>" if o["kind"] in ("load_table", "lock") else "") for o in declared_objects()}
+    suffix = {o["role"]: o.get("suffix") for o in declared_objects()}
+    expected = {
+        "m"
+        + ("".join(suffix[r] for r in o["of"]) if "of" in o else o["suffix"])
+        + ("_<n>" if o["kind"] in ("load_table", "lock") else "")
+        for o in declared_objects()
+    }
     assert listed == expected, f"design.md Objects table: missing {expected - listed}, not declared {listed - expected}"
 
 

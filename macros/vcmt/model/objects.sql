@@ -14,6 +14,8 @@
       (a mart's record of the lake files it read), `staging` (the full
       refresh's second set of objects), `guard` (the stage that refuses
       every INSERT while views are attached to its name);
+    - of: [set, role]: named as that role of that set, not by a suffix of
+      its own (the guard ends as the full refresh set's stage);
     - create: the macro that renders a table's CREATE, (cfg, relation,
       columns);
     - from, to, select: a view's source and destination roles, and the
@@ -58,7 +60,7 @@
       {'role': 'lake_batches', 'suffix': '__lake_batches', 'kind': 'lake'},
       {'role': 'lake_files', 'suffix': '__lake_files', 'kind': 'lake'},
       {'role': 'staging', 'suffix': '__vcmt_new', 'kind': 'staging'},
-      {'role': 'guard', 'suffix': '__vcmt_new__stage', 'kind': 'guard'},
+      {'role': 'guard', 'kind': 'guard', 'of': ['staging', 'stage']},
   ]) }}
 {% endmacro %}
 
