@@ -1,6 +1,6 @@
 """The repository's own rules, checked on its files.
 
-- the three shelves: the package (macros/, dbt/, vcmt_tools/) imports nothing from the lab, holds no
+- the three shelves: the package (macros/, dbt/, vcmt_staging/, vcmt_cli/) imports nothing from the lab, holds no
   Spark-only macro, and its wheel ships nothing else;
 - public macros are dispatched and documented; no macro line is longer than 120 characters;
 - README "Layout" matches the tree; every relative link of the docs lands on a file (and heading);
@@ -21,11 +21,12 @@ from pathlib import Path
 
 import yaml
 
-from vcmt_tools.staging import contract
+from vcmt_staging import contract
 
 ROOT = Path(__file__).resolve().parents[1]
 MACRO = re.compile(r"\{%-?\s*macro\s+([A-Za-z_][A-Za-z0-9_]*)\s*\((.*?)\)\s*-?%\}(.*?)\{%-?\s*endmacro", re.S)
-PRODUCT_PYTHON = ("dbt", "vcmt_tools")
+# vcmt_tools: the 0.3 names, kept as aliases until 0.5 (vcmt_tools/__init__.py).
+PRODUCT_PYTHON = ("dbt", "vcmt_staging", "vcmt_cli", "vcmt_tools")
 # Markdown that a user or a maintainer reads: every relative link in it must resolve.
 DOCS = (
     "README.md",
@@ -150,14 +151,54 @@ def test_the_wheel_ships_the_package_only(tmp_path) -> None:
     (wheel,) = tmp_path.glob("vcmt-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     tops = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
-    assert tops == {"dbt", "vcmt_tools"}, tops
-    assert "vcmt_tools/staging/topic.py" in names and "dbt/adapters/chdb/client.py" in names, names
+    assert tops == set(PRODUCT_PYTHON), tops
+    assert "vcmt_staging/topic.py" in names and "dbt/adapters/chdb/client.py" in names, names
     assert not [n for n in names if "vcmt_lab" in n or n.startswith(("tests/", "lab/", "examples/"))], names
+
+
+# Every module 0.3 shipped under vcmt_tools (its wheel), which a 0.3 project may import.
+MODULES_OF_0_3 = (
+    "vcmt_tools.staging",
+    "vcmt_tools.staging.contract",
+    "vcmt_tools.staging.debezium",
+    "vcmt_tools.staging.topic",
+    "vcmt_tools.stage_writer",
+    "vcmt_tools.spark_server",
+    "vcmt_tools.processes",
+    "vcmt_tools.dbt_invoke",
+)
+
+
+def test_the_0_3_module_names_still_import_and_name_the_new_one() -> None:
+    """A 0.3 staging model's `from vcmt_tools.staging import stage_new_batches` runs until 0.5: each old name is
+    the module of its new name (the same object, its own spec) and warns once, naming the import to write (and once for its old parent)."""
+    probe = """
+import importlib, sys, warnings
+old = sys.argv[1]
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    module = importlib.import_module(old)
+    importlib.import_module(old)
+new = module.__spec__.name
+assert new != old and not new.startswith("vcmt_tools"), new
+assert sys.modules[old] is sys.modules[new] is module, (old, new)
+said = [str(w.message) for w in caught if w.category is FutureWarning]
+assert said[-1] == f"`{old}` is now `{new}`: import `{new}` (vcmt 0.4 renamed vcmt_tools; the old name goes in 0.5)"
+assert len(said) == old.count("."), said  # once for the name and once for each old parent package
+print(new)
+"""
+    news = []
+    for old in MODULES_OF_0_3:
+        proc = subprocess.run([sys.executable, "-c", probe, old], cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, f"{old}: {proc.stderr[-2000:]}"
+        news.append(proc.stdout.strip())
+    assert news[:4] == ["vcmt_staging", "vcmt_staging.contract", "vcmt_staging.debezium", "vcmt_staging.topic"]
+    assert news[4:] == ["vcmt_cli.load_stage", "vcmt_cli.spark_server", "vcmt_cli.processes", "vcmt_cli.dbt_invoke"]
 
 
 def test_installed_packages_name_every_source_folder() -> None:
     """pyproject.toml lists the packages (setuptools' finder loops on dbt deps' link): each folder of Python
-    code under dbt/ and vcmt_tools/, and the folders above it, and nothing else; the lab's likewise."""
+    code under the product's folders, and the folders above it, and nothing else; the lab's likewise."""
     import tomllib
 
     for root, tops in ((ROOT, PRODUCT_PYTHON), (ROOT / "lab", ("vcmt_lab",))):
@@ -190,14 +231,17 @@ def test_readme_layout_matches_the_tree() -> None:
     assert not missing, f"README Layout names paths that do not exist: {missing}"
     listed = [p.rstrip("/") for p in paths]
     unlisted = [
-        f"{top}/{p.name}"
-        for top in ("macros", "macros/vcmt", "vcmt_tools", "dbt/adapters", "examples", "lab")
+        str(Path(top, p.name))
+        for top in (".", "macros", "macros/vcmt", "vcmt_cli", "dbt/adapters", "examples", "lab")
         for p in sorted((ROOT / top).iterdir())
-        if (p.is_dir() or top == "vcmt_tools")
+        if (p.is_dir() and (top != "." or p.name in PRODUCT_PYTHON) or top == "vcmt_cli")
         and not p.name.startswith(("_", "."))
         and p.name not in ("work", "pyproject.toml", "README.md")
         and not p.name.endswith(".egg-info")
-        and not any(f"{top}/{p.name}" == item or item.startswith(f"{top}/{p.name}/") for item in listed)
+        and not any(
+            str(Path(top, p.name)) in (item, item.split("/")[0]) or item.startswith(f"{top}/{p.name}/")
+            for item in listed
+        )
     ]
     assert not unlisted, f"folders missing from README Layout: {unlisted}"
 
@@ -426,7 +470,7 @@ def test_design_pointers_land_on_headings() -> None:
 
 def test_the_example_repeats_the_staging_contract() -> None:
     """The example project's yml tests and SQL staging take kinds and reasons from its vars, which must be
-    the contract's (vcmt_tools.staging.contract), in its order."""
+    the contract's (vcmt_staging.contract), in its order."""
     example_vars = yaml.safe_load((ROOT / "examples" / "cdc" / "dbt_project.yml").read_text())["vars"]
     assert tuple(example_vars["cdc_kinds"]) == contract.KINDS
     assert tuple(example_vars["cdc_reasons"]) == contract.REASONS

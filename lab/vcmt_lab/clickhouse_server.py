@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import escape
 
-from vcmt_tools.processes import LOOPBACK, die_with_parent, free_port
+from vcmt_cli.processes import LOOPBACK, die_with_parent, free_port
 
 HOST = LOOPBACK
 START_TIMEOUT_S = 60.0

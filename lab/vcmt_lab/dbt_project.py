@@ -20,7 +20,7 @@ from typing import Any
 import clickhouse_connect
 import yaml
 
-from vcmt_tools.dbt_invoke import DbtRun, invoke
+from vcmt_cli.dbt_invoke import DbtRun, invoke
 
 PROJECT_NAME = "vcmt_test_project"
 # The dbt-clickhouse drivers a served node is reached with.
@@ -326,7 +326,7 @@ class DbtProject:
         return object_names(self.dbt(*OBJECT_NAMES_OPERATION, json.dumps({"model": model})))
 
     def writer_args(self) -> dict[str, Any]:
-        """The keyword arguments of vcmt_tools.stage_writer's loaders for this project's ClickHouse target."""
+        """The keyword arguments of vcmt_cli.load_stage's loaders for this project's ClickHouse target."""
         return {
             "profiles_dir": self.root,
             "target": self.ch_target,
@@ -336,22 +336,22 @@ class DbtProject:
     def load_rows(self, model: str, rows: list[dict[str, Any]]) -> str:
         """Apply rows to a vcmt_upsert model through the external writer's path (vcmt.load_stage), from a
         Parquet file (see `load_file`)."""
-        from vcmt_tools import stage_writer
+        from vcmt_cli import load_stage
 
         if not rows:
-            return stage_writer.load_rows(rows, model, self.root, **self.writer_args())
-        with stage_writer.parquet_of(rows) as path:
+            return load_stage.load_rows(rows, model, self.root, **self.writer_args())
+        with load_stage.parquet_of(rows) as path:
             return self.load_file(model, path)
 
     def load_file(self, model: str, path: Path) -> str:
         """Apply a file of events to a vcmt_upsert model: as `vcmt-load-stage` does on the embedded engine; on
         a served node (which refuses `vcmt-load-stage`) as its users do, `vcmt.load_stage` over `file()`
         (the node runs on this machine, so its file system is this one)."""
-        from vcmt_tools import stage_writer
+        from vcmt_cli import load_stage
 
         if not self.engine.served:
-            return stage_writer.load_file(path, model, self.root, **self.writer_args())
-        return stage_writer.load_select(stage_writer.file_select(path), model, self.root, **self.writer_args())
+            return load_stage.load_file(path, model, self.root, **self.writer_args())
+        return load_stage.load_select(load_stage.file_select(path), model, self.root, **self.writer_args())
 
     # -- direct SQL on the same engine ------------------------------------------
     @property

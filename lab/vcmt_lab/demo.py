@@ -94,7 +94,7 @@ class Pipeline:
     """Runs the example project (examples/cdc) in this process."""
 
     def __init__(self, work: Path, staging: str = "python", ch_target: str = "chdb") -> None:
-        from vcmt_tools.dbt_invoke import invoke
+        from vcmt_cli.dbt_invoke import invoke
 
         self._invoke = invoke
         self.work = work

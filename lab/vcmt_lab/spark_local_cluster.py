@@ -26,8 +26,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-# The standard library and vcmt_tools.processes only at the top: this file is also the servers' watchdog.
-from vcmt_tools.processes import free_port, port_open, signal_group
+# The standard library and vcmt_cli.processes only at the top: this file is also the servers' watchdog.
+from vcmt_cli.processes import free_port, port_open, signal_group
 
 # Two workers of one core and 1 GiB each: every executor is its own JVM (docs/adapters.md#how-the-spark-targets-work).
 DEFAULT_MASTER = "local-cluster[2,1,1024]"
@@ -126,7 +126,7 @@ def launch_server(
     """Launch a `connect` or `thrift` server under `root`, without waiting for it (see `start_server`)."""
     from dbt.adapters.vcmt_spark.spark_log import write_log_config
 
-    from vcmt_tools.spark_server import SERVER_CLASSES, server_command, server_env, spark_home
+    from vcmt_cli.spark_server import SERVER_CLASSES, server_command, server_env, spark_home
 
     if kind not in SERVER_CLASSES:
         raise ValueError(f"unknown Spark server kind {kind!r}: use one of {sorted(SERVER_CLASSES)}")

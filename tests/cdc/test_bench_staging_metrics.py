@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from vcmt_lab.bench.staging import _last_query, _spark_counters, _sql_reads
-from vcmt_tools.staging.topic import read_lines
+from vcmt_staging.topic import read_lines
 
 
 def test_sql_reads_counts_the_files_and_folders_of_the_queries_after_a_mark(spark, tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""vcmt_tools.staging decoding on real Spark, on lines built from the documented encodings.
+"""vcmt_staging decoding on real Spark, on lines built from the documented encodings.
 
 Each line is a Debezium envelope written here by hand (bare, or wrapped in a
 Kafka Connect `{"schema", "payload"}` with the documented logical types), so
@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 from pyspark.sql import functions as F
 
-from vcmt_tools.staging import debezium as dbz
-from vcmt_tools.staging import topic
-from vcmt_tools.staging.topic import decode_lines, stage_topic
+from vcmt_staging import debezium as dbz
+from vcmt_staging import topic
+from vcmt_staging.topic import decode_lines, stage_topic
 
 pytestmark = pytest.mark.spark
 
@@ -778,7 +778,7 @@ def test_staged_batches_are_excluded_by_a_plan_that_does_not_grow_with_them() ->
     50 is refused by protobuf), built here without a server."""
     from pyspark.sql.connect import functions as CF
 
-    from vcmt_tools.staging.topic import staged_predicate
+    from vcmt_staging.topic import staged_predicate
 
     batch = CF.col("_batch_id")
     assert staged_predicate(batch, []) is None
@@ -794,7 +794,7 @@ def test_staging_code_uses_only_the_dataframe_api() -> None:
     """No Python UDFs on the hot path, and nothing that needs a local SparkContext (Spark Connect)."""
     root = Path(__file__).resolve().parents[2]
     sources = [
-        *(root / "vcmt_tools" / "staging").glob("*.py"),
+        *(root / "vcmt_staging").glob("*.py"),
         *(root / "dbt" / "adapters" / "vcmt_spark").glob("*.py"),
     ]
     assert len(sources) >= 6
@@ -835,7 +835,7 @@ def test_a_run_with_nothing_new_returns_the_staged_columns_without_decoding(spar
     after `stage_new_batches` runs on it as on staged lines), and writing it keeps every partition."""
     from dbt.adapters.vcmt_spark.python_submissions import save_model_result
 
-    from vcmt_tools.staging import stage_new_batches
+    from vcmt_staging import stage_new_batches
 
     path = tmp_path / "orders"
     folder = path / "_batch_id=0"
@@ -868,7 +868,7 @@ def test_a_topic_without_a_batch_folder_stages_nothing_and_says_so(spark, tmp_pa
     say so; the first batch to land is staged by the next run."""
     from dbt.adapters.vcmt_spark.python_submissions import save_model_result
 
-    from vcmt_tools.staging import stage_new_batches
+    from vcmt_staging import stage_new_batches
 
     path = tmp_path / "orders"
     path.mkdir()

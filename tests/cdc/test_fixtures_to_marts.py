@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.cdc.test_debezium_fixtures import DECLARED, FULL_VARIANTS, ROOT, TABLES, close, dumped, topic_of
-from vcmt_tools.staging.topic import decode_lines, read_lines
+from vcmt_staging.topic import decode_lines, read_lines
 
 pytestmark = pytest.mark.spark
 

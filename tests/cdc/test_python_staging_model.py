@@ -19,12 +19,12 @@ import pytest
 from tests.cdc.test_debezium_decoding import b64, envelope
 from tests.conftest import make_project
 from vcmt_lab.dbt_project import DbtProject
-from vcmt_tools.staging import debezium as dbz
+from vcmt_staging import debezium as dbz
 
 pytestmark = pytest.mark.spark
 
 MODEL = """
-from vcmt_tools.staging import stage_new_batches
+from vcmt_staging import stage_new_batches
 
 
 def model(dbt, session):
@@ -133,7 +133,7 @@ def test_python_staging_model_incremental_by_batch(
     run_two_batches(lake, lambda: proj.dbt("run", target="vcmt_spark"))
 
     # A run with nothing new builds no decoding and counts nothing: it only looks for a new line.
-    from vcmt_tools.staging import topic
+    from vcmt_staging import topic
 
     def not_on_a_run_with_nothing_new(*args, **kwargs):
         raise AssertionError("a run with nothing new decoded or counted lines")

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.cdc.test_debezium_fixtures import ROOT
-from vcmt_tools.staging.topic import stage_topic
+from vcmt_staging.topic import stage_topic
 
 pytestmark = pytest.mark.spark
 

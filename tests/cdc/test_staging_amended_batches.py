@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.cdc.test_debezium_fixtures import ROOT
-from vcmt_tools.staging import stage_new_batches, topic
+from vcmt_staging import stage_new_batches, topic
 
 pytestmark = pytest.mark.spark
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from tests.cdc.test_debezium_fixtures import ROOT, topic_of
-from vcmt_tools.staging.topic import decode_lines
+from vcmt_staging.topic import decode_lines
 
 pytestmark = pytest.mark.spark
 
@@ -247,7 +247,7 @@ def test_text_that_is_not_utf8_is_wrong_type_not_replacement_characters(spark, t
     it with a replacement character, and `name` was staged as "caf\ufffd". It is wrong_type; the same byte in
     a field staging does not read leaves the line's values as they are, and a replacement character the line
     itself holds (valid UTF-8) is a character like any other."""
-    from vcmt_tools.staging.topic import stage_topic
+    from vcmt_staging.topic import stage_topic
 
     line = captured(PG, "items", "r", 1)
     broken = edited(line, ("after", "name"), '"__latin1__"').encode().replace(b"__latin1__", b"caf\xe9")

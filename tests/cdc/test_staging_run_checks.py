@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from tests.cdc.test_debezium_fixtures import ROOT
-from vcmt_tools.staging import topic
-from vcmt_tools.staging.topic import checked, stage_topic
+from vcmt_staging import topic
+from vcmt_staging.topic import checked, stage_topic
 
 pytestmark = pytest.mark.spark
 
@@ -84,7 +84,7 @@ def test_a_share_of_malformed_lines_equal_to_the_threshold_is_staged(spark) -> N
     0.29 * 100 is 28.999999999999996, and the batch was refused. 30 of 100 is refused. The lines are the
     captured id 1 snapshot row, and the same row with a fraction in its `qty` (wrong_type, hostile value)."""
     from tests.cdc.test_staging_exact_values import ITEMS, PG, captured, edited
-    from vcmt_tools.staging.topic import decode_lines
+    from vcmt_staging.topic import decode_lines
 
     good = captured(PG, "items", "r", 1)
     bad = edited(good, ("after", "qty"), "2.75")

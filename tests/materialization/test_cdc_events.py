@@ -9,7 +9,7 @@ from datetime import datetime
 import pytest
 
 from tests.materialization.scenario import Scenario
-from vcmt_tools.stage_writer import LoadError
+from vcmt_cli.load_stage import LoadError
 
 # The same tests on the embedded engine and on a served node over HTTP (tests/conftest.py).
 pytestmark = pytest.mark.engines("chdb", "http", "native")

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from tests.materialization.scenario import Scenario
-from vcmt_tools.stage_writer import LoadError, main
+from vcmt_cli.load_stage import LoadError, main
 
 pytestmark = pytest.mark.engines("chdb", "http")
 

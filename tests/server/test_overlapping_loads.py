@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from vcmt_cli.load_stage import LoadError
 from vcmt_lab.dbt_project import DbtProject
 from vcmt_lab.faults.harness import inject_program, wait_until_stopped
-from vcmt_tools.stage_writer import LoadError
 
 TIMEOUT = 300
 KEYS = 3000

@@ -95,7 +95,7 @@ def test_refuses_a_port_in_use_and_a_bad_setting(tmp_path):
 
 def test_a_kept_state_folder_is_relinked_to_this_pyspark(tmp_path):
     """`--dir` outlives environments: links to a deleted or older PySpark are replaced, not reused or fatal."""
-    from vcmt_tools.spark_server import spark_home, spark_install
+    from vcmt_cli.spark_server import spark_home, spark_install
 
     home = tmp_path / "home"
     home.mkdir()

@@ -108,9 +108,9 @@ class SessionPythonJobHelper(PythonJobHelper):
         self.parsed_model = parsed_model
 
     def submit(self, compiled_code: str) -> list[str]:
-        """Run the model; return the run summaries its staging reported (vcmt_tools.staging.topic.report),
+        """Run the model; return the run summaries its staging reported (vcmt_staging.topic.report),
         which are logged to dbt's log here, also when the model fails, and become its result message."""
-        from vcmt_tools.staging.topic import collecting_summaries
+        from vcmt_staging.topic import collecting_summaries
 
         session = spark_session(self.credentials)
         name = f"<dbt python model {self.parsed_model['schema']}.{self.parsed_model['alias']}>"
@@ -214,7 +214,7 @@ def save_model_result(
             df = session.createDataFrame(df)
     if not isinstance(df, DataFrame):
         raise DbtRuntimeError(f"{table}: a Python model must return a Spark or pandas DataFrame, not {type(df)}")
-    from vcmt_tools.staging.topic import record_staged, restaged_batches
+    from vcmt_staging.topic import record_staged, restaged_batches
 
     if mode in ("overwrite_partitions", "append"):
         _refuse_other_columns(session, df, table)

@@ -32,7 +32,7 @@ from vcmt_lab.cdc.envelope import (
 )
 from vcmt_lab.cdc.malformed import malformed_line, reasons_of
 from vcmt_lab.cdc.source import Change
-from vcmt_tools.staging import contract
+from vcmt_staging import contract
 
 # The kinds of line the generator writes (the staging contract's, but for logical decoding messages and
 # schema changes, which no generated topic carries).

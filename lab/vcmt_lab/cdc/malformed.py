@@ -1,6 +1,6 @@
 """Malformed events, one defect each, named by the reason code staging must quarantine them under.
 
-The codes are the staging contract (vcmt_tools.staging.contract).
+The codes are the staging contract (vcmt_staging.contract).
 Staging checks them in this order and reports the first that applies, so each
 corruption below breaks exactly one rule and leaves the earlier ones intact.
 """
@@ -12,8 +12,8 @@ import random
 
 from vcmt_lab.cdc.domain import Domain
 from vcmt_lab.cdc.envelope import Envelope, line_of
-from vcmt_tools.staging import contract
-from vcmt_tools.staging.contract import SIMPLE_REASONS
+from vcmt_staging import contract
+from vcmt_staging.contract import SIMPLE_REASONS
 
 # The reasons of the simple encoding (the example's SQL staging), and of the real encodings, which
 # also tell a position beyond what the version can pack (docs/staging.md#versions).

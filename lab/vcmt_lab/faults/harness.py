@@ -48,10 +48,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from vcmt_cli.processes import free_port
 from vcmt_lab import invariants
 from vcmt_lab.dbt_project import DbtProject
 from vcmt_lab.oracle import Event, Oracle
-from vcmt_tools.processes import free_port
 
 LEASE_S = 3
 # A holder renews at a step of its load once silent for max(lease // 5, 1) s (macros/vcmt/load/lock.sql): the

@@ -42,7 +42,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from vcmt_tools.processes import LOOPBACK
+from vcmt_cli.processes import LOOPBACK
 
 CUT_VISIBLE_TIMEOUT_S = 60.0
 

@@ -4,7 +4,7 @@ No schema in the lines: the declared types decide (`lifetime_value` is Decimal b
 `birth_date` days since 1970-01-01). docs/staging.md
 """
 
-from vcmt_tools.staging import stage_new_batches
+from vcmt_staging import stage_new_batches
 
 
 def model(dbt, session):

@@ -4,7 +4,7 @@ Change rows feed fct_orders; truncates, tombstones, heartbeats, transaction mark
 are rows of the same table (`_kind`, `_reason`, `_raw`). docs/staging.md
 """
 
-from vcmt_tools.staging import stage_new_batches
+from vcmt_staging import stage_new_batches
 
 
 def model(dbt, session):

@@ -30,7 +30,7 @@ from pathlib import Path
 from dbt.adapters.vcmt_spark.java import java_problem
 from dbt.adapters.vcmt_spark.spark_log import write_log_config
 
-from vcmt_tools.processes import die_with_parent, port_open, signal_group
+from vcmt_cli.processes import die_with_parent, port_open, signal_group
 
 SERVER_CLASSES = {
     "connect": "org.apache.spark.sql.connect.service.SparkConnectServer",

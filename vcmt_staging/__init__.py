@@ -6,6 +6,6 @@ SparkContext, so it runs on classic Spark and on Spark Connect); `topic` holds
 a Python staging model.
 """
 
-from vcmt_tools.staging.topic import record_staged, stage_new_batches, stage_topic, staged_batches
+from vcmt_staging.topic import record_staged, stage_new_batches, stage_topic, staged_batches
 
 __all__ = ["record_staged", "stage_new_batches", "stage_topic", "staged_batches"]

@@ -41,7 +41,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from vcmt_tools.staging.contract import KINDS, REASONS  # noqa: F401 (part of this module's API)
+from vcmt_staging.contract import KINDS, REASONS  # noqa: F401 (part of this module's API)
 
 UNAVAILABLE = "__debezium_unavailable_value"
 # The same placeholder in a bytes column: its UTF-8 bytes, base64-encoded like every Connect bytes value.

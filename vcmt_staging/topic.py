@@ -24,8 +24,8 @@ from urllib.parse import unquote
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from vcmt_tools.staging import contract
-from vcmt_tools.staging import debezium as dbz
+from vcmt_staging import contract
+from vcmt_staging import debezium as dbz
 
 # Characters a declared column name may not contain (see _decode_steps).
 _NAME_REFUSED = (" ", ",", ";", "{", "}", "(", ")", "\n", "\t", "=", ".", "`")

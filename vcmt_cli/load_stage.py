@@ -27,7 +27,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from vcmt_tools.dbt_invoke import invoke
+from vcmt_cli.dbt_invoke import invoke
 
 FORMATS = {
     ".parquet": "Parquet",
