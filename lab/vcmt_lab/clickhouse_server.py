@@ -69,14 +69,29 @@ class Shard:
     replicas: tuple[tuple[str, int], ...]
 
 
+# The engine's own logs of what each statement read (system.query_log, query_views_log, processors_profile_log):
+# the benches read them. Flushed by `system flush logs`, not on a timer.
+QUERY_LOGS = ("query_log", "query_views_log", "processors_profile_log")
+
+
+def query_logs_xml() -> str:
+    """The config sections that switch QUERY_LOGS on (off in chDB, and on a node without them)."""
+    return "".join(
+        f"<{log}><database>system</database><table>{log}</table>"
+        f"<flush_interval_milliseconds>60000</flush_interval_milliseconds></{log}>"
+        for log in QUERY_LOGS
+    )
+
+
 def config_xml(
     tcp_port: int,
     http_port: int,
     clusters: Mapping[str, Sequence[Shard]] | None = None,
     macros: Mapping[str, str] | None = None,
+    query_logs: bool = False,
 ) -> tuple[str, str]:
-    """The node's config.xml (loopback listeners, optional clusters and macros) and users.xml (one user,
-    `default`, without password, with a server's defaults)."""
+    """The node's config.xml (loopback listeners, optional clusters, macros and query logs) and users.xml (one
+    user, `default`, without password, with a server's defaults)."""
     profile = "".join(f"<{k}>{v}</{k}>" for k, v in SERVER_PROFILE.items())
     parts = [
         f"<listen_host>{HOST}</listen_host>",
@@ -97,6 +112,8 @@ def config_xml(
         parts.append(f"<remote_servers>{''.join(defined)}</remote_servers>")
     if macros:
         parts.append("<macros>" + "".join(f"<{k}>{escape(v)}</{k}>" for k, v in macros.items()) + "</macros>")
+    if query_logs:
+        parts.append(query_logs_xml())
     users = (
         "<clickhouse><profiles><default>" + profile + "</default></profiles>"
         "<users><default><password></password><networks><ip>127.0.0.1</ip></networks>"
@@ -115,6 +132,7 @@ class ServedNode:
     http_port: int
     clusters: Mapping[str, Sequence[Shard]] | None = None
     macros: Mapping[str, str] | None = None
+    query_logs: bool = False
     process: subprocess.Popen | None = field(default=None, repr=False)
 
     @property
@@ -135,7 +153,7 @@ class ServedNode:
         if self.running():
             return self
         self.folder.mkdir(parents=True, exist_ok=True)
-        config, users = config_xml(self.tcp_port, self.http_port, self.clusters, self.macros)
+        config, users = config_xml(self.tcp_port, self.http_port, self.clusters, self.macros, self.query_logs)
         (self.folder / "config.xml").write_text(config)
         (self.folder / "users.xml").write_text(users)
         log = open(self.log_path, "ab")  # noqa: SIM115 (the child keeps it; closed when the node stops)
@@ -237,13 +255,14 @@ def start_node(
     *,
     clusters: Mapping[str, Sequence[Shard]] | None = None,
     macros: Mapping[str, str] | None = None,
+    query_logs: bool = False,
     timeout: float = START_TIMEOUT_S,
     attempts: int = 3,
 ) -> ServedNode:
     """A node in `folder` on free loopback ports, listening. Ports are picked free, then bound by the node: a
     port taken in between makes the node fail, and it is tried again on other ports (`attempts` in all)."""
     for attempt in range(attempts):
-        node = ServedNode(folder, free_port(), free_port(), clusters, macros)
+        node = ServedNode(folder, free_port(), free_port(), clusters, macros, query_logs)
         try:
             return node.start(timeout)
         except ServedNodeError:

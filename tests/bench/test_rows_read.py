@@ -26,20 +26,25 @@ def _ratios(stdout: str) -> dict[tuple[str, str], float]:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("on", ["chdb", "http"])
 def test_a_sorting_key_led_by_the_partition_or_a_bloom_filter_keeps_a_small_batch_to_its_granules(
-    tmp_path: Path,
+    tmp_path: Path, on: str
 ) -> None:
     """200k rows partitioned by `id % 20`, granularity 1024, 100 random keys: sorted by the key alone and
     without a skip index, the transform reads every partition's granule whose key range covers a batch key
     (> 2x the floor). Sorted by `(id % 20, id)`, the lookup is on that tuple; with `indexes=[bloom_filter on
-    id]` the index skips the other granules: either reads about the floor, as an unpartitioned model does."""
+    id]` the index skips the other granules: either reads about the floor, as an unpartitioned model does. The
+    same on the embedded engine and on a served node through dbt-clickhouse over HTTP."""
     proc = subprocess.run(
         [sys.executable, "-m", "vcmt_lab.bench.rows_read", "--rows", "200000", "--batches", "100",
-         "--granularity", "1024", "--layouts", "none,mod,mod_sorted,mod_bloom", "--work", str(tmp_path / "work")],
+         "--granularity", "1024", "--layouts", "none,mod,mod_sorted,mod_bloom", "--work", str(tmp_path / "work"),
+         "--engine", on],
         cwd=REPO_ROOT, capture_output=True, text=True, timeout=900,
     )  # fmt: skip
     assert proc.returncode == 0, f"bench failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+    assert f"engine: {on}\n" in proc.stdout, proc.stdout
     ratios = _ratios(proc.stdout)
+    assert len(ratios) == 7, proc.stdout
     assert ratios[("none", "spread")] <= 1.2, proc.stdout
     assert ratios[("mod", "spread")] > 2, proc.stdout
     assert ratios[("mod_sorted", "spread")] <= 1.2, proc.stdout

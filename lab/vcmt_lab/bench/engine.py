@@ -1,4 +1,4 @@
-"""The embedded engine the bench drives: one chDB path, with query logs switched on.
+"""The engine the bench drives, with query logs switched on: one chDB path, or a served node.
 
 chDB hosts one engine per process; every client (ours, dbt's) opened on the
 same path shares it. The bench opens its client first, with a config file
@@ -19,10 +19,7 @@ from typing import Any
 import clickhouse_connect
 import psutil
 
-_LOGS = ("query_log", "query_views_log", "processors_profile_log")
-_CONFIG = "<clickhouse>{}</clickhouse>\n".format("".join(
-    f"<{log}><database>system</database><table>{log}</table>"
-    f"<flush_interval_milliseconds>60000</flush_interval_milliseconds></{log}>" for log in _LOGS))  # fmt: skip
+from vcmt_lab.clickhouse_server import query_logs_xml
 
 
 @dataclass(frozen=True)
@@ -51,16 +48,21 @@ def _str(text: str) -> str:
 
 
 class Engine:
-    """A clickhouse-connect client on the bench's chDB path, with timing and log helpers."""
+    """A clickhouse-connect client on the bench's chDB path, or over HTTP on a served `node` started with
+    `query_logs=True`, with timing and log helpers."""
 
-    def __init__(self, path: Path, config_dir: Path, database: str) -> None:
-        self.path, self.database = path.resolve(), database
-        config_dir.mkdir(parents=True, exist_ok=True)
+    def __init__(self, path: Path | None, config_dir: Path, database: str, node: Any = None) -> None:
+        self.path, self.database, self.node = path.resolve() if path else None, database, node
         self._config = config_dir / "chdb-logs.xml"
-        self._config.write_text(_CONFIG)
+        if node is None:
+            config_dir.mkdir(parents=True, exist_ok=True)
+            self._config.write_text(f"<clickhouse>{query_logs_xml()}</clickhouse>\n")
         self._client: Any = None
 
     def open(self) -> None:
+        if self.node is not None:
+            self._client = self.node.client()
+            return
         self.path.mkdir(parents=True, exist_ok=True)
         options = {"config-file": str(self._config)}
         self._client = clickhouse_connect.get_client(interface="chdb", path=str(self.path), chdb_options=options)

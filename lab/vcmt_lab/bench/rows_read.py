@@ -2,8 +2,11 @@
 
     python -m vcmt_lab.bench.rows_read [--rows 1000000,10000000] [--batches 100,1000,10000]
                                        [--granularity 8192,1024] [--layouts none,mod,tenant,date]
+                                       [--engine chdb|http]
 
-Rows read do not depend on the machine's load, so this bench needs no medians. For each
+Rows read do not depend on the machine's load, so this bench needs no medians. It runs on the
+embedded engine (`chdb`, the default) or on a ClickHouse node it serves on 127.0.0.1, through
+dbt-clickhouse over HTTP (`http`). For each
 layout and size, one `vcmt_upsert` model is built by `dbt run` (so the transform is the
 package's own), N live rows are written into its target, and then, per batch size B, a batch
 of B existing keys (versions bumped) is inserted into the model's stage, as the loader's fold
@@ -35,7 +38,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vcmt_lab.bench.engine import Engine
+from vcmt_lab.clickhouse_server import served_node
 from vcmt_lab.dbt_project import DbtProject
+from vcmt_lab.dbt_project import Engine as Target
 from vcmt_lab.paths import BENCH_ROOT, REPO_ROOT
 
 BLOOM = [{"name": "key_bf", "definition": "id TYPE bloom_filter(0.0001) GRANULARITY 1"}]
@@ -276,30 +281,41 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--batches", type=_ints, default=[100, 1000, 10_000], help="batch sizes B (default 100,1000,10000)")
     p.add_argument("--granularity", type=_ints, default=[8192, 1024], help="index_granularity (default 8192,1024)")
     p.add_argument("--layouts", default=",".join(LAYOUTS), help=f"of {', '.join(LAYOUTS)} (default all)")
+    p.add_argument("--engine", choices=("chdb", "http"), default="chdb", help="embedded, or a served node (HTTP)")
     p.add_argument("--work", type=Path, default=BENCH_ROOT / "work" / "rows_read")
     args = p.parse_args(argv)
     layouts = [x for x in args.layouts.split(",") if x]
     unknown = [x for x in layouts if x not in LAYOUTS]
     if unknown:
         p.error(f"unknown layouts {unknown}; known: {', '.join(LAYOUTS)}")
-    shutil.rmtree(args.work, ignore_errors=True)
-    engine = Engine((args.work / "chdb").resolve(), args.work, "vcmt_bench_rr")
+    work = args.work.resolve()
+    shutil.rmtree(work, ignore_errors=True)
+    if args.engine == "chdb":
+        rows = _run(args, layouts, work, None)
+    else:
+        with served_node(work / "node", query_logs=True) as node:
+            rows = _run(args, layouts, work, node)
+    met, line = goal(rows)
+    print(f"engine: {args.engine}", render(rows), line, sep="\n", flush=True)
+    return 0 if met else 1
+
+
+def _run(args: argparse.Namespace, layouts: list[str], work: Path, node) -> list[Row]:
+    """Build and measure on chDB in `work`, or on the served `node`."""
+    db = "vcmt_bench_rr"
+    engine = Engine(None if node else work / "chdb", work, db, node=node)
+    target = Target("http", node=node) if node else None
     engine.open()
     try:
-        project = DbtProject(
-            (args.work / "project").resolve(),
-            REPO_ROOT,
-            (args.work / "chdb").resolve(),
-            "vcmt_bench_rr",
-            lab_dir=args.work.resolve(),
-        )
-        models = build(engine, project, args.rows, args.granularity, layouts)
-        rows = measure(engine, project, models, args.batches)
+        project = DbtProject(work / "project", REPO_ROOT, work / "chdb", db, lab_dir=work, engine=target)
+        try:
+            models = build(engine, project, args.rows, args.granularity, layouts)
+            return measure(engine, project, models, args.batches)
+        finally:
+            if node:  # on chDB the project's client shares the bench's one engine, closed below
+                project.close()
     finally:
         engine.close()
-    met, line = goal(rows)
-    print(render(rows), line, sep="\n", flush=True)
-    return 0 if met else 1
 
 
 if __name__ == "__main__":
