@@ -67,7 +67,8 @@ bench-server: venv ## one model by dbt run on chDB and on a served node (HTTP, n
 	@$(BIN)/python -m vcmt_lab.bench.server $(ARGS)
 
 # Rows a batch's lookups read against the granules holding its keys, per partition layout (issue 41);
-# rows, not time, so any machine will do; ARGS="--rows 10000000 --granularity 8192" (--help).
+# rows, not time, so any machine will do; ARGS="--rows 10000000 --granularity 8192", "--engine http" for a served
+# node (--help).
 bench-rows-read: venv ## rows a batch's lookups read, per partition layout
 	@$(BIN)/python -m vcmt_lab.bench.rows_read $(ARGS)
 
