@@ -156,7 +156,7 @@ def test_the_wheel_ships_the_package_only(tmp_path) -> None:
     assert not [n for n in names if "vcmt_lab" in n or n.startswith(("tests/", "lab/", "examples/"))], names
 
 
-# Every module 0.3 shipped under vcmt_tools (its wheel), which a 0.3 project may import.
+# Every module vcmt_tools held (0.3.0's wheel, and spark_server and processes added after it), which a project may import.
 MODULES_OF_0_3 = (
     "vcmt_tools.staging",
     "vcmt_tools.staging.contract",
@@ -194,6 +194,21 @@ print(new)
         news.append(proc.stdout.strip())
     assert news[:4] == ["vcmt_staging", "vcmt_staging.contract", "vcmt_staging.debezium", "vcmt_staging.topic"]
     assert news[4:] == ["vcmt_cli.load_stage", "vcmt_cli.spark_server", "vcmt_cli.processes", "vcmt_cli.dbt_invoke"]
+    # A command run as a module by its old name runs the new one, and a name that never existed is not found.
+    proc = subprocess.run(
+        [sys.executable, "-m", "vcmt_tools.stage_writer", "--help"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0 and proc.stdout.startswith("usage: vcmt-load-stage"), proc.stdout + proc.stderr
+    assert "`vcmt_tools.stage_writer` is now `vcmt_cli.load_stage`" in proc.stderr, proc.stderr
+    proc = subprocess.run(
+        [sys.executable, "-c", "import importlib.util as u; print(u.find_spec('vcmt_tools.staging.no_such_module'))"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0 and proc.stdout.strip() == "None", proc.stdout + proc.stderr
 
 
 def test_installed_packages_name_every_source_folder() -> None:

@@ -34,17 +34,13 @@ class _Renamed(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     """Finds an old name and loads it as the module of the new name (imported, not copied)."""
 
     def find_spec(self, fullname, path=None, target=None):
-        if new_name(fullname) is None:
+        new = new_name(fullname)
+        if new is None or importlib.util.find_spec(new) is None:
             return None
         return importlib.util.spec_from_loader(fullname, self)
 
     def create_module(self, spec):
-        new = new_name(spec.name)
-        warnings.warn(
-            f"`{spec.name}` is now `{new}`: import `{new}` (vcmt 0.4 renamed vcmt_tools; the old name goes in 0.5)",
-            FutureWarning,
-            stacklevel=2,
-        )
+        new = _warn(spec.name)
         module = importlib.import_module(new)
         spec.loader_state = module.__spec__  # the import system sets the old name's spec on the module
         return module
@@ -53,6 +49,25 @@ class _Renamed(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         """The new module ran when it was imported; it keeps its own spec."""
         module.__spec__ = module.__spec__.loader_state
 
+    def get_code(self, fullname):
+        """`python -m vcmt_tools.stage_writer` (runpy) runs the new module's code."""
+        new = _warn(fullname)
+        return importlib.util.find_spec(new).loader.get_code(new)
 
-if not any(isinstance(finder, _Renamed) for finder in sys.meta_path):
+    def is_package(self, fullname) -> bool:
+        return importlib.util.find_spec(new_name(fullname)).submodule_search_locations is not None
+
+
+def _warn(old: str) -> str:
+    new = new_name(old)
+    warnings.warn(
+        f"`{old}` is now `{new}`: import `{new}` (vcmt 0.4 renamed vcmt_tools; the old name goes in 0.5)",
+        FutureWarning,
+        stacklevel=3,
+    )
+    return new
+
+
+# Once, even when this module is reloaded (a reload defines another _Renamed class).
+if not any(type(finder).__qualname__ == "_Renamed" and type(finder).__module__ == __name__ for finder in sys.meta_path):
     sys.meta_path.insert(0, _Renamed())
