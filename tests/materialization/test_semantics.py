@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import random
 import re
 
@@ -365,6 +366,17 @@ SORTING_KEYS = {
     # A comment ends its item's line: the sorting key keeps `id` (else keys sharing `id % 4` collapse together),
     # and a key with a comment is still the key.
     "commented": (["id % 4 -- bucket", "id // the key"], "((id % 4), id)"),
+    # A calendar function of a key column whose type has no session time zone: a Date, or a DateTime with its own.
+    "calendar_of_a_date": (["toYYYYMM(day)", "id", "day"], "((toYYYYMM(day)), id, day)"),
+    "calendar_of_a_zoned_time": (["toStartOfMonth(day)", "id", "day"], "((toStartOfMonth(day)), id, day)"),
+    # The same of a DateTime read in the session's time zone: the month of an instant depends on it.
+    "calendar_of_a_session_time": (["toYYYYMM(day)", "id", "day"], "(day, id)"),
+}
+# The type of the first key column `day` of the calendar cases (the others' first column is `tenant` or `id`).
+DAY_TYPES = {
+    "calendar_of_a_date": "Date",
+    "calendar_of_a_zoned_time": "DateTime('UTC')",
+    "calendar_of_a_session_time": "DateTime",
 }
 
 
@@ -375,9 +387,11 @@ SORTING_KEYS = {
 @pytest.mark.parametrize(
     "sorting,merge",
     [("key_expression_first", {}), ("key_expression_between", {"a": "{old} + {new}"}), ("other_column_first", {}),
-     ("alias_first", {"a": "sum"}), ("time_function_first", {}), ("commented", {})],
+     ("alias_first", {"a": "sum"}), ("time_function_first", {}), ("commented", {}), ("calendar_of_a_date", {}),
+     ("calendar_of_a_zoned_time", {"a": "{old} + {new}"}), ("calendar_of_a_session_time", {})],
     ids=["key_expression_first-fold", "key_expression_between-rounds", "other_column_first-fold", "alias_first-fold",
-         "time_function_first-fold", "commented-fold"],
+         "time_function_first-fold", "commented-fold", "calendar_of_a_date-fold", "calendar_of_a_zoned_time-rounds",
+         "calendar_of_a_session_time-fold"],
 )  # fmt: skip
 def test_a_sorting_key_led_by_an_expression_looks_keys_up_by_it_and_stays_exact(project, m, sorting, merge):
     """A model partitioned by an expression of its key and sorted by it first looks its keys up by that prefix
@@ -385,9 +399,16 @@ def test_a_sorting_key_led_by_an_expression_looks_keys_up_by_it_and_stays_exact(
     Either way updates, deletes, late and duplicate events equal the oracle, with tiny granules and unmerged
     parts so a lookup spans many granules and partitions."""
     order_by, lookup = SORTING_KEYS[sorting]
-    keys = ["tenant", "id"] if "tenant" in order_by else ["id"]
+    keys = ["tenant", "id"] if "tenant" in order_by else ["day", "id"] if sorting in DAY_TYPES else ["id"]
     cols = {**{k: "Int64" for k in keys}, "a": "Int64", "b": "String", "_version": "UInt64", "sign": "Int8"}
-    partition = "id % 4" if sorting != "key_expression_between" else "intDiv(id, 3) % 5"
+    partition = {"key_expression_between": "intDiv(id, 3) % 5"}.get(sorting, "id % 4")
+    if sorting in DAY_TYPES:
+        cols["day"], partition = DAY_TYPES[sorting], order_by[0]
+        # days of three months, at a time of day that falls in another month in other time zones
+        start = datetime.datetime(2026, 1, 31, 23, 30) if "Time" in cols["day"] else datetime.date(2026, 1, 1)
+        firsts = [start + datetime.timedelta(days=d) for d in (0, 40, 80)]
+    else:
+        firsts = [1, 2]
     config = {"unique_key": keys, "partition_by": partition, "order_by": order_by, "merge": merge,
               "settings": {"index_granularity": 2}}  # fmt: skip
     s = Scenario(project, cols, config, name=m)
@@ -399,7 +420,7 @@ def test_a_sorting_key_led_by_an_expression_looks_keys_up_by_it_and_stays_exact(
         rows, late = late, []
         seen: dict[tuple, int] = {}
         for _ in range(60):
-            key = (*[rng.randint(1, 2)] * (len(keys) - 1), rng.randint(1, 30))
+            key = (*[rng.choice(firsts)] * (len(keys) - 1), rng.randint(1, 30))
             # Each key's versions are its own, but keys share them, so the rows of two keys that one sorting key
             # value mixed up could collapse together.
             seen[key] = seen.get(key, 0) + 1

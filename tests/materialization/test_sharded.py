@@ -59,7 +59,7 @@ RENDER = """
       {%- do statements.append(('batch', vcmt._batch_create_sql(cfg, objs, data, events_sql, none))) -%}
       {%- do statements.append(('round', vcmt._round_insert_sql(cfg, objs, data, 1))) -%}
       {%- set cfg_fold = vcmt._read_config({'unique_key': ['tenant_id', 'order id'], 'sharding_key': var('sharding_key'), 'merge': merge}) -%}
-      {%- do statements.append(('fold_batch', vcmt._fold_batch_sql(cfg_fold, objs, data, vcmt._fold_aggregates(cfg_fold, columns, data)))) -%}
+      {%- do statements.append(('fold_batch', vcmt._fold_batch_sql(cfg_fold, objs, columns, data, vcmt._fold_aggregates(cfg_fold, columns, data)))) -%}
     {%- else -%}
       {%- do statements.append(('fold', vcmt._fold_insert_sql(cfg, objs, data, events_sql))) -%}
     {%- endif -%}

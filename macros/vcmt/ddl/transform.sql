@@ -16,7 +16,7 @@
   {%- set q = vcmt._quote -%}
   {%- set keys = vcmt._column_list(cfg.key_columns) -%}
   {%- set key_tuple = vcmt._key_tuple(cfg.key_columns) -%}
-  {%- set lookup = vcmt._lookup_key(cfg) -%}
+  {%- set lookup = vcmt._lookup_key(cfg, columns) -%}
   {%- set data = vcmt._data_columns(cfg, columns) -%}
   {%- set v = q(cfg.version) -%}
   {%- set s = q(cfg.sign) -%}

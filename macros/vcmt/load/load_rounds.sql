@@ -17,8 +17,8 @@
   {%- set ran = [vcmt._batch_create_sql(cfg, objs, data, events_sql, folds, vcmt._replace_batch(objs))] -%}
   {%- call statement('vcmt_batch') -%}{{ ran[0] }}{%- endcall -%}
   {%- if folds is not none -%}
-    {%- do vcmt._fold_batch(cfg, objs, data, folds) -%}
-    {%- do ran.append(vcmt._fold_batch_sql(cfg, objs, data, folds)) -%}
+    {%- do vcmt._fold_batch(cfg, objs, columns, data, folds) -%}
+    {%- do ran.append(vcmt._fold_batch_sql(cfg, objs, columns, data, folds)) -%}
   {%- endif -%}
 
   {#- Events, deletes and the watermark count every event read, redeliveries
@@ -131,20 +131,20 @@
     version, or its tombstone's), deletes older than it; the state is looked
     up once, for the batch's keys only. The upserts left after the last delete
     are then each accepted in turn, which is what makes their fold exact. -#}
-{% macro _fold_batch(cfg, objs, data, folds) %}
-  {%- call statement('vcmt_batch_fold') -%}{{ vcmt._fold_batch_sql(cfg, objs, data, folds) }}{%- endcall -%}
+{% macro _fold_batch(cfg, objs, columns, data, folds) %}
+  {%- call statement('vcmt_batch_fold') -%}{{ vcmt._fold_batch_sql(cfg, objs, columns, data, folds) }}{%- endcall -%}
 {% endmacro %}
 
 {#- On a sharded model the state is read from every shard, and the batch's
     keys (in `m__batch`, on this node only) are sent along with GLOBAL IN. -#}
-{% macro _fold_batch_sql(cfg, objs, data, folds) %}
+{% macro _fold_batch_sql(cfg, objs, columns, data, folds) %}
   {%- set q = vcmt._quote -%}
   {%- set in_ = 'global in' if vcmt._sharded(objs) else 'in' -%}
   {%- set keys = vcmt._column_list(cfg.key_columns) -%}
   {%- set key_tuple = vcmt._key_tuple(cfg.key_columns) -%}
   {%- set v = q(cfg.version) -%}
   {%- set events = ' from ' ~ objs.batch ~ ' where _vcmt_round = 0' -%}
-  {%- set lookup = vcmt._lookup_key(cfg) -%}
+  {%- set lookup = vcmt._lookup_key(cfg, columns) -%}
     insert into {{ objs.batch }}
       ({{ keys }}{% for c in data %}, {{ q(c) }}{% endfor %}, {{ v }}, _vcmt_sign, _vcmt_folded, _vcmt_round)
     select {{ keys }}{% for c in data %}, _vcmt_f{{ loop.index0 }}{% endfor %}, _vcmt_fv,

@@ -119,11 +119,13 @@
     other than NULL, and functions of `_lookup_functions` (no alias: one
     would name a column of the lookup's query): its value is then fixed by
     the key alone, whatever the settings, time zone or tables around it, and
-    equal keys give equal tuples. The prefix stops before the first other
-    expression, and a model that allows a nullable sorting key keeps the
-    plain lookup. One EXPLAIN AST, only for models whose sorting key has such
-    an expression. -#}
-{% macro _lookup_key(cfg) %}
+    equal keys give equal tuples. Functions of `_calendar_functions` count
+    too when every column the expression reads has a type with no time zone
+    to take from the session (`_calendar_type`). The prefix stops before the
+    first other expression, and a model that allows a nullable sorting key
+    keeps the plain lookup. One EXPLAIN AST, only for models whose sorting
+    key has such an expression. `columns`: the model's, for their types. -#}
+{% macro _lookup_key(cfg, columns) %}
   {%- set plain = {'left': vcmt._key_tuple(cfg.key_columns), 'select': vcmt._column_list(cfg.key_columns)} -%}
   {%- set written = [] -%}
   {%- for item in cfg.order_by -%}{%- do written.append(vcmt._unquote(item | trim)) -%}{%- endfor -%}
@@ -144,6 +146,8 @@
   {%- set select_list = vcmt._explain_ast('select ' ~ wrapped | join(', ')).children[0].children[0].children[0]
       .children[0] -%}
   {%- set allowed = vcmt._lookup_functions() -%}
+  {%- set calendar = vcmt._calendar_functions() -%}
+  {%- set types = vcmt._types_by_name(columns) -%}
   {%- set items = [] -%}
   {%- for p in prefix if not ns.cut -%}
     {%- if p.key is not none -%}
@@ -153,11 +157,17 @@
       {%- do vcmt._ast_find(select_list.children[exprs.index(p)], none, none, nodes) -%}
       {%- for node in nodes if not ns.cut -%}
         {%- set ns.cut = node.alias is not none
-            or (node.kind == 'Function' and node.name | lower not in allowed)
+            or (node.kind == 'Function' and node.name | lower not in allowed + calendar)
             or (node.kind == 'Identifier' and node.name not in cfg.key_columns)
             or (node.kind == 'Literal' and node.name == 'NULL')
             or node.kind not in ['Function', 'ExpressionList', 'Identifier', 'Literal'] -%}
       {%- endfor -%}
+      {%- if nodes | selectattr('kind', 'equalto', 'Function') | map(attribute='name') | map('lower')
+          | select('in', calendar) | list -%}
+        {%- for node in nodes | selectattr('kind', 'equalto', 'Identifier') if not ns.cut -%}
+          {%- set ns.cut = not vcmt._calendar_type(types.get(node.name, '')) -%}
+        {%- endfor -%}
+      {%- endif -%}
       {%- if not ns.cut -%}{%- do items.append({'key': none, 'sql': wrapped[exprs.index(p)]}) -%}{%- endif -%}
     {%- endif -%}
   {%- endfor -%}
@@ -175,7 +185,8 @@
     integer conversions and string slices, whose value depends on their
     arguments alone. Date and time functions are not among them: the engine
     computes them in a session's time zone for a lookup and in the server's
-    for a merge, so the two could disagree. -#}
+    for a merge, so the two could disagree (_calendar_functions has those
+    that are safe on some types). -#}
 {% macro _lookup_functions() %}
   {%- set names = ['plus', 'minus', 'multiply', 'negate', 'abs', 'intdiv', 'intdivorzero', 'modulo', 'moduloorzero',
       'positivemodulo', 'pmod', 'bitand', 'bitor', 'bitxor', 'bitnot', 'bitshiftleft', 'bitshiftright',
@@ -186,6 +197,28 @@
     {%- do names.extend(['toint' ~ bits, 'touint' ~ bits]) -%}
   {%- endfor -%}
   {{ return(names) }}
+{% endmacro %}
+
+
+{#- Calendar functions a key lookup may use (_lookup_key) on columns of a
+    `_calendar_type`, lower case: each gives a day or a number of one, so
+    it reads the date and nothing else. Excluded: those that give a time
+    (toStartOfDay, toStartOfHour...), whose value is an instant in some time
+    zone, and those that take a week mode from the settings. -#}
+{% macro _calendar_functions() %}
+  {{ return(['toyyyymm', 'toyyyymmdd', 'toyear', 'toquarter', 'tomonth', 'todayofmonth', 'todayofyear',
+             'tostartofmonth', 'tostartofquarter', 'tostartofyear', 'tomonday', 'toisoyear', 'toisoweek',
+             'torelativeyearnum', 'torelativequarternum', 'torelativemonthnum', 'torelativedaynum', 'todate',
+             'todate32']) }}
+{% endmacro %}
+
+{#- Whether a column of type `data_type` holds a date that no session
+    setting changes: a Date, a Date32, or a DateTime or DateTime64 with its
+    own time zone (`DateTime('UTC')`). A DateTime without one is read in the
+    session's time zone, which a merge and a lookup need not share. -#}
+{% macro _calendar_type(data_type) %}
+  {%- set t = data_type | trim -%}
+  {{ return(t in ['Date', 'Date32'] or (t.startswith('DateTime') and "'" in t)) }}
 {% endmacro %}
 
 
