@@ -371,12 +371,15 @@ SORTING_KEYS = {
     "calendar_of_a_zoned_time": (["toStartOfMonth(day)", "id", "day"], "((toStartOfMonth(day)), id, day)"),
     # The same of a DateTime read in the session's time zone: the month of an instant depends on it.
     "calendar_of_a_session_time": (["toYYYYMM(day)", "id", "day"], "(day, id)"),
+    # A Date32's month start is a Date or a Date32 as a setting says, so two sessions could disagree on old days.
+    "calendar_of_a_date32": (["toStartOfMonth(day)", "id", "day"], "(day, id)"),
 }
 # The type of the first key column `day` of the calendar cases (the others' first column is `tenant` or `id`).
 DAY_TYPES = {
     "calendar_of_a_date": "Date",
     "calendar_of_a_zoned_time": "DateTime('UTC')",
     "calendar_of_a_session_time": "DateTime",
+    "calendar_of_a_date32": "Date32",
 }
 
 
@@ -388,10 +391,11 @@ DAY_TYPES = {
     "sorting,merge",
     [("key_expression_first", {}), ("key_expression_between", {"a": "{old} + {new}"}), ("other_column_first", {}),
      ("alias_first", {"a": "sum"}), ("time_function_first", {}), ("commented", {}), ("calendar_of_a_date", {}),
-     ("calendar_of_a_zoned_time", {"a": "{old} + {new}"}), ("calendar_of_a_session_time", {})],
+     ("calendar_of_a_zoned_time", {"a": "{old} + {new}"}), ("calendar_of_a_session_time", {}),
+     ("calendar_of_a_date32", {})],
     ids=["key_expression_first-fold", "key_expression_between-rounds", "other_column_first-fold", "alias_first-fold",
          "time_function_first-fold", "commented-fold", "calendar_of_a_date-fold", "calendar_of_a_zoned_time-rounds",
-         "calendar_of_a_session_time-fold"],
+         "calendar_of_a_session_time-fold", "calendar_of_a_date32-fold"],
 )  # fmt: skip
 def test_a_sorting_key_led_by_an_expression_looks_keys_up_by_it_and_stays_exact(project, m, sorting, merge):
     """A model partitioned by an expression of its key and sorted by it first looks its keys up by that prefix

@@ -120,8 +120,8 @@
     would name a column of the lookup's query): its value is then fixed by
     the key alone, whatever the settings, time zone or tables around it, and
     equal keys give equal tuples. Functions of `_calendar_functions` count
-    too when every column the expression reads has a type with no time zone
-    to take from the session (`_calendar_type`). The prefix stops before the
+    too when every column the expression reads has a type whose dates no
+    session setting changes (`_calendar_type`). The prefix stops before the
     first other expression, and a model that allows a nullable sorting key
     keeps the plain lookup. One EXPLAIN AST, only for models whose sorting
     key has such an expression. `columns`: the model's, for their types. -#}
@@ -213,12 +213,14 @@
 {% endmacro %}
 
 {#- Whether a column of type `data_type` holds a date that no session
-    setting changes: a Date, a Date32, or a DateTime or DateTime64 with its
-    own time zone (`DateTime('UTC')`). A DateTime without one is read in the
-    session's time zone, which a merge and a lookup need not share. -#}
+    setting changes the calendar functions of: a Date, or a DateTime with
+    its own time zone (`DateTime('UTC')`). A DateTime without one is read in
+    the session's time zone, which a merge and a lookup need not share; on a
+    Date32 or a DateTime64, `enable_extended_results_for_datetime_functions`
+    changes what toStartOfMonth and the like give outside Date's range. -#}
 {% macro _calendar_type(data_type) %}
   {%- set t = data_type | trim -%}
-  {{ return(t in ['Date', 'Date32'] or (t.startswith('DateTime') and "'" in t)) }}
+  {{ return(t == 'Date' or (t.startswith('DateTime(') and "'" in t)) }}
 {% endmacro %}
 
 
