@@ -87,7 +87,7 @@ MODULE_SECONDS = {
     "tests/bench/test_bench_smoke.py": 70,
     "tests/materialization/test_crash.py": 65,
     "tests/cdc/test_python_staging_model.py": 60,
-    "tests/bench/test_rows_read.py": 55,
+    "tests/bench/test_rows_read.py": 40,
 }
 LONG_TEST_SECONDS = 3
 
