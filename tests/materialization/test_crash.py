@@ -85,9 +85,22 @@ def _query(chdb_path: Path, schema: str, sql: str) -> list[list]:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def test_kill_between_rounds_then_rerun_is_exact(tmp_path, lab_dir):
+def _load_tables(chdb_path: Path) -> dict[str, int]:
+    """How many objects of each load table's name (`m__batch_<n>`; `m__fanout_<n>` and its views) exist."""
+    rows = _query(
+        chdb_path,
+        "crash",
+        "select splitByChar('_', name)[3], count() from system.tables where database = 'crash' "
+        "and (startsWith(name, 'm__batch') or startsWith(name, 'm__fanout')) group by 1",
+    )
+    return dict(rows)
+
+
+@pytest.mark.parametrize("shards", [1, 2])
+def test_kill_between_rounds_then_rerun_is_exact(tmp_path, lab_dir, shards):
     """0.1.0 left `m__batch` behind: every later run failed with TABLE_ALREADY_EXISTS. The killed load's batch
-    table (`m__batch_<n>`) is dropped by the next load."""
+    table (`m__batch_<n>`) is dropped by the next load; on virtual shards its fan-out too (`m__fanout_<n>` and
+    its views, views first)."""
     chdb_path = tmp_path / "chdb"
     project = DbtProject(
         root=tmp_path / "proj", package_root=PACKAGE_ROOT, chdb_path=chdb_path, schema="crash", lab_dir=lab_dir
@@ -99,32 +112,25 @@ def test_kill_between_rounds_then_rerun_is_exact(tmp_path, lab_dir):
     project.model(
         "m",
         """
-        {{ config(materialized='vcmt_upsert', unique_key='id', merge={'x': '{old} + {new}'}) }}
+        {{ config(materialized='vcmt_upsert', unique_key='id', merge={'x': '{old} + {new}'},
+                  virtual_shards=SHARDS) }}
         select id, x, _version from {{ ref('events') }}
-    """,
+    """.replace("SHARDS", str(shards)),
     )
     _dbt(project, "deps")
     _dbt(project, "seed")
     _kill_during_round(project, KILL_AT_ROUND)
 
-    assert _query(
-        chdb_path,
-        "crash",
-        "select count() from system.tables where database = 'crash' and startsWith(name, 'm__batch')",
-    ) == [[1]]
+    assert _load_tables(chdb_path) == ({"batch": 1} if shards == 1 else {"batch": 1, "fanout": 1 + shards})
     # What the killed run applied is whole: no key is half-updated.
     assert _query(
         chdb_path, "crash", "select count() from (select id, sum(sign) s from m group by id having s not in (0, 1))"
     ) == [[0]]
 
-    _dbt(project, "run")  # recovers: drops the killed load's batch table, applies what is missing
+    _dbt(project, "run")  # recovers: drops the killed load's batch table (and fan-out), applies what is missing
     _dbt(project, "run")  # replays the same input: applies nothing twice, the running sum included
     expected = [[k, sum(k * 10 + v for v in range(1, VERSIONS + 1)), VERSIONS] for k in range(1, KEYS + 1)]
     assert _query(chdb_path, "crash", "select id, x, _version from m final where sign = 1 order by id") == expected
-    assert _query(
-        chdb_path,
-        "crash",
-        "select count() from system.tables where database = 'crash' and startsWith(name, 'm__batch')",
-    ) == [[0]]
+    assert _load_tables(chdb_path) == {}
     grouped = _query(chdb_path, "crash", "select sum(x * sign), sum(sign) from m")
     assert grouped == [[sum(r[1] for r in expected), KEYS]]

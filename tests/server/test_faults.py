@@ -23,13 +23,15 @@ from vcmt_lab.faults.inject import statement_label
 # `make faults` sweeps every statement of a load x pause/kill/cut x another load over both drivers and on the
 # cluster; here, one schedule per kind of fault over HTTP. A load killed while it builds its batch, a
 # vcmt.load_stage after it; its connection cut while its stage INSERT runs (the case 3; over HTTP the
-# statement goes on on the server); paused right after its lock is recorded, a --full-refresh after it. A holder
+# statement goes on on the server); paused right after its lock is recorded, a --full-refresh after it; on two virtual shards, killed while
+# its fan-out's INSERT runs, a `dbt run` after it (which drops the fan-out's views and table). A holder
 # paused right before its first write to the stage, past its lease (the case 1), is
 # test_a_holder_paused_past_its_lease_and_taken_over_writes_nothing_more, over both drivers.
 SCHEDULES = [
     Schedule("rounds", "kill", "create m__batch_N#1", "load"),
     Schedule("fold", "cut", "insert m__stage#1", "run"),
     Schedule("rounds", "pause", "insert m__lock_N acquired#1", "full-refresh"),
+    Schedule("shards", "kill", "insert m__fanout_N#1", "run"),
 ]
 
 

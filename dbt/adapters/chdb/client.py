@@ -1,7 +1,7 @@
 import os
 import tempfile
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 
 import clickhouse_connect
@@ -182,44 +182,6 @@ class ChdbClient(ChHttpClient):
         with self._explain_access_errors():
             return super().command(sql, **kwargs)
 
-    def run_concurrently(self, statements: Sequence[str]) -> None:
-        """Run `statements` at the same time, each on its own handle to the same
-        engine (chDB allows several; each call releases the GIL), with the
-        connection's database and every setting changed on it (the profile's,
-        and any `SET` a hook ran), so each statement computes what it would on
-        the connection itself. Waits for all of them, then raises the first
-        error. vcmt's virtual shards (docs/design.md#virtual-shards)."""
-        for sql in statements:
-            self._refuse_multi_statements(sql)
-        changed = dict(self.query("select name, value from system.settings where changed").result_rows)
-        while len(self._side_clients) < len(statements):
-            self._side_clients.append(self._create_client(self._credentials))
-        for side in self._side_clients:  # the connection's database now, not when the handle was opened
-            side.database = self.database
-        errors: list[BaseException | None] = [None] * len(statements)
-
-        def run(i: int) -> None:
-            try:
-                self._side_clients[i].command(statements[i], settings=changed)
-            except BaseException as ex:  # re-raised below, in the caller's thread
-                errors[i] = ex
-
-        threads = [threading.Thread(target=run, args=(i,), name=f"vcmt-shard-{i}") for i in range(len(statements))]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        for ex in errors:
-            if ex is not None:
-                with self._explain_access_errors():
-                    raise DbtDatabaseError(str(ex)) from ex
-
-    def close(self):
-        for side in getattr(self, "_side_clients", []):
-            side.close()
-        self._side_clients = []
-        super().close()
-
     def columns_in_query(self, sql: str, **kwargs):
         self._refuse_multi_statements(sql)
         return super().columns_in_query(sql, **kwargs)
@@ -275,9 +237,6 @@ class ChdbClient(ChHttpClient):
             self._client.database = _SERVER_DEFAULT_DATABASE
 
     def _create_client(self, credentials):
-        # Kept for run_concurrently's extra handles on the same engine.
-        self._credentials = credentials
-        self._side_clients = getattr(self, "_side_clients", [])
         path = credentials.path
         if path != ":memory:" and not path.startswith("file:"):
             path = os.path.abspath(os.path.expanduser(path))

@@ -33,13 +33,3 @@ class ChdbAdapter(ClickHouseAdapter):
         )
         logger.warning(message)
         return message
-
-    @available
-    def run_concurrently(self, statements: list[str]) -> None:
-        """Run `statements` at the same time on the embedded engine and wait for
-        all of them (vcmt's virtual shards, docs/design.md#virtual-shards)."""
-        # With dbt's query comment, as every statement dbt runs (query_log shows them as dbt's).
-        statements = [self.connections._add_query_comment(sql) for sql in statements]
-        for i, sql in enumerate(statements):
-            logger.debug(f"chdb: concurrent statement {i + 1} of {len(statements)}: {sql}")
-        self.connections.get_thread_connection().handle.run_concurrently(statements)

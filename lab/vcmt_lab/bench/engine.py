@@ -20,12 +20,15 @@ import clickhouse_connect
 import psutil
 
 from vcmt_lab.clickhouse_server import query_logs_xml
+from vcmt_lab.dbt_project import DbtProject
+from vcmt_lab.dbt_project import Engine as Target
+from vcmt_lab.paths import REPO_ROOT
 
 
 @dataclass(frozen=True)
 class Timing:
-    """Wall clock and the CPU time of this process (the engine runs in it, so this is the
-    engine's CPU, which stays comparable when other jobs compete for the cores)."""
+    """Wall clock and the CPU time of the engine's process (chDB runs in this one; a served node in its
+    own), which stays comparable when other jobs compete for the cores."""
 
     tag: str
     wall_ms: float
@@ -33,12 +36,14 @@ class Timing:
 
 
 @contextmanager
-def measured(tag: str) -> Iterator[list[Timing]]:
-    """Time the block; the Timing is appended to the yielded list when it ends."""
+def measured(tag: str, pid: int | None = None) -> Iterator[list[Timing]]:
+    """Time the block, with the CPU of this process or of process `pid` (a served node's); the Timing is
+    appended to the yielded list when it ends."""
     out: list[Timing] = []
-    cpu, started = psutil.Process().cpu_times(), time.perf_counter()
+    process = psutil.Process(pid)
+    cpu, started = process.cpu_times(), time.perf_counter()
     yield out
-    now = psutil.Process().cpu_times()
+    now = process.cpu_times()
     cpu_ms = ((now.user - cpu.user) + (now.system - cpu.system)) * 1000
     out.append(Timing(tag, (time.perf_counter() - started) * 1000, cpu_ms))
 
@@ -142,3 +147,21 @@ class Engine:
             "order by event_time_microseconds"
         )
         return [(str(r[0]), float(r[1]), str(r[2])) for r in rows]
+
+
+@contextmanager
+def bench_project(work: Path, database: str, node: Any = None) -> Iterator[tuple[Engine, DbtProject]]:
+    """The bench's engine (chDB in `work`, or the served `node`) and a dbt project in `work` on it, in
+    `database`; both closed at the end."""
+    engine = Engine(None if node else work / "chdb", work, database, node=node)
+    engine.open()
+    try:
+        target = Target("http", node=node) if node else None
+        project = DbtProject(work / "project", REPO_ROOT, work / "chdb", database, lab_dir=work, engine=target)
+        try:
+            yield engine, project
+        finally:
+            if node:  # on chDB the project's client shares the bench's one engine, closed below
+                project.close()
+    finally:
+        engine.close()

@@ -37,11 +37,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from vcmt_lab.bench.engine import Engine
+from vcmt_lab.bench.engine import Engine, bench_project
 from vcmt_lab.clickhouse_server import served_node
 from vcmt_lab.dbt_project import DbtProject
-from vcmt_lab.dbt_project import Engine as Target
-from vcmt_lab.paths import BENCH_ROOT, REPO_ROOT
+from vcmt_lab.paths import BENCH_ROOT
 
 BLOOM = [{"name": "key_bf", "definition": "id TYPE bloom_filter(0.0001) GRANULARITY 1"}]
 LAYOUTS = {
@@ -302,20 +301,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(args: argparse.Namespace, layouts: list[str], work: Path, node) -> list[Row]:
     """Build and measure on chDB in `work`, or on the served `node`."""
-    db = "vcmt_bench_rr"
-    engine = Engine(None if node else work / "chdb", work, db, node=node)
-    target = Target("http", node=node) if node else None
-    engine.open()
-    try:
-        project = DbtProject(work / "project", REPO_ROOT, work / "chdb", db, lab_dir=work, engine=target)
-        try:
-            models = build(engine, project, args.rows, args.granularity, layouts)
-            return measure(engine, project, models, args.batches)
-        finally:
-            if node:  # on chDB the project's client shares the bench's one engine, closed below
-                project.close()
-    finally:
-        engine.close()
+    with bench_project(work, "vcmt_bench_rr", node) as (engine, project):
+        models = build(engine, project, args.rows, args.granularity, layouts)
+        return measure(engine, project, models, args.batches)
 
 
 if __name__ == "__main__":

@@ -1,12 +1,15 @@
 """Virtual shards: one batch applied by `dbt run` at K = 1, 2, ... (docs/design.md#virtual-shards).
 
     python -m vcmt_lab.bench.virtual_shards [--rows 2000000] [--batch 1000000] [--shards 1,2] [--repeat 3]
+                                            [--engine chdb|http]
 
-One model per K over the same base rows; before each sample the model is put
-back to the base state, then the batch is applied with `dbt run`. Reports per
-K the load's seconds as vcmt records them (the model's `loads` table), the engine's CPU
-seconds over the same run, the throughput ratio to K = 1, and whether the
-live rows are identical for every K.
+One model per K over the same base rows, on the embedded engine (`chdb`, the
+default) or on a ClickHouse node it serves on 127.0.0.1 (`http`, through
+dbt-clickhouse); before each sample the model is put back to the base state,
+then the batch is applied with `dbt run`. Reports per K the load's seconds as
+vcmt records them (the model's `loads` table), the engine's CPU seconds over
+the same run (chDB's in this process, the node's in its own), the
+throughput ratio to K = 1, and whether the live rows are identical for every K.
 """
 
 from __future__ import annotations
@@ -19,10 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from vcmt_lab.bench.cli import _positive
-from vcmt_lab.bench.engine import Engine, measured
+from vcmt_lab.bench.engine import Engine, bench_project, measured
 from vcmt_lab.bench.machine import Contention
+from vcmt_lab.clickhouse_server import served_node
 from vcmt_lab.dbt_project import DbtProject
-from vcmt_lab.paths import BENCH_ROOT, REPO_ROOT
+from vcmt_lab.paths import BENCH_ROOT
 
 COLUMNS = "id UInt64, a Int64, b String, _version UInt64, sign Int8"
 
@@ -37,7 +41,14 @@ class ShardSamples:
 
 
 def measure(
-    engine: Engine, project: DbtProject, rows: int, batch: int, shards: list[int], repeat: int, say=print
+    engine: Engine,
+    project: DbtProject,
+    rows: int,
+    batch: int,
+    shards: list[int],
+    repeat: int,
+    say=print,
+    pid: int | None = None,
 ) -> list[ShardSamples]:
     db = engine.database
     engine.command(f"create database if not exists `{db}`")
@@ -69,7 +80,7 @@ def measure(
             for table in (objects[name][role] for role in ("target", "tombstones", "applied", "loads")):
                 engine.command(f"truncate table `{db}`.`{table}`")
             engine.command(f"insert into `{db}`.`{name}` select * from `{db}`.vs_base")
-            with measured(name) as out:
+            with measured(name, pid) as out:
                 project.dbt("run", "--select", name)
             s = samples[k]
             s.load_s.append(float(engine.scalar(f"select max(seconds) from `{db}`.`{objects[name]['loads']}`")))
@@ -113,26 +124,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--batch", type=_positive, default=1_000_000, help="events in the batch (default 1M)")
     p.add_argument("--shards", default="1,2", help="K values, the first is the reference (default 1,2)")
     p.add_argument("--repeat", type=_positive, default=3, help="samples per K, median reported (default 3)")
+    p.add_argument("--engine", choices=("chdb", "http"), default="chdb", help="embedded, or a served node (HTTP)")
     p.add_argument("--work", type=Path, default=BENCH_ROOT / "work" / "virtual_shards")
     args = p.parse_args(argv)
     shards = [int(k) for k in args.shards.split(",")]
-    shutil.rmtree(args.work, ignore_errors=True)
+    work = args.work.resolve()
+    shutil.rmtree(work, ignore_errors=True)
     contention = Contention()
-    engine = Engine((args.work / "chdb").resolve(), args.work, "vcmt_bench_vs")
-    engine.open()
-    try:
-        project = DbtProject(
-            (args.work / "project").resolve(),
-            REPO_ROOT,
-            (args.work / "chdb").resolve(),
-            "vcmt_bench_vs",
-            lab_dir=args.work.resolve(),
-        )
-        results = measure(engine, project, args.rows, args.batch, shards, args.repeat)
-    finally:
-        engine.close()
-    print(render(results, args.rows, args.batch, contention.finish()), flush=True)
+    if args.engine == "chdb":
+        results = _run(args, shards, work, None)
+    else:
+        with served_node(work / "node") as node:
+            results = _run(args, shards, work, node)
+    print(f"engine: {args.engine}", render(results, args.rows, args.batch, contention.finish()), sep="\n", flush=True)
     return 0 if len({s.state for s in results}) == 1 else 1
+
+
+def _run(args: argparse.Namespace, shards: list[int], work: Path, node) -> list[ShardSamples]:
+    """Build and measure on chDB in `work`, or on the served `node` (the CPU measured is its process's)."""
+    with bench_project(work, "vcmt_bench_vs", node) as (engine, project):
+        return measure(engine, project, args.rows, args.batch, shards, args.repeat, pid=node.pid if node else None)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """make faults: the full sweep of the load lock's fault-injection harness (vcmt_lab.faults.harness).
 
-    python -m vcmt_lab.faults [--targets http native cluster] [--shapes fold rounds] [--faults pause kill cut]
+    python -m vcmt_lab.faults [--targets http native cluster] [--shapes fold rounds shards] [--faults pause kill cut]
                               [--others run load full-refresh] [--all-others] [--statements NAME#N ...]
 
 Every statement of an incremental load x fault, on each target: a served node over HTTP (`http`) and over

@@ -62,7 +62,7 @@ STEP_TIMEOUT_S = 300.0
 KEYS = 600
 FAULTS = ("pause", "kill", "cut")
 OTHERS = ("run", "load", "full-refresh")
-# Each shape takes one of the loader's two paths (docs/design.md#fold-or-rounds).
+# Each shape takes one of the loader's paths (docs/design.md#fold-or-rounds, #virtual-shards).
 SHAPES = {
     "fold": (
         "{{ config(materialized='vcmt_upsert', unique_key='id', lock_timeout=120) }}\n"
@@ -72,8 +72,13 @@ SHAPES = {
         "{{ config(materialized='vcmt_upsert', unique_key='id', merge={'amount': 'sum'}, lock_timeout=120) }}\n"
         "select id, amount, _version, sign from src"
     ),
+    # The fold on two virtual shards: its batch, then its fan-out (docs/design.md#virtual-shards).
+    "shards": (
+        "{{ config(materialized='vcmt_upsert', unique_key='id', virtual_shards=2, lock_timeout=120) }}\n"
+        "select id, amount, _version, sign from src"
+    ),
 }
-MERGE = {"fold": {}, "rounds": {"amount": "sum"}}
+MERGE = {"fold": {}, "rounds": {"amount": "sum"}, "shards": {}}
 # A sharded model on the cluster: the same shapes, its rows spread over the shards by key.
 SHARDING_KEY = "cityHash64(id)"
 

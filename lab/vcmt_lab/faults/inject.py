@@ -57,7 +57,7 @@ _LOCK_KIND = re.compile(r"'(acquired|renewed|released)' as kind")
 
 def statement_label(sql: str) -> str:
     """A statement's stable name: its verb and the first object it names (without the database; the
-    generation of a lock or of a load's batch as N), and for the lock's rows their kind. The same load
+    generation of a lock or of a load's batch or fan-out as N), and for the lock's rows their kind. The same load
     sends the same names run after run, whatever the invocation."""
     text = _COMMENT.sub(" ", sql).strip()
     verb = (text.split(None, 1) or ["?"])[0].lower()
@@ -65,7 +65,7 @@ def statement_label(sql: str) -> str:
     obj = ""
     if found:
         obj = found.group(1).split(".")[-1].strip('`"')
-        obj = re.sub(r"__(lock|batch)_\d+$", r"__\1_N", obj)
+        obj = re.sub(r"__(lock|batch|fanout)_\d+(?=(?:_\d+)?$)", r"__\1_N", obj)
     kind = _LOCK_KIND.search(text)
     return " ".join(part for part in (verb, obj, kind.group(1) if kind else "") if part)
 

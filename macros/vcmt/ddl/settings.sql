@@ -113,10 +113,12 @@
 
 {#- The SETTINGS clause of the loader's INSERTs: the user's `insert_settings`,
     then the pinned ones. -#}
-{% macro _stage_insert_settings(cfg) %}
+{% macro _stage_insert_settings(cfg, fanout=false) %}
   {%- set settings = {} -%}
   {%- do settings.update(cfg.insert_settings) -%}
   {%- do settings.update(vcmt._pinned_insert_settings()) -%}
+  {#- Through the fan-out, the views of virtual shards run at once (virtual_shards.sql). -#}
+  {%- if fanout -%}{%- do settings.update({'parallel_view_processing': 1}) -%}{%- endif -%}
   {{ return(vcmt._settings_clause(settings)) }}
 {% endmacro %}
 

@@ -50,7 +50,7 @@
     {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': full refresh: building and loading new tables beside the old '
         ~ 'ones (' ~ new.target.identifier ~ ', ...); the old ones serve until the load has succeeded', info=true) }}
     {%- do vcmt._create_objects(cfg, new, columns, guarded=false, generation=vcmt._generation_comment()) -%}
-    {#- The load's batch is its lock generation's (_generation_batch). -#}
+    {#- The load's batch and fan-out are its lock generation's (_generation_object). -#}
     {%- for o in vcmt._roles_of('load_table') -%}{%- do new.update({o.role: objs[o.role]}) -%}{%- endfor -%}
     {{ return(new) }}
   {%- endif -%}

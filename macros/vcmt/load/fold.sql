@@ -30,10 +30,11 @@
 {#- The fold on K virtual shards (docs/design.md#virtual-shards): the folded
     events are written once into `m__batch` as round 1, in key order with
     their position (the SELECT is read once, so a SELECT reading the model
-    sees it as before the load); then each shard inserts one range of
-    positions, i.e. of keys, from there. `keys` is the batch's number of
-    distinct keys (the stats query counted it): the folded batch's rows.
-    Returns the statements it ran (for target/run/). -#}
+    sees it as before the load); then one INSERT through the load's fan-out
+    sends each shard one range of positions, i.e. of keys, from there.
+    `keys` is the batch's number of distinct keys (the stats query counted
+    it): the folded batch's rows. Returns the statements it ran (for
+    target/run/). -#}
 {% macro _load_folded_in_shards(cfg, objs, data, events_sql, keys) %}
   {%- set create = vcmt._replace_batch(objs) -%}
   {%- set batch_sql -%}
@@ -44,11 +45,10 @@
   {%- endset -%}
   {%- call statement('vcmt_batch') -%}{{ batch_sql }}{%- endcall -%}
   {%- set k = cfg.virtual_shards -%}
-  {%- set statements = [] -%}
-  {%- for i in range(k) -%}
-    {%- do statements.append(vcmt._round_insert_sql(cfg, objs, data, 1, vcmt._range_shard_condition(i, k, keys))) -%}
-  {%- endfor -%}
-  {%- do vcmt._run_sharded(statements) -%}
+  {%- set ran = [batch_sql] + vcmt._create_fanout(cfg, objs, data, k) -%}
+  {%- do ran.append(vcmt._round_insert_sql(cfg, objs, data, 1, vcmt._range_shard(k, keys))) -%}
+  {%- call statement('vcmt_load') -%}{{ ran[-1] }}{%- endcall -%}
+  {%- do vcmt._drop_load_table(objs.fanout, k) -%}
   {%- call statement('vcmt_batch_drop') -%}{{ vcmt._drop_sql(objs.batch) }}{%- endcall -%}
-  {{ return([batch_sql] + statements) }}
+  {{ return(ran) }}
 {% endmacro %}

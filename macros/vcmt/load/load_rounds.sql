@@ -30,22 +30,21 @@
                             ~ ' from ' ~ objs.batch ~ ' ' ~ vcmt._read_settings()).rows[0] -%}
   {%- set rounds = stats[3] | int -%}
   {%- set shards = cfg.virtual_shards if rounds > 0 else 1 -%}
+  {%- if shards > 1 -%}{%- do ran.extend(vcmt._create_fanout(cfg, objs, data, shards)) -%}{%- endif -%}
   {%- for r in range(1, rounds + 1) -%}
     {%- if r % 50 == 0 -%}
       {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': round ' ~ r ~ ' of ' ~ rounds, info=true) }}
     {%- endif -%}
-    {%- set statements = [] -%}
-    {%- for i in range(shards) -%}
-      {%- do statements.append(vcmt._round_insert_sql(cfg, objs, data, r, vcmt._shard_condition(cfg, i, shards))) -%}
-    {%- endfor -%}
+    {%- set sql = vcmt._round_insert_sql(cfg, objs, data, r, vcmt._hash_shard(cfg, shards) if shards > 1 else none) -%}
     {%- do vcmt._renew_lock(objs) -%}
-    {%- do vcmt._run_sharded(statements) -%}
+    {%- call statement('vcmt_load') -%}{{ sql }}{%- endcall -%}
     {%- if r == 1 -%}
-      {%- do ran.extend(statements) -%}
+      {%- do ran.append(sql) -%}
       {%- if rounds > 1 -%}{%- do ran.append('-- rounds 2 to ' ~ rounds ~ ': the same INSERT with _vcmt_round = '
           ~ '2, ...') -%}{%- endif -%}
     {%- endif -%}
   {%- endfor -%}
+  {%- if shards > 1 -%}{%- do vcmt._drop_load_table(objs.fanout, shards) -%}{%- endif -%}
   {%- call statement('vcmt_batch_drop') -%}
     {{ vcmt._drop_sql(objs.batch) }}
   {%- endcall -%}
@@ -55,7 +54,7 @@
 
 
 {#- The head of a load's CREATE of its `m__batch`, which is named by the
-    load's lock generation (objects.sql, _generation_batch): no other load
+    load's lock generation (objects.sql, _generation_object): no other load
     creates, reads or drops it. The CREATE still replaces a table of that
     name, and its SELECT is fenced, so a load taken over creates nothing. -#}
 {% macro _replace_batch(objs) %}
@@ -92,16 +91,21 @@
 {% endmacro %}
 
 
-{#- Round `r`'s INSERT: every key's r-th event, from `m__batch`; of the keys
-    of one virtual shard when `shard` is a condition. -#}
-{% macro _round_insert_sql(cfg, objs, data, r, shard=none) %}
-  insert into {{ vcmt._all_shards(objs, 'stage') }} ({{ vcmt._column_list(cfg.key_columns + data + [cfg.version,
-      cfg.sign]) }})
-  select {{ vcmt._column_list(cfg.key_columns) }}{% for c in data %}, {{ vcmt._quote(c) }}{% endfor %},
-    {{ vcmt._quote(cfg.version) }}, _vcmt_sign
+{#- Round `r`'s INSERT: every key's r-th event, from `m__batch`, into the
+    stage; or, with `shard_of` (virtual shards: the shard of each event),
+    into the load's fan-out, whose views send each shard's events on to the
+    stage on their own thread. -#}
+{% macro _round_insert_sql(cfg, objs, data, r, shard_of=none) %}
+  {%- set events = cfg.key_columns + data + [cfg.version] -%}
+  {%- if shard_of -%}
+  insert into {{ objs.fanout }} ({{ vcmt._column_list(events) }}, _vcmt_sign, _vcmt_shard)
+  {%- else -%}
+  insert into {{ vcmt._all_shards(objs, 'stage') }} ({{ vcmt._column_list(events + [cfg.sign]) }})
+  {%- endif %}
+  select {{ vcmt._column_list(events) }}, _vcmt_sign{% if shard_of %}, {{ shard_of }}{% endif %}
   from {{ objs.batch }}
-  where _vcmt_round = {{ r }}{% if shard %} and {{ shard }}{% endif %} and {{ vcmt._fenced(objs.target) }}
-  {{ vcmt._stage_insert_settings(cfg) }}
+  where _vcmt_round = {{ r }} and {{ vcmt._fenced(objs.target) }}
+  {{ vcmt._stage_insert_settings(cfg, fanout=shard_of is not none) }}
 {% endmacro %}
 
 

@@ -261,11 +261,13 @@
   {%- if st.previous is not none -%}
     {%- do vcmt._wait_for_statements_of(target, st.previous, timeout_s) -%}
   {%- endif -%}
-  {#- This load's `m__batch` is its generation's (objects.sql, _generation_batch); the batches of older
-      generations (a killed or failed load's) are nobody's any more, and go first: a generation still
-      listed is dropped after its batch, so a cleanup cut short is done again by the next load. -#}
-  {%- do objs.update({'batch': vcmt._generation_batch(objs, st.held.gen)}) -%}
-  {%- do vcmt._drop_older_batches(objs, st.held.gen) -%}
+  {#- This load's `m__batch` and `m__fanout` are its generation's (objects.sql, _generation_object); the load
+      tables of older generations (a killed or failed load's) are nobody's any more, and go first: a generation
+      still listed is dropped after its load tables, so a cleanup cut short is done again by the next load. -#}
+  {%- for o in vcmt._roles_of('load_table') -%}
+    {%- do objs.update({o.role: vcmt._generation_object(objs, o.role, st.held.gen)}) -%}
+  {%- endfor -%}
+  {%- do vcmt._drop_older_load_tables(objs, st.held.gen) -%}
   {#- Older generations are nobody's lock any more. -#}
   {%- for gen in st.held.generations if gen | int < st.held.gen -%}
     {%- call statement('vcmt_lock_cleanup') -%}

@@ -1,8 +1,10 @@
-{#- Virtual shards (docs/design.md#virtual-shards): a load's stage INSERTs
-    run as K concurrent INSERTs, each holding its own keys (a range of the
-    folded batch's keys, or a hash class of a round's), so no two shards
-    share a key. One INSERT cannot do it: ClickHouse runs the materialized
-    views of an INSERT in one stream whatever `max_insert_threads` says. -#}
+{#- Virtual shards (docs/design.md#virtual-shards): each step of a load
+    (the fold's INSERT, or one round) runs on K threads at once, thread i
+    holding its own keys (a range of the folded batch's keys, or a hash
+    class of a round's), so no two share a key. It stays one statement: an
+    INSERT into the load's fan-out, whose K views run concurrently under
+    `parallel_view_processing`. `max_insert_threads` cannot do it:
+    ClickHouse runs the materialized views of an INSERT in one stream. -#}
 
 {#- The `virtual_shards` config: a whole number of shards from 1 to 64;
     unset is 1 (off). Refused otherwise, before any DDL. Off by default:
@@ -22,36 +24,45 @@
 {% endmacro %}
 
 
-{#- The condition that keeps shard `i` of `k` of a round's keys: a stable
-    hash of the key columns modulo k. The stage INSERTs read the loader's normalised (cast)
-    events, so one key has one spelling and one shard. none with one shard:
-    the step's one INSERT as it always was. -#}
-{% macro _shard_condition(cfg, i, k) %}
-  {%- if k <= 1 -%}{{ return(none) }}{%- endif -%}
-  {{ return('cityHash64(' ~ vcmt._column_list(cfg.key_columns) ~ ') % ' ~ k ~ ' = ' ~ i) }}
+{#- Which of `k` shards a round's event goes to: a stable hash of the key
+    columns modulo k. It reads the loader's normalised (cast) events, so one
+    key has one spelling and one shard. -#}
+{% macro _hash_shard(cfg, k) %}
+  {{ return('cityHash64(' ~ vcmt._column_list(cfg.key_columns) ~ ') % ' ~ k) }}
 {% endmacro %}
 
 
-{#- The condition that keeps shard `i` of `k` of a folded batch of `n` events
-    numbered in key order (`_vcmt_pos`): one range of positions, so each
-    shard holds a range of keys and its lookup reads only the granules of
-    that range (1.24x at K = 2 against 1.01x with the hash). Each key is one
-    event there, so the ranges partition the keys; a position past `n` (a
-    source that grew since `n` was counted) falls to the last shard, so no
-    event is ever left out. -#}
-{% macro _range_shard_condition(i, k, n) %}
-  {{ return('least(intDiv(_vcmt_pos * ' ~ k ~ ', ' ~ ([n, 1] | max) ~ '), ' ~ (k - 1) ~ ') = ' ~ i) }}
+{#- Which of `k` shards an event of a folded batch of `n` events numbered in
+    key order (`_vcmt_pos`) goes to: one range of positions per shard, so
+    each shard holds a range of keys and its lookup reads only the granules
+    of that range (1.24x at K = 2 against 1.01x with the hash). Each key is
+    one event there, so the ranges partition the keys; a position past `n`
+    (a source that grew since `n` was counted) falls to the last shard, so
+    no event is ever left out. -#}
+{% macro _range_shard(k, n) %}
+  {{ return('least(intDiv(_vcmt_pos * ' ~ k ~ ', ' ~ ([n, 1] | max) ~ '), ' ~ (k - 1) ~ ')') }}
 {% endmacro %}
 
 
-{#- Run the stage INSERTs of one step, one per shard: concurrently on the
-    embedded engine, in turn elsewhere. -#}
-{% macro _run_sharded(statements) %}
-  {%- if statements | length > 1 and adapter.type() == 'chdb' -%}
-    {%- do adapter.run_concurrently(statements) -%}
-  {%- else -%}
-    {%- for sql in statements -%}
-      {%- call statement('vcmt_load') -%}{{ sql }}{%- endcall -%}
-    {%- endfor -%}
-  {%- endif -%}
+{#- The load's fan-out (`m__fanout_<n>`, docs/design.md#virtual-shards): a
+    Null table with the stage's columns and `_vcmt_shard`, and K views, the
+    i-th passing the events of shard i into the stage. One INSERT into it,
+    run with `parallel_view_processing`, is one step on K threads: the views
+    run concurrently, each with its own chain of the stage's views, on
+    every engine and through any client. Made afresh (a leftover of this
+    generation's earlier attempt goes first). -#}
+{% macro _create_fanout(cfg, objs, data, k) %}
+  {%- do vcmt._drop_load_table(objs.fanout, k) -%}
+  {%- set events = vcmt._column_list(cfg.key_columns + data + [cfg.version]) -%}
+  {%- set ran = ['create table ' ~ objs.fanout ~ ' engine = Null as select ' ~ events
+      ~ ', _vcmt_sign, toUInt32(0) as _vcmt_shard from ' ~ objs.batch ~ ' limit 0'] -%}
+  {%- for i in range(k) -%}
+    {%- do ran.append('create materialized view ' ~ vcmt._load_view(objs.fanout, i) ~ ' to '
+        ~ vcmt._all_shards(objs, 'stage') ~ ' as select ' ~ events ~ ', _vcmt_sign as ' ~ vcmt._quote(cfg.sign)
+        ~ ' from ' ~ objs.fanout ~ ' where _vcmt_shard = ' ~ i) -%}
+  {%- endfor -%}
+  {%- for sql in ran -%}
+    {%- call statement('vcmt_fanout') -%}{{ sql }}{%- endcall -%}
+  {%- endfor -%}
+  {{ return(ran) }}
 {% endmacro %}

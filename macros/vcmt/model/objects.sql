@@ -25,6 +25,11 @@
     - modify_when_changed: a view rewritten in place (MODIFY QUERY) when its
       SELECT changes; the other views are only created when missing;
     - local_name: named with dbt-clickhouse's local suffix on a sharded model;
+    - unnumbered_in: the vcmt version that named this load table without a
+      generation (that name is dropped as an older generation's);
+    - views: a load table with views of its own, named after it
+      (_load_view), dropped with it (_drop_load_table), never by
+      `_drop_objects`: the virtual shards' fan-out (virtual_shards.sql);
     - swap: where a --full-refresh exchanges it, in this order;
     - drop: where it is dropped, in this order (views before their stage).
     With a `sharding_key` (on a dbt-clickhouse `cluster`) the target and the
@@ -53,7 +58,8 @@
        'select': 'transform_sql', 'modify_when_changed': true, 'drop': 3},
       {'role': 'tombstones_writer', 'suffix': '__tombstones_writer', 'kind': 'view', 'from': 'stage',
        'to': 'tombstones', 'select': '_tombstones_writer_sql', 'drop': 4},
-      {'role': 'batch', 'suffix': '__batch', 'kind': 'load_table', 'drop': 13},
+      {'role': 'batch', 'suffix': '__batch', 'kind': 'load_table', 'drop': 13, 'unnumbered_in': '0.3'},
+      {'role': 'fanout', 'suffix': '__fanout', 'kind': 'load_table', 'views': true},
       {'role': 'distributed', 'suffix': '', 'kind': 'distributed', 'local': 'target', 'drop': 2},
       {'role': 'distributed_stage', 'suffix': '__stage', 'kind': 'distributed', 'local': 'stage', 'drop': 1},
       {'role': 'lock', 'suffix': '__lock', 'kind': 'lock'},
@@ -133,33 +139,58 @@
 {% endmacro %}
 
 
-{#- The batch table of the load holding the lock's generation `gen` of
-    the model `objs` belong to (its full refresh's staging objects too), or
-    the base name when `gen` is none. One name per load: a load that was
-    taken over while it was stopped, resumed, can create, read and drop
-    only its own batch, never the batch of the load that took over (DDL
-    takes no fence; docs/design.md#one-load-at-a-time). -#}
-{% macro _generation_batch(objs, gen) %}
+{#- The load table `role` (kind `load_table`: `m__batch`, `m__fanout`) of
+    the load holding the lock's generation `gen` of the model `objs` belong
+    to (its full refresh's staging objects too), or the base name when `gen`
+    is none. One name per load: a load that was taken over while it was
+    stopped, resumed, can create, read and drop only its own, never those of
+    the load that took over (DDL takes no fence;
+    docs/design.md#one-load-at-a-time). -#}
+{% macro _generation_object(objs, role, gen) %}
   {%- set model = vcmt._model_relation(vcmt._public_relation(objs)) -%}
-  {%- set base = vcmt.objects(model, sharding_key=vcmt._sharded(objs) or none).batch -%}
+  {%- set base = vcmt.objects(model, sharding_key=vcmt._sharded(objs) or none)[role] -%}
   {{ return(base if gen is none else base.incorporate(path={'identifier': base.identifier ~ '_' ~ gen})) }}
 {% endmacro %}
 
-{#- Drop, on every node, the batch tables of generations older than `gen`
-    (left by a load that was killed or failed), and vcmt 0.3's `m__batch`.
-    Run by the holder of generation `gen`, which fenced every older one out. -#}
-{% macro _drop_older_batches(objs, gen) %}
-  {%- set base = vcmt._generation_batch(objs, none) -%}
-  {%- set older = [] -%}
-  {%- for row in vcmt._objects_on_every_node(objs.target, [base.identifier], prefix=base.identifier ~ '_') -%}
-    {%- set tail = row.name[(base.identifier | length) + 1:] -%}
-    {%- if row.name not in older and (row.name == base.identifier or (tail.isdigit() and tail | int < gen)) -%}
-      {%- do older.append(row.name) -%}
-    {%- endif -%}
+{#- View `i` of a load table that has views (`views` in _object_roles):
+    `<name>_<i>`. -#}
+{% macro _load_view(relation, i) %}
+  {{ return(relation.incorporate(path={'identifier': relation.identifier ~ '_' ~ i})) }}
+{% endmacro %}
+
+{#- Drop a load table and, first, its views (i below `views`): nothing is
+    left that writes through it. -#}
+{% macro _drop_load_table(relation, views=0) %}
+  {%- for i in range(views) -%}
+    {%- call statement('vcmt_drop_load_view') -%}{{ vcmt._drop_sql(vcmt._load_view(relation, i)) }}{%- endcall -%}
   {%- endfor -%}
-  {%- for name in older -%}
-    {%- call statement('vcmt_drop_older_batch') -%}
-      {{ vcmt._drop_sql(base.incorporate(path={'identifier': name})) }}
+  {%- call statement('vcmt_drop_load_table') -%}{{ vcmt._drop_sql(relation) }}{%- endcall -%}
+{% endmacro %}
+
+{#- Drop, on every node, the load tables of generations older than `gen`
+    (left by a load that was killed or failed), their views first, and those
+    an older vcmt named without a generation (`unnumbered_in`). Run by the
+    holder of generation `gen`, which fenced every older one out. -#}
+{% macro _drop_older_load_tables(objs, gen) %}
+  {%- set older = [] -%}
+  {%- for o in vcmt._roles_of('load_table') -%}
+    {%- set base = vcmt._generation_object(objs, o.role, none) -%}
+    {%- for row in vcmt._objects_on_every_node(objs.target, [base.identifier], prefix=base.identifier ~ '_') -%}
+      {%- set tail = row.name[(base.identifier | length) + 1:] -%}
+      {#- `<gen>`, or `<gen>_<i>` for a view of a load table that has views (_load_view). -#}
+      {%- set parts = tail.split('_') -%}
+      {%- set view = parts | length == 2 -%}
+      {%- set own = parts | length == 1 or (o.get('views') and view and parts[1].isdigit()) -%}
+      {%- set unnumbered = row.name == base.identifier and o.get('unnumbered_in') -%}
+      {%- if unnumbered or (own and parts[0].isdigit() and parts[0] | int < gen) -%}
+        {%- if (view, row.name) not in older -%}{%- do older.append((view, row.name)) -%}{%- endif -%}
+      {%- endif -%}
+    {%- endfor -%}
+  {%- endfor -%}
+  {#- Views before the tables they read. -#}
+  {%- for view, name in older | sort(reverse=true) -%}
+    {%- call statement('vcmt_drop_older_load_table') -%}
+      {{ vcmt._drop_sql(objs.target.incorporate(path={'identifier': name})) }}
     {%- endcall -%}
   {%- endfor -%}
 {% endmacro %}
