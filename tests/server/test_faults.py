@@ -128,6 +128,10 @@ def test_statement_names_are_stable_and_drop_comments_databases_and_generations(
     assert statement_label(sql) == "insert m__lock_N renewed"
     assert statement_label("create table if not exists `db`.`m__lock_3` (a Int8)") == "create m__lock_N"
     assert statement_label("drop table if exists `db`.`m__batch_12` sync") == "drop m__batch_N"
+    assert (
+        statement_label("create materialized view `db`.`m__fanout_12_1` to `db`.`m__stage`") == "create m__fanout_N_1"
+    )
+    assert statement_label("insert into `db`.`m__fanout_12` (id) select 1") == "insert m__fanout_N"
     assert statement_label("exchange tables `db`.`m__vcmt_new` and `db`.`m`") == "exchange m__vcmt_new"
     assert statement_label("kill query where query_id != queryID() sync") == "kill"
 

@@ -405,6 +405,19 @@ def _check(
     loads = f"clusterAllReplicas('{cluster}', currentDatabase(), 'm__loads')" if cluster else "m__loads"
     recorded = [r[0] for r in query(f"select invocation_id from {loads} order by loaded_at, invocation_id")]
     ended = [(name, code, _invocation(project, name)) for name, (code, _) in results.items()]
+    # The rerun took the lock last: the load tables of every earlier load (batch, fan-out and its views) are gone.
+    tables = f"clusterAllReplicas('{cluster}', system.tables)" if cluster else "system.tables"
+    left = sorted(
+        {
+            name
+            for (name,) in query(
+                f"select name from {tables} where database = currentDatabase() "
+                "and (startsWith(name, 'm__batch') or startsWith(name, 'm__fanout'))"
+            )
+        }
+    )
+    if left:
+        problems.append(f"load tables left after the rerun: {left}")
     return problems + unrecorded_loads(schedule.other, ended, recorded, recorded_early)
 
 

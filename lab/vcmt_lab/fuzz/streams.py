@@ -134,7 +134,7 @@ UNSENT_SHARE = 0.3
 TRUNCATE_SHARE = 0.01
 
 MERGE_ACTIONS = ("none", "none", "stop_merges", "start_merges", "optimize")
-# A stream's `virtual_shards`: half the streams load as 2 or 3 concurrent INSERTs.
+# A stream's `virtual_shards`: half the streams load on 2 or 3 concurrent streams of keys.
 VIRTUAL_SHARDS = (1, 1, 2, 3)
 
 
@@ -151,7 +151,7 @@ class Stream:
     spec: ModelSpec
     batches: list[list[dict[str, Any]]]
     actions: list[str]
-    # The model's `virtual_shards`: its loads run as that many concurrent INSERTs (docs/design.md#virtual-shards).
+    # The model's `virtual_shards`: its loads run as that many concurrent streams (docs/design.md#virtual-shards).
     virtual_shards: int = 1
 
     @property

@@ -124,6 +124,6 @@
 
 
 {#- Drop one of a model's objects (on its cluster, if any) and wait until it is gone. -#}
-{% macro _drop_sql(relation, if_exists=true) %}
-  drop table {{ 'if exists ' if if_exists }}{{ relation }} {{ on_cluster_clause(relation) }} sync
+{% macro _drop_sql(relation, if_exists=true, local=false) %}
+  drop table {{ 'if exists ' if if_exists }}{{ relation }} {{ on_cluster_clause(relation) if not local }} sync
 {% endmacro %}

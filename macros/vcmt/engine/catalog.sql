@@ -134,8 +134,9 @@
     A full refresh writes its generation in its tables' comments
     (_generation_comment), and ON CLUSTER DDL may have run on some nodes only:
     this is where vcmt sees each node's own catalog (docs/design.md#lifecycle).
-    With `prefix`, the names that start with it too. -#}
-{% macro _objects_on_every_node(relation, names, prefix=none) %}
+    With `prefixes`, the names that start with one of them too. Each row
+    also has the object's `engine`. -#}
+{% macro _objects_on_every_node(relation, names, prefixes=[]) %}
   {%- set cluster = vcmt._cluster_name() if on_cluster_clause(relation) | trim else none -%}
   {%- set quoted = [] -%}
   {%- for name in names -%}{%- do quoted.append(vcmt._sql_string(name)) -%}{%- endfor -%}
@@ -143,12 +144,15 @@
       if cluster else "concat(hostName(), ':', toString(tcpPort()))" -%}
   {%- set source = "clusterAllReplicas(" ~ vcmt._sql_string(cluster) ~ ", system.tables)"
       if cluster else "system.tables" -%}
-  {%- set rows = run_query("select " ~ node ~ " as node, name, comment from " ~ source ~ " where database = "
+  {%- set starts = [] -%}
+  {%- for p in prefixes -%}{%- do starts.append(" or startsWith(name, " ~ vcmt._sql_string(p) ~ ")") -%}{%- endfor -%}
+  {%- set rows = run_query("select " ~ node ~ " as node, name, comment, engine from " ~ source ~ " where database = "
                            ~ vcmt._sql_string(relation.schema) ~ " and (name in (" ~ quoted | join(', ') ~ ")"
-                           ~ (" or startsWith(name, " ~ vcmt._sql_string(prefix) ~ ")" if prefix else "")
-                           ~ ") order by node, name") -%}
+                           ~ starts | join('') ~ ") order by node, name") -%}
   {%- set out = [] -%}
-  {%- for row in rows.rows -%}{%- do out.append({'node': row[0], 'name': row[1], 'comment': row[2]}) -%}{%- endfor -%}
+  {%- for row in rows.rows -%}
+    {%- do out.append({'node': row[0], 'name': row[1], 'comment': row[2], 'engine': row[3]}) -%}
+  {%- endfor -%}
   {{ return(out) }}
 {% endmacro %}
 

@@ -15,7 +15,7 @@
       ('superseded', 'UInt64', 'events folded into a later event of the same key in the batch, or exact duplicates'),
       ('fed', 'UInt64', 'events sent to the target: inserted + updated + deleted + skipped'),
       ('rounds', 'UInt32', 'INSERTs into the stage one after another (1 when the batch folds)'),
-      ('virtual_shards', 'UInt32', 'concurrent INSERTs per round'),
+      ('virtual_shards', 'UInt32', 'concurrent streams of disjoint keys per round'),
       ('inserted', 'UInt64', 'keys that got their first live row'),
       ('updated', 'UInt64', 'keys whose live row was replaced'),
       ('deleted', 'UInt64', 'keys whose live row a delete event removed'),

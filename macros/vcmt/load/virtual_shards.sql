@@ -49,10 +49,11 @@
     i-th passing the events of shard i into the stage. One INSERT into it,
     run with `parallel_view_processing`, is one step on K threads: the views
     run concurrently, each with its own chain of the stage's views, on
-    every engine and through any client. Made afresh (a leftover of this
-    generation's earlier attempt goes first). -#}
+    every engine and through any client. Its DDL names no holder, so the
+    lock is renewed first: a takeover never finds this load silent while it
+    makes them. -#}
 {% macro _create_fanout(cfg, objs, data, k) %}
-  {%- do vcmt._drop_load_table(objs.fanout, k) -%}
+  {%- do vcmt._renew_lock(objs) -%}
   {%- set events = vcmt._column_list(cfg.key_columns + data + [cfg.version]) -%}
   {%- set ran = ['create table ' ~ objs.fanout ~ ' engine = Null as select ' ~ events
       ~ ', _vcmt_sign, toUInt32(0) as _vcmt_shard from ' ~ objs.batch ~ ' limit 0'] -%}

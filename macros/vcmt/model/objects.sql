@@ -25,6 +25,9 @@
     - modify_when_changed: a view rewritten in place (MODIFY QUERY) when its
       SELECT changes; the other views are only created when missing;
     - local_name: named with dbt-clickhouse's local suffix on a sharded model;
+    - engine: a load table's engine (its views' is MaterializedView): an
+      object of its name with another engine is not the load's, and is never
+      dropped as one;
     - unnumbered_in: the vcmt version that named this load table without a
       generation (that name is dropped as an older generation's);
     - views: a load table with views of its own, named after it
@@ -58,8 +61,9 @@
        'select': 'transform_sql', 'modify_when_changed': true, 'drop': 3},
       {'role': 'tombstones_writer', 'suffix': '__tombstones_writer', 'kind': 'view', 'from': 'stage',
        'to': 'tombstones', 'select': '_tombstones_writer_sql', 'drop': 4},
-      {'role': 'batch', 'suffix': '__batch', 'kind': 'load_table', 'drop': 13, 'unnumbered_in': '0.3'},
-      {'role': 'fanout', 'suffix': '__fanout', 'kind': 'load_table', 'views': true},
+      {'role': 'batch', 'suffix': '__batch', 'kind': 'load_table', 'engine': 'MergeTree', 'drop': 13,
+       'unnumbered_in': '0.3'},
+      {'role': 'fanout', 'suffix': '__fanout', 'kind': 'load_table', 'engine': 'Null', 'views': true},
       {'role': 'distributed', 'suffix': '', 'kind': 'distributed', 'local': 'target', 'drop': 2},
       {'role': 'distributed_stage', 'suffix': '__stage', 'kind': 'distributed', 'local': 'stage', 'drop': 1},
       {'role': 'lock', 'suffix': '__lock', 'kind': 'lock'},
@@ -159,31 +163,40 @@
 {% endmacro %}
 
 {#- Drop a load table and, first, its views (i below `views`): nothing is
-    left that writes through it. -#}
+    left that writes through it. Only on this node, where the load made
+    them (older generations' go on every node: _drop_older_load_tables). -#}
 {% macro _drop_load_table(relation, views=0) %}
   {%- for i in range(views) -%}
-    {%- call statement('vcmt_drop_load_view') -%}{{ vcmt._drop_sql(vcmt._load_view(relation, i)) }}{%- endcall -%}
+    {%- call statement('vcmt_drop_load_view') -%}
+      {{ vcmt._drop_sql(vcmt._load_view(relation, i), local=true) }}
+    {%- endcall -%}
   {%- endfor -%}
-  {%- call statement('vcmt_drop_load_table') -%}{{ vcmt._drop_sql(relation) }}{%- endcall -%}
+  {%- call statement('vcmt_drop_load_table') -%}{{ vcmt._drop_sql(relation, local=true) }}{%- endcall -%}
 {% endmacro %}
 
 {#- Drop, on every node, the load tables of generations older than `gen`
     (left by a load that was killed or failed), their views first, and those
     an older vcmt named without a generation (`unnumbered_in`). Run by the
-    holder of generation `gen`, which fenced every older one out. -#}
+    holder of generation `gen`, which fenced every older one out. Only
+    objects of the declared engine: another model may be named like one. -#}
 {% macro _drop_older_load_tables(objs, gen) %}
-  {%- set older = [] -%}
+  {%- set bases = {} -%}
   {%- for o in vcmt._roles_of('load_table') -%}
-    {%- set base = vcmt._generation_object(objs, o.role, none) -%}
-    {%- for row in vcmt._objects_on_every_node(objs.target, [base.identifier], prefix=base.identifier ~ '_') -%}
-      {%- set tail = row.name[(base.identifier | length) + 1:] -%}
+    {%- do bases.update({vcmt._generation_object(objs, o.role, none).identifier: o}) -%}
+  {%- endfor -%}
+  {%- set prefixes = [] -%}
+  {%- for base in bases -%}{%- do prefixes.append(base ~ '_') -%}{%- endfor -%}
+  {%- set older = [] -%}
+  {%- for row in vcmt._objects_on_every_node(objs.target, bases.keys() | list, prefixes=prefixes) -%}
+    {%- for base, o in bases.items() if row.name == base or row.name.startswith(base ~ '_') -%}
       {#- `<gen>`, or `<gen>_<i>` for a view of a load table that has views (_load_view). -#}
-      {%- set parts = tail.split('_') -%}
-      {%- set view = parts | length == 2 -%}
-      {%- set own = parts | length == 1 or (o.get('views') and view and parts[1].isdigit()) -%}
-      {%- set unnumbered = row.name == base.identifier and o.get('unnumbered_in') -%}
-      {%- if unnumbered or (own and parts[0].isdigit() and parts[0] | int < gen) -%}
-        {%- if (view, row.name) not in older -%}{%- do older.append((view, row.name)) -%}{%- endif -%}
+      {%- set parts = row.name[(base | length) + 1:].split('_') -%}
+      {%- set view = true if parts | length == 2 and o.get('views') and parts[1].isdigit() else false -%}
+      {%- set numbered = (parts | length == 1 or view) and parts[0].isdigit() and parts[0] | int < gen -%}
+      {%- set unnumbered = row.name == base and o.get('unnumbered_in') -%}
+      {%- if (numbered or unnumbered) and row.engine == ('MaterializedView' if view else o.engine)
+          and (view, row.name) not in older -%}
+        {%- do older.append((view, row.name)) -%}
       {%- endif -%}
     {%- endfor -%}
   {%- endfor -%}
