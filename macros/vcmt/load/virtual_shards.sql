@@ -8,7 +8,7 @@
 
 {#- The `virtual_shards` config: a whole number of shards from 1 to 64;
     unset is 1 (off). Refused otherwise, before any DDL. Off by default:
-    on 2 idle cores two shards gained 1.24x, under load they lost
+    on 2 idle cores two shards gained 1.07x (chDB) and 1.02x (a server)
     (docs/design.md#virtual-shards). -#}
 {% macro _validate_virtual_shards(value, cfg=none, opt=none, who='vcmt_upsert') %}
   {%- set fix = " Fix it in the model's config, e.g. virtual_shards=2 (unset or 1: off)." -%}
@@ -35,7 +35,8 @@
 {#- Which of `k` shards an event of a folded batch of `n` events numbered in
     key order (`_vcmt_pos`) goes to: one range of positions per shard, so
     each shard holds a range of keys and its lookup reads only the granules
-    of that range (1.24x at K = 2 against 1.01x with the hash). Each key is
+    of that range (1.24x at K = 2 against 1.01x with the hash, measured with K
+    INSERTs from the client). Each key is
     one event there, so the ranges partition the keys; a position past `n`
     (a source that grew since `n` was counted) falls to the last shard, so
     no event is ever left out. -#}
