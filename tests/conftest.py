@@ -69,25 +69,36 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("engine", kinds, indirect=True, scope="module")
 
 
-# Seconds a module takes alone, roughly (pytest --durations=0, on 2 busy cores), for those far above
-# LONG_TEST_SECONDS per test. Only an order, never a selection: a stale figure costs time, not coverage.
+# Seconds a module takes, roughly (the sum of its tests' times in `make test`, pytest --durations=0, on 2
+# busy cores), longest first, for those far above LONG_TEST_SECONDS per test. Only an order, never a
+# selection: a stale figure costs time, not coverage.
 MODULE_SECONDS = {
     "tests/materialization/test_sharded.py": 450,
-    "tests/server/test_overlapping_loads.py": 380,
-    "tests/cdc/test_python_models_session.py": 250,
-    "tests/cdc/test_staged_lake.py": 450,
-    "tests/server/test_faults.py": 180,
-    "tests/fuzz/test_fuzz.py": 300,
-    "tests/cdc/test_staging_spark.py": 150,
-    "tests/server/test_lake_on_server.py": 130,
-    "tests/cdc/test_staging_amended_batches.py": 120,
-    "tests/e2e/test_demo.py": 100,
-    "tests/cdc/test_fixtures_to_marts.py": 90,
-    "tests/generic_tests/test_dbt_tests_on_vcmt_models.py": 80,
-    "tests/bench/test_bench_smoke.py": 70,
-    "tests/materialization/test_crash.py": 65,
-    "tests/cdc/test_python_staging_model.py": 60,
-    "tests/bench/test_rows_read.py": 40,
+    "tests/cdc/test_staged_lake.py": 420,
+    "tests/server/test_overlapping_loads.py": 280,
+    "tests/materialization/test_semantics.py": 270,
+    "tests/server/test_faults.py": 220,
+    "tests/fuzz/test_fuzz.py": 200,
+    "tests/materialization/test_lifecycle_safety.py": 185,
+    "tests/materialization/test_validation.py": 180,
+    "tests/materialization/test_lifecycle.py": 170,
+    "tests/cdc/test_python_models_session.py": 140,
+    "tests/materialization/test_reliability.py": 135,
+    "tests/materialization/test_external_writer.py": 130,
+    "tests/materialization/test_cdc_events.py": 120,
+    "tests/materialization/test_crash.py": 100,
+    "tests/cdc/test_debezium_decoding.py": 85,
+    "tests/e2e/test_demo.py": 70,
+    "tests/bench/test_bench_smoke.py": 55,
+    "tests/cdc/test_staging_spark.py": 50,
+    "tests/materialization/test_virtual_shards.py": 40,
+    "tests/cdc/test_fixtures_to_marts.py": 40,
+    "tests/cdc/test_staging_amended_batches.py": 35,
+    "tests/materialization/test_dbt_features.py": 35,
+    "tests/adapter/test_server_parity.py": 30,
+    "tests/generic_tests/test_dbt_tests_on_vcmt_models.py": 30,
+    "tests/server/test_lake_on_server.py": 25,
+    "tests/bench/test_rows_read.py": 20,
 }
 LONG_TEST_SECONDS = 3
 
