@@ -18,7 +18,7 @@ from vcmt_lab.faults.harness import (
     through_other_node,
     unrecorded_loads,
 )
-from vcmt_lab.faults.inject import statement_label
+from vcmt_lab.faults.inject import sent_statements, statement_label
 
 # `make faults` sweeps every statement of a load x pause/kill/cut x another load over both drivers and on the
 # cluster; here, one schedule per kind of fault over HTTP. A load killed while it builds its batch, a
@@ -118,6 +118,15 @@ def test_the_sweep_enumerates_the_loads_statements_from_its_log(module_project):
     assert statements.count("create m__batch_N#1") == 1 and [
         s for s in statements if s.startswith("drop m__batch")
     ] == ["drop m__batch_N#1"], statements
+
+
+def test_the_statements_a_run_sent_are_read_one_a_line(tmp_path):
+    """A name holds spaces: a sweep once split the log on whitespace, never found `insert m__loads#1`, and took a
+    run paused after recording its load, then rebuilt over by a full refresh, for one that recorded nothing."""
+    log = tmp_path / "sent"
+    assert sent_statements(log) == []
+    log.write_text("create m__lock_N#1\ninsert m__loads#1\nselect merge#7\n")
+    assert sent_statements(log) == ["create m__lock_N#1", "insert m__loads#1", "select merge#7"]
 
 
 def test_statement_names_are_stable_and_drop_comments_databases_and_generations():

@@ -51,6 +51,7 @@ from typing import Any
 from vcmt_cli.processes import free_port
 from vcmt_lab import invariants
 from vcmt_lab.dbt_project import DbtProject
+from vcmt_lab.faults.inject import sent_statements
 from vcmt_lab.oracle import Event, Oracle
 
 LEASE_S = 3
@@ -264,7 +265,7 @@ def enumerate_statements(project: DbtProject, shape: str) -> list[str]:
         code, out = _finish(proc)
         if code != 0:
             raise AssertionError(f"the clean run failed:\n{out[-4000:]}")
-        sent = log.read_text().splitlines()
+        sent = sent_statements(log)
     # Before its lock a load only reads: its statements from its first on the lock on are the ones to fault.
     first = next(i for i, name in enumerate(sent) if "__lock_N" in name)
     return sent[first:]
@@ -312,7 +313,7 @@ def run_schedule(project: DbtProject, schedule: Schedule, other_target: str | No
     if faulted.poll() is not None:
         results["faulted"] = _finish(faulted)
     # Whether the faulted run had recorded its load before the other load started (ended, or paused past it).
-    recorded_early = {"faulted"} if sent.exists() and "insert m__loads#1" in sent.read_text().split() else set()
+    recorded_early = {"faulted"} if "insert m__loads#1" in sent_statements(sent) else set()
     outcome.reached = (
         f"vcmt fault: {schedule.fault} at" in (results.get("faulted", ("", ""))[1]) or process_state(faulted.pid) == "T"
     )

@@ -55,6 +55,12 @@ _OBJECT = re.compile(
 _LOCK_KIND = re.compile(r"'(acquired|renewed|released)' as kind")
 
 
+def sent_statements(log: Path) -> list[str]:
+    """The statement names (`name#n`) a process wrote to its VCMT_FAULT_LOG, in order; none if it wrote none.
+    One a line: a name holds spaces (`insert m__loads#1`)."""
+    return log.read_text().splitlines() if log.exists() else []
+
+
 def statement_label(sql: str) -> str:
     """A statement's stable name: its verb and the first object it names (without the database; the
     generation of a lock or of a load's batch or fan-out as N), and for the lock's rows their kind. The same load
