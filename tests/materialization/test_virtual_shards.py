@@ -13,8 +13,9 @@ pytestmark = pytest.mark.engines("chdb", "http")
 COLUMNS = "id UInt64, tenant UInt8, a Int64, b String, _version UInt64, sign Int8"
 # The fold path (one INSERT) and the rounds path (`sum`: one INSERT per round).
 PATHS = {"fold": "", "rounds": "merge={'a': 'sum'}, "}
-# Seconds each stage block sleeps in the observing view.
-SLEEP = 0.2
+# Seconds each stage block sleeps in the observing view: long against what a view's other work takes on a busy
+# machine (run at once, blocks start well under half of it apart; one after another, a whole one).
+SLEEP = 0.4
 # Small insert blocks, so each shard's view passes on several blocks.
 SMALL_BLOCKS = "insert_settings={'max_block_size': 2000, 'min_insert_block_size_rows': 2000}"
 
