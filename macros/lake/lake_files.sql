@@ -19,7 +19,13 @@
        previous run; on a first run or a full refresh every listed file.
     The model's SELECT then reads exactly the files this invocation claimed,
     at the fingerprint it claimed them with (the `_path` filter lets
-    ClickHouse open no other file). -#}
+    ClickHouse open no other file).
+
+    On a cluster (a model created ON CLUSTER, sharded or not) the record is
+    created on every node, like `<model>__loads`; a load writes its claim on
+    the node dbt connects to, and "loaded" reads both through every replica
+    (`_on_every_node`), so a run through another node neither reads a loaded
+    file again nor misses one. -#}
 
 
 {#- The record of `model` (a relation): which files its loads claimed. -#}
@@ -61,12 +67,26 @@
 {#- The files of `dataset` the model has loaded: (path, fingerprint), the
     latest claim of each path by a load the model recorded. -#}
 {% macro _lake_loaded_files_sql(model, dataset) %}
-  {%- set objs = vcmt.objects(model) -%}
-  {%- set record = vcmt._lake_files_record(model) -%}
-  {{ return('select path, argMax(fingerprint, claimed_at) as fingerprint from ' ~ record ~ ' where dataset = '
-            ~ vcmt._sql_string(dataset) ~ " and path != '' and invocation_id in (select invocation_id from "
-            ~ objs.loads
-            ~ ") group by path having fingerprint != " ~ vcmt._sql_string(vcmt._lake_gone()) ) }}
+  {{ return('select path, argMax(fingerprint, claimed_at) as fingerprint from '
+            ~ vcmt._on_every_node(vcmt._lake_files_record(model)) ~ ' where dataset = '
+            ~ vcmt._sql_string(dataset) ~ " and path != '' and invocation_id in ("
+            ~ vcmt._lake_loads_sql(model) ~ ") group by path having fingerprint != "
+            ~ vcmt._sql_string(vcmt._lake_gone()) ) }}
+{% endmacro %}
+
+
+{#- The settings of a statement that reads what is loaded: the pinned ones, and on a cluster no node skipped
+    (a node that is down fails the run; skipped, its loads' files would be read again). -#}
+{% macro _lake_read_settings() %}
+  {%- set settings = vcmt._pinned_query_settings() -%}
+  {%- do settings.update({'skip_unavailable_shards': 0}) -%}
+  {{ return(vcmt._settings_clause(settings)) }}
+{% endmacro %}
+
+
+{#- The invocations the model `model` (a relation) recorded as loads, on every node. -#}
+{% macro _lake_loads_sql(model) %}
+  {{ return('select invocation_id from ' ~ vcmt._on_every_node(vcmt.objects(model).loads)) }}
 {% endmacro %}
 
 
@@ -95,12 +115,6 @@
           ~ "filter would drop again. Remove the `watermark` config and that filter (docs/staging.md, \"Reading "
           ~ "each file once\").") -%}
   {%- endif -%}
-  {%- if config.get('sharding_key') or vcmt._lock_cluster(vcmt._node_target(model)) is not none -%}
-    {%- do exceptions.raise_compiler_error(where ~ ": new_files=true is not supported on a cluster yet (its record "
-          ~ "of loaded files lives on one node). Use watermark='_batch_id' with vcmt.lake_source('" ~ dataset
-          ~ "') there (docs/staging.md, \"Late and amended batches\"), or set disable_on_cluster: true on a model "
-          ~ "that is not sharded.") -%}
-  {%- endif -%}
   {%- set spec = {'dataset': dataset, 'format': format, 'files': files} -%}
   {%- set record = vcmt._lake_files_record(mart) -%}
   {%- set ds = vcmt._sql_string(dataset) -%}
@@ -121,7 +135,7 @@
 
 
 {% macro _create_lake_files_sql(record) %}
-  {{ return('create table if not exists ' ~ record
+  {{ return('create table if not exists ' ~ record ~ ' ' ~ on_cluster_clause(record)
             ~ ' (dataset String, path String, fingerprint String, invocation_id String, claimed_at DateTime64(6))'
             ~ ' engine = MergeTree order by (dataset, path, claimed_at)') }}
 {% endmacro %}
@@ -132,7 +146,8 @@
     after refusing a loaded file that was rewritten. The caller holds the model's lock; the claim is fenced
     by it like every write. Logs, per dataset, how many files the load reads. -#}
 {% macro _claim_lake_files(cfg, objs, sql, rebuild) %}
-  {%- set model = vcmt._model_relation(objs.target) -%}
+  {#- The model's public name (`m`, not a sharded model's `m_local`), as `lake_source` names the record. -#}
+  {%- set model = vcmt._model_relation(vcmt._public_relation(objs)) -%}
   {%- for spec in vcmt._lake_files_specs(sql) -%}
     {%- set record = vcmt._lake_files_record(model) -%}
     {%- set listing = vcmt._lake_files_listing_sql(spec) -%}
@@ -146,7 +161,7 @@
       {%- set compare_sql -%}
         select loaded.path, loaded.fingerprint, ifNull(listed.fingerprint, '') as now
         from ({{ loaded }}) as loaded left join ({{ listing }}) as listed on listed.path = loaded.path
-        where now != loaded.fingerprint order by loaded.path {{ vcmt._read_settings() }}
+        where now != loaded.fingerprint order by loaded.path {{ vcmt._lake_read_settings() }}
       {%- endset -%}
       {%- set compared = run_query(compare_sql).rows -%}
       {%- set changed = compared | rejectattr(2, 'equalto', '') | list -%}
@@ -175,7 +190,7 @@
           select distinct extract(path, '^(.*)/') as folder from ({{ listing }}){{ unloaded }}
           and folder in (select extract(loaded.path, '^(.*)/') from ({{ loaded }}) as loaded
                          where loaded.path not in (select path from ({{ listing }})))
-          order by folder limit 10 {{ vcmt._read_settings() }}
+          order by folder limit 10 {{ vcmt._lake_read_settings() }}
         {%- endset -%}
         {%- set restaged = run_query(restaged_sql).columns[0].values() -%}
         {%- if restaged | length > 0 -%}
@@ -188,10 +203,10 @@
       {%- endif -%}
       {#- Each claim also records a row with an empty path: the dataset was read with new_files=true by that
           load. A model loaded before without it (a watermark) reads every file once more now. -#}
-      {%- set before = run_query('select (select count() from ' ~ objs.loads ~ '), (select count() from ' ~ record
-                                 ~ ' where dataset = ' ~ vcmt._sql_string(spec.dataset)
-                                 ~ " and path = '' and invocation_id in "
-                                 ~ '(select invocation_id from ' ~ objs.loads ~ '))').rows[0] -%}
+      {%- set before = run_query('select (select count() from (' ~ vcmt._lake_loads_sql(model) ~ ')), (select count() '
+                                 ~ 'from ' ~ vcmt._on_every_node(record) ~ ' where dataset = '
+                                 ~ vcmt._sql_string(spec.dataset) ~ " and path = '' and invocation_id in ("
+                                 ~ vcmt._lake_loads_sql(model) ~ ')) ' ~ vcmt._lake_read_settings()).rows[0] -%}
       {%- if before[0] | int > 0 and before[1] | int == 0 -%}
         {%- if cfg.delete_mode == 'unconditional' -%}
           {%- do exceptions.raise_compiler_error(where ~ ": the model was loaded before without new_files=true, so "
@@ -214,7 +229,7 @@
             {%- endif %}
             union all select '', '')
       where {{ vcmt._fenced(objs.target) }}
-      {{ vcmt._read_settings() }}
+      {{ vcmt._lake_read_settings() }}
     {%- endcall -%}
     {%- set files = run_query('select count() from ' ~ record ~ ' where dataset = ' ~ vcmt._sql_string(spec.dataset)
                               ~ " and path != '' and fingerprint != " ~ vcmt._sql_string(vcmt._lake_gone())

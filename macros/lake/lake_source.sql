@@ -85,7 +85,8 @@
     declared objects (`lake_batches`, `lake_files`; model/objects.sql). -#}
 {% macro _lake_record(model, kind) %}
   {{ return(api.Relation.create(database=model.database, schema=model.schema,
-                                identifier=model.identifier ~ vcmt._object_suffix(kind), type='table')) }}
+                                identifier=model.identifier ~ vcmt._object_suffix(kind), type='table',
+                                can_on_cluster=model.can_on_cluster)) }}
 {% endmacro %}
 
 

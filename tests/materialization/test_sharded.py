@@ -17,8 +17,11 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import time
+import uuid
+from pathlib import Path
 
 import pytest
 import yaml
@@ -828,3 +831,71 @@ def _next_runs_repair(p, cluster, m: str, outcome: str) -> None:
     p.command(f"insert into {m}_src select number, number * 9, 3 from numbers(50)")
     run = p.dbt("run", "--select", m)
     assert p.query(read) == [(50, 9 * 49 * 50 // 2, 3)], run.log[-3000:]
+
+
+NEW_FILES = (
+    SHARDED.format(extra="")
+    + "select id, x, toUInt64(_batch_id) as _version, toInt8(1) as sign from {{ vcmt.lake_source('stg_orders', "
+    "new_files=true) }}"
+)
+
+
+def test_new_files_on_a_sharded_model_reads_each_file_once_through_either_node(on_cluster, cluster, tmp_path):
+    """Issue 40 on a cluster: a sharded mart reading `new_files=true` keeps its record of claimed files on every
+    node and reads "loaded" through every replica. A late batch and a file added to a loaded batch, landed after
+    a run through the first node, are read by the next run through the second node, once; a run through the first
+    node then reads nothing. Both nodes read the same lake: the lab's nodes share one user_files_path, as nodes
+    share an object store."""
+    p = on_cluster
+    admin = cluster.client()
+    admin.command(f"create database if not exists `{p.schema}` on cluster {cluster.name}")  # when run alone
+    admin.close()
+    clients = _shard_clients(cluster, p)
+    user_files = [Path(c.command("select value from system.server_settings where name = 'user_files_path'"))
+                  for c in clients]  # fmt: skip
+    assert user_files[0] == user_files[1], user_files
+    lake = user_files[0] / f"vcmt_lake_{uuid.uuid4().hex[:8]}"
+    # The folders this test creates (user_files_path itself may not exist yet), removed at the end.
+    created = next(q for q in reversed([lake, *lake.parents]) if not q.exists())
+
+    def land(batch: int, ids: range) -> None:
+        """A staged file of `ids` in batch `batch`, written by the first node."""
+        path = lake / f"staged/stg_orders/_batch_id={batch}/part-{ids.start}.parquet"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        clients[0].command(
+            f"insert into function file('{path}', 'Parquet') "
+            f"select toInt32(number) as id, toInt64(10 * number) as x from numbers({ids.start}, {len(ids)})"
+        )
+
+    saved = dict(p.vars)
+    entry = cluster.entry(1)
+    try:
+        p.vars = {**p.vars, "vcmt_lake_root": str(lake)}
+        via_second = target_on_port(p, "nf_via_second_node", entry.port)
+        p.model("nf", NEW_FILES)
+        land(1, range(0, 4))
+        first = p.dbt("run", "--select", "nf")
+        assert "1 file to read (every file: a first run or a full refresh)" in first.log, first.log[-3000:]
+        land(3, range(4, 6))
+        land(2, range(6, 8))  # a late batch
+        land(1, range(8, 9))  # a file added to a loaded batch
+        second = p.dbt("run", "--select", "nf", target=via_second)
+        assert "3 files to read, not loaded before" in second.log, second.log[-3000:]
+        assert p.query("select id, x from nf final where sign = 1 order by id") == [(i, 10 * i) for i in range(9)]
+        third = p.dbt("run", "--select", "nf")
+        assert "0 files to read, not loaded before" in third.log, third.log[-3000:]
+        every = f"clusterAllReplicas('{cluster.name}', currentDatabase(), 'nf__lake_files')"
+        assert p.query(f"select count(), uniqExact(path) from {every} where path != ''") == [(4, 4)]
+        # Each node wrote the claims of the runs that went through it, and both nodes hold the record.
+        assert [rows[0][0] for rows in _shard_rows(cluster, p, "select count() from nf__lake_files where path != ''")
+                ] == [1, 3]  # fmt: skip
+        assert p.query(
+            "select count() from (select id from nf group by id, _version having sum(sign) not in (0, 1))"
+        ) == [(0,)]
+        assert all(rows[0][0] > 0 for rows in _shard_rows(cluster, p, "select count() from nf_local")), "a shard is empty"
+    finally:
+        entry.stop()
+        p.vars = saved
+        for client in clients:
+            client.close()
+        shutil.rmtree(created, ignore_errors=True)

@@ -22,9 +22,23 @@
   {%- for distributed, local in vcmt._distributed_pairs() if local == role -%}
     {{ return(objs[distributed] | string) }}
   {%- endfor -%}
-  {%- set rel = objs[role] -%}
-  {{ return('clusterAllReplicas(' ~ vcmt._sql_string(vcmt._cluster_name()) ~ ', ' ~ vcmt._sql_string(rel.schema) ~ ', '
-            ~ vcmt._sql_string(rel.identifier) ~ ')') }}
+  {{ return(vcmt._every_replica(objs[role])) }}
+{% endmacro %}
+
+
+{#- What a read names to reach `relation`'s table on every replica of the
+    profile's cluster: `clusterAllReplicas()` over it. -#}
+{% macro _every_replica(relation) %}
+  {{ return('clusterAllReplicas(' ~ vcmt._sql_string(vcmt._cluster_name()) ~ ', ' ~ vcmt._sql_string(relation.schema)
+            ~ ', ' ~ vcmt._sql_string(relation.identifier) ~ ')') }}
+{% endmacro %}
+
+
+{#- What a read names to reach a table a model creates ON CLUSTER and each
+    node writes alone (`relation`): the union over every replica on a
+    cluster (`_every_replica`), else the table itself. -#}
+{% macro _on_every_node(relation) %}
+  {{ return(vcmt._every_replica(relation) if on_cluster_clause(relation) | trim else relation | string) }}
 {% endmacro %}
 
 
