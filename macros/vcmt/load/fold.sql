@@ -50,6 +50,6 @@
   {%- do vcmt._renew_lock(objs) -%}
   {%- call statement('vcmt_load') -%}{{ ran[-1] }}{%- endcall -%}
   {%- do vcmt._drop_load_table(objs.fanout, k) -%}
-  {%- call statement('vcmt_batch_drop') -%}{{ vcmt._drop_sql(objs.batch) }}{%- endcall -%}
+  {%- call statement('vcmt_batch_drop') -%}{{ vcmt._drop_sql(objs.batch, local=true) }}{%- endcall -%}
   {{ return(ran) }}
 {% endmacro %}

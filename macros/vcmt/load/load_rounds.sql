@@ -46,7 +46,7 @@
   {%- endfor -%}
   {%- if shards > 1 -%}{%- do vcmt._drop_load_table(objs.fanout, shards) -%}{%- endif -%}
   {%- call statement('vcmt_batch_drop') -%}
-    {{ vcmt._drop_sql(objs.batch) }}
+    {{ vcmt._drop_sql(objs.batch, local=true) }}
   {%- endcall -%}
   {{ return({'events': stats[0] | int, 'deletes': stats[1] | int, 'fed': stats[2] | int,
              'rounds': rounds, 'watermark': stats[4], 'virtual_shards': shards, 'sql': ran}) }}
@@ -61,7 +61,7 @@
   {%- if adapter.can_exchange(objs.target.schema, 'table') -%}
     {{ return('create or replace table ' ~ objs.batch) }}
   {%- endif -%}
-  {%- call statement('vcmt_batch_replace') -%}{{ vcmt._drop_sql(objs.batch) }}{%- endcall -%}
+  {%- call statement('vcmt_batch_replace') -%}{{ vcmt._drop_sql(objs.batch, local=true) }}{%- endcall -%}
   {{ return('create table ' ~ objs.batch) }}
 {% endmacro %}
 
