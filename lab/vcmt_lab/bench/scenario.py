@@ -266,7 +266,9 @@ class Scenario:
     def _hold_lock_as(self, statements: str | list[str]) -> None:
         """The loader's statements as dbt ran them carry their load's fence (macros/vcmt/load/lock.sql): they write
         only while that load holds the model's lock. The bench replays them as that load: its name becomes the
-        lock's newest generation, so the timed statements are the fenced ones, fence included."""
+        lock's newest generation, so the timed statements are the fenced ones, fence included. The generation also
+        records that load as released (the fence reads the name only): a `dbt run` after the replay takes the lock
+        at once instead of waiting for the stand-in holder's lease to lapse."""
         for statement in _statements(statements):
             found = _FENCE.search(statement)
             if found:
@@ -283,6 +285,10 @@ class Scenario:
                     f"create table `{database}`.`{prefix}{int(gen) + 1}` (holder String, kind String, "
                     "what String, at DateTime64(3)) engine = MergeTree order by tuple() "
                     f"comment '{holder}'"
+                )
+                self.engine.command(
+                    f"insert into `{database}`.`{prefix}{int(gen) + 1}` values ('{holder}', 'released', 'bench replay', "
+                    "now64(3))"
                 )
                 return
 
