@@ -69,7 +69,7 @@
 {% macro _lake_loaded_files_sql(model, dataset) %}
   {{ return('select path, argMax(fingerprint, claimed_at) as fingerprint from '
             ~ vcmt._on_every_node(vcmt._lake_files_record(model)) ~ ' where dataset = '
-            ~ vcmt._sql_string(dataset) ~ " and path != '' and invocation_id in ("
+            ~ vcmt._sql_string(dataset) ~ " and path != '' and invocation_id global in ("
             ~ vcmt._lake_loads_sql(model) ~ ") group by path having fingerprint != "
             ~ vcmt._sql_string(vcmt._lake_gone()) ) }}
 {% endmacro %}
@@ -118,8 +118,17 @@
   {%- set spec = {'dataset': dataset, 'format': format, 'files': files} -%}
   {%- set record = vcmt._lake_files_record(mart) -%}
   {%- set ds = vcmt._sql_string(dataset) -%}
+  {#- In a Replicated database each replica would keep a record of its own that no read joins (the model's
+      tables are not created ON CLUSTER there, so nothing reads every replica). -#}
+  {%- if vcmt._lock_cluster(vcmt._node_target(model)) is not none and not on_cluster_clause(mart) | trim -%}
+    {%- do exceptions.raise_compiler_error(where ~ ": new_files=true is not supported in a database with the "
+          ~ "Replicated engine (each replica would keep its own record of the files it loaded, and a run through "
+          ~ "another replica would read them again). Use watermark='_batch_id' with vcmt.lake_source('" ~ dataset
+          ~ "') there (docs/staging.md, \"Late and amended batches\").") -%}
+  {%- endif -%}
   {%- if flags.WHICH in ('run', 'build', 'retry') -%}
-    {%- do run_query(vcmt._create_lake_files_sql(record)) -%}
+    {#- ON CLUSTER only when missing here: with a node down, DDL on the cluster waits for it. -#}
+    {%- if not vcmt._relation_exists(record) -%}{%- do run_query(vcmt._create_lake_files_sql(record)) -%}{%- endif -%}
     {%- set claimed = 'select path, fingerprint from ' ~ record ~ ' where dataset = ' ~ ds ~ ' and invocation_id = '
                       ~ vcmt._sql_string(invocation_id) -%}
     {{ return('(' ~ vcmt._lake_files_marker(spec) ~ ' select * from ' ~ table_function ~ ' where _path in (select path '
@@ -205,7 +214,7 @@
           load. A model loaded before without it (a watermark) reads every file once more now. -#}
       {%- set before = run_query('select (select count() from (' ~ vcmt._lake_loads_sql(model) ~ ')), (select count() '
                                  ~ 'from ' ~ vcmt._on_every_node(record) ~ ' where dataset = '
-                                 ~ vcmt._sql_string(spec.dataset) ~ " and path = '' and invocation_id in ("
+                                 ~ vcmt._sql_string(spec.dataset) ~ " and path = '' and invocation_id global in ("
                                  ~ vcmt._lake_loads_sql(model) ~ ')) ' ~ vcmt._lake_read_settings()).rows[0] -%}
       {%- if before[0] | int > 0 and before[1] | int == 0 -%}
         {%- if cfg.delete_mode == 'unconditional' -%}
