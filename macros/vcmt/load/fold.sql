@@ -46,8 +46,8 @@
   {%- call statement('vcmt_batch') -%}{{ batch_sql }}{%- endcall -%}
   {%- set k = cfg.virtual_shards -%}
   {%- set ran = [batch_sql] + vcmt._create_fanout(cfg, objs, data, k) -%}
+  {#- _create_fanout checked and renewed the lock right before its DDL: the INSERT follows at once. -#}
   {%- do ran.append(vcmt._round_insert_sql(cfg, objs, data, 1, vcmt._range_shard(k, keys))) -%}
-  {%- do vcmt._renew_lock(objs) -%}
   {%- call statement('vcmt_load') -%}{{ ran[-1] }}{%- endcall -%}
   {%- do vcmt._drop_load_table(objs.fanout, k) -%}
   {%- call statement('vcmt_batch_drop') -%}{{ vcmt._drop_sql(objs.batch, local=true) }}{%- endcall -%}

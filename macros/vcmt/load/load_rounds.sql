@@ -36,7 +36,8 @@
       {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': round ' ~ r ~ ' of ' ~ rounds, info=true) }}
     {%- endif -%}
     {%- set sql = vcmt._round_insert_sql(cfg, objs, data, r, vcmt._hash_shard(cfg, shards) if shards > 1 else none) -%}
-    {%- do vcmt._renew_lock(objs) -%}
+    {#- Round 1 on virtual shards follows _create_fanout's check and renewal at once. -#}
+    {%- if r > 1 or shards == 1 -%}{%- do vcmt._renew_lock(objs) -%}{%- endif -%}
     {%- call statement('vcmt_load') -%}{{ sql }}{%- endcall -%}
     {%- if r == 1 -%}
       {%- do ran.append(sql) -%}
