@@ -892,7 +892,9 @@ def test_new_files_on_a_sharded_model_reads_each_file_once_through_either_node(o
         assert p.query(
             "select count() from (select id from nf group by id, _version having sum(sign) not in (0, 1))"
         ) == [(0,)]
-        assert all(rows[0][0] > 0 for rows in _shard_rows(cluster, p, "select count() from nf_local")), "a shard is empty"
+        assert all(rows[0][0] > 0 for rows in _shard_rows(cluster, p, "select count() from nf_local")), (
+            "a shard is empty"
+        )
     finally:
         entry.stop()
         p.vars = saved

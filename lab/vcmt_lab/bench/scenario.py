@@ -287,8 +287,8 @@ class Scenario:
                     f"comment '{holder}'"
                 )
                 self.engine.command(
-                    f"insert into `{database}`.`{prefix}{int(gen) + 1}` values ('{holder}', 'released', 'bench replay', "
-                    "now64(3))"
+                    f"insert into `{database}`.`{prefix}{int(gen) + 1}` "
+                    f"values ('{holder}', 'released', 'bench replay', now64(3))"
                 )
                 return
 
