@@ -100,7 +100,8 @@ def _load_tables(chdb_path: Path) -> dict[str, int]:
 def test_kill_between_rounds_then_rerun_is_exact(tmp_path, lab_dir, shards):
     """0.1.0 left `m__batch` behind: every later run failed with TABLE_ALREADY_EXISTS. The killed load's batch
     table (`m__batch_<n>`) is dropped by the next load; on virtual shards its fan-out too (`m__fanout_<n>` and
-    its views, views first)."""
+    its views, views first). Tables merely named like an older load's, of the same engines, are left alone:
+    vcmt drops only the load tables its comment marks as its own."""
     chdb_path = tmp_path / "chdb"
     project = DbtProject(
         root=tmp_path / "proj", package_root=PACKAGE_ROOT, chdb_path=chdb_path, schema="crash", lab_dir=lab_dir
@@ -127,10 +128,18 @@ def test_kill_between_rounds_then_rerun_is_exact(tmp_path, lab_dir, shards):
         chdb_path, "crash", "select count() from (select id, sum(sign) s from m group by id having s not in (0, 1))"
     ) == [[0]]
 
+    # Tables merely named like an older load's, of the same engines (a user's, another model's): never dropped.
+    decoys = {"m__batch_0": "(a Int8) engine = MergeTree order by a", "m__fanout_0": "(a Int8) engine = Null"}
+    for name, body in decoys.items():
+        _query(chdb_path, "crash", f"create table {name} {body}")
+
     _dbt(project, "run")  # recovers: drops the killed load's batch table (and fan-out), applies what is missing
     _dbt(project, "run")  # replays the same input: applies nothing twice, the running sum included
     expected = [[k, sum(k * 10 + v for v in range(1, VERSIONS + 1)), VERSIONS] for k in range(1, KEYS + 1)]
     assert _query(chdb_path, "crash", "select id, x, _version from m final where sign = 1 order by id") == expected
-    assert _load_tables(chdb_path) == {}
+    assert _load_tables(chdb_path) == {"batch": 1, "fanout": 1}
+    assert _query(
+        chdb_path, "crash", "select name from system.tables where database = 'crash' and name like 'm\\_\\_%\\_0'"
+    ) == [[name] for name in sorted(decoys)]
     grouped = _query(chdb_path, "crash", "select sum(x * sign), sum(sign) from m")
     assert grouped == [[sum(r[1] for r in expected), KEYS]]

@@ -38,7 +38,7 @@
 {% macro _load_folded_in_shards(cfg, objs, data, events_sql, keys) %}
   {%- set create = vcmt._replace_batch(objs) -%}
   {%- set batch_sql -%}
-    {{ create }} engine = MergeTree order by tuple() as
+    {{ create }} engine = MergeTree order by tuple() {{ vcmt._load_table_comment() }} as
     select *, toUInt64(1) as _vcmt_round, rowNumberInAllBlocks() as _vcmt_pos from ({{ vcmt._fold_select_sql(cfg, data,
         events_sql, vcmt._fenced(objs.target)) }})
     {{ vcmt._stage_insert_settings(cfg) }}

@@ -78,7 +78,7 @@
   {%- set row = 'tuple(' ~ (vcmt._column_list(data) if data else '0') ~ ')' -%}
   {%- set ranked = '0' if folds is not none else 'row_number() over (partition by ' ~ keys ~ ' order by ' ~ v
       ~ ' asc, _vcmt_sign desc)' -%}
-  {{ create }} engine = MergeTree order by _vcmt_round as
+  {{ create }} engine = MergeTree order by _vcmt_round {{ vcmt._load_table_comment() }} as
   select {{ keys }}{% for c in data %}, _vcmt_row.{{ loop.index }} as {{ vcmt._quote(c) }}{% endfor %},
     {{ v }}, _vcmt_sign,
     _vcmt_n, _vcmt_wm, toUInt64(0) as _vcmt_folded, toUInt64({{ ranked }}) as _vcmt_round

@@ -56,7 +56,7 @@
 {% macro _create_fanout(cfg, objs, data, k) %}
   {%- do vcmt._renew_lock(objs) -%}
   {%- set events = vcmt._column_list(cfg.key_columns + data + [cfg.version]) -%}
-  {%- set ran = ['create table ' ~ objs.fanout ~ ' engine = Null as select ' ~ events
+  {%- set ran = ['create table ' ~ objs.fanout ~ ' engine = Null ' ~ vcmt._load_table_comment() ~ ' as select ' ~ events
       ~ ', _vcmt_sign, toUInt32(0) as _vcmt_shard from ' ~ objs.batch ~ ' limit 0'] -%}
   {%- for i in range(k) -%}
     {%- do ran.append('create materialized view ' ~ vcmt._load_view(objs.fanout, i) ~ ' to '

@@ -174,11 +174,24 @@
   {%- call statement('vcmt_drop_load_table') -%}{{ vcmt._drop_sql(relation, local=true) }}{%- endcall -%}
 {% endmacro %}
 
+{#- What a load table's CREATE carries after its engine (`comment '...'`):
+    the mark of a load's own table. _drop_older_load_tables drops a
+    numbered table only with it, so a table merely named like one (a dbt
+    `table` model called `x__batch_3`) is never dropped. -#}
+{% macro _load_table_marker() %}{{ return('vcmt load table') }}{% endmacro %}
+
+{% macro _load_table_comment() %}
+  {{ return('comment ' ~ vcmt._sql_string(vcmt._load_table_marker())) }}
+{% endmacro %}
+
+
 {#- Drop, on every node, the load tables of generations older than `gen`
     (left by a load that was killed or failed), their views first, and those
     an older vcmt named without a generation (`unnumbered_in`). Run by the
     holder of generation `gen`, which fenced every older one out. Only
-    objects of the declared engine: another model may be named like one. -#}
+    objects of the declared engine, and numbered tables only with the load
+    table's comment (_load_table_marker): another model may be named like
+    one. -#}
 {% macro _drop_older_load_tables(objs, gen) %}
   {%- set bases = {} -%}
   {%- for o in vcmt._roles_of('load_table') -%}
@@ -194,7 +207,8 @@
       {%- set view = true if parts | length == 2 and o.get('views') and parts[1].isdigit() else false -%}
       {%- set numbered = (parts | length == 1 or view) and parts[0].isdigit() and parts[0] | int < gen -%}
       {%- set unnumbered = row.name == base and o.get('unnumbered_in') -%}
-      {%- if (numbered or unnumbered) and row.engine == ('MaterializedView' if view else o.engine)
+      {%- set marked = view or unnumbered or row.comment == vcmt._load_table_marker() -%}
+      {%- if (numbered or unnumbered) and marked and row.engine == ('MaterializedView' if view else o.engine)
           and (view, row.name) not in older -%}
         {%- do older.append((view, row.name)) -%}
       {%- endif -%}
