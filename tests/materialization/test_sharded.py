@@ -727,7 +727,7 @@ def _outcome(statement: str, lost_node: int) -> str:
     fails: with the first node lost no node ran it, with the second the first did."""
     at = REFRESH_STATEMENTS.index(statement)
     if statement.startswith("exchange") and lost_node == 1:
-        return "split"  # one node serves the rebuild's table, the other the old one
+        return "mend"  # one node serves the rebuild's table, the other the old one: a split, mended
     if at < FIRST_SWAP or (at == FIRST_SWAP and lost_node == 0):
         return "rollback"  # no node serves any new table
     return "finish"  # every node serves the same tables, the rebuild loaded
@@ -748,13 +748,23 @@ def test_node_lost_at_a_swap_statement_of_a_full_refresh_then_next_runs_repair(
 ):
     """A sharded `--full-refresh` is stopped right before one ON CLUSTER statement of its swap, a node is killed,
     and the statement runs: it fails on that node, the nodes before it in the queue having run it; the node comes
-    back. If an EXCHANGE ran on some nodes only (the second node lost), the next ordinary run fails before it
-    writes anything, naming each node and what it serves, and the next `--full-refresh` rebuilds every node; in
-    every other case the next ordinary run finishes the swap on every node. Either way the model read through the
-    Distributed table then equals the rebuild, and no staging object is left on any node."""
+    back. If an EXCHANGE ran on some nodes only (the second node lost), the next ordinary run mends that table
+    (every node copies the rebuild from the name that holds it there, and the copy is swapped in everywhere), then
+    finishes the swap; in every other case it rolls back or finishes the swap on every node. Either way the model
+    read through the Distributed table then equals the rebuild, and no staging object is left on any node."""
     p = on_cluster
     m = f"fr{REFRESH_STATEMENTS.index(statement)}_{lost_node}"
-    label = statement.format(m=m)
+    saved = dict(p.vars)
+    try:
+        _lose_a_node_at(p, cluster, m, statement.format(m=m), lost_node)
+        _next_runs_repair(p, cluster, m, _outcome(statement, lost_node))
+    finally:
+        p.vars = saved
+
+
+def _lose_a_node_at(p, cluster, m: str, label: str, lost_node: int) -> None:
+    """Model `m` loaded with 100 keys, then a `--full-refresh` whose SELECT has 50 of them is stopped right before
+    its statement `label`; node `lost_node` is killed, the statement fails there, and the node comes back."""
     # The model before: 100 keys. The rebuild's SELECT: 50 of them, other values, a newer version. (dbt reaches the
     # first node: the source lives there.)
     p.command(
@@ -765,15 +775,20 @@ def test_node_lost_at_a_swap_statement_of_a_full_refresh_then_next_runs_repair(
     p.dbt("run", "--select", m)
     p.command(f"truncate table {m}_src")
     p.command(f"insert into {m}_src select number, number * 7, 2 from numbers(50)")
-    lost = cluster.nodes[lost_node]
-    saved = dict(p.vars)
     p.vars = {**p.vars, "vcmt_lock_lease_s": 3}  # the failed refresh's lock may be left to lapse (node lost)
+    _lose_a_node_during(p, cluster, m, label, lost_node, "--full-refresh")
+
+
+def _lose_a_node_during(p, cluster, m: str, label: str, lost_node: int, *args: str) -> None:
+    """`dbt run --select m <args>` stopped right before its statement `label`; node `lost_node` is killed, the
+    statement runs and fails there, the run fails naming that node, and the node comes back."""
+    lost = cluster.nodes[lost_node]
     proc = p.dbt_process(
-        f"refresh_{m}",
+        f"lose_{lost_node}_{m}",
         "run",
         "--select",
         m,
-        "--full-refresh",
+        *args,
         program=inject_program(),
         env={"VCMT_FAULT": f"pause@{label}#1"},
     )
@@ -788,8 +803,56 @@ def test_node_lost_at_a_swap_statement_of_a_full_refresh_then_next_runs_repair(
             proc.send_signal(signal.SIGCONT)
             proc.kill()
         lost.start()
+
+
+def test_node_lost_while_a_split_swap_is_mended_then_next_run_mends_it(on_cluster, cluster):
+    """A mend can split too: the run that mends the issue's split (the local target's EXCHANGE ran on the first
+    node only) loses the second node at the mend's own EXCHANGE of the copy, so the first node now serves the copy
+    and the second still the old table. The next run mends again (the copies dropped first, the rebuild copied
+    from wherever it is on each node) and the model equals the rebuild."""
+    p = on_cluster
+    m = "mend_twice"
+    saved = dict(p.vars)
     try:
-        _next_runs_repair(p, cluster, m, _outcome(statement, lost_node))
+        _lose_a_node_at(p, cluster, m, f"exchange {m}__vcmt_new_local", 1)
+        _lose_a_node_during(p, cluster, m, f"exchange {m}__vcmt_mend_local", 1)
+        served = _shard_rows(cluster, p, f"select comment like 'vcmt generation %' from system.tables "
+                                         f"where database = currentDatabase() and name = '{m}_local'")  # fmt: skip
+        assert [rows[0][0] for rows in served] == [1, 0], served  # split again, by the mend's own EXCHANGE
+        _next_runs_repair(p, cluster, m, "mend")
+    finally:
+        p.vars = saved
+
+
+@pytest.mark.parametrize("cause", ["dropped", "changed"])
+def test_a_split_swap_that_cannot_be_mended_is_refused_naming_why(on_cluster, cluster, cause):
+    """The issue's split, then either the rebuild's table dropped by hand on the node that had not swapped it in
+    (nothing to copy there), or the model given another column (a copy built from the config would not have the
+    rebuild's columns): the next run is refused before any DDL, naming each node, what it serves and why. The
+    next `--full-refresh` rebuilds every node (the model given its column back: the next run mends instead)."""
+    p = on_cluster
+    m = f"mend_{cause}"
+    saved = dict(p.vars)
+    try:
+        _lose_a_node_at(p, cluster, m, f"exchange {m}__vcmt_new_local", 1)
+        if cause == "dropped":
+            second = cluster.nodes[1].client(p.schema)
+            second.command(f"drop table {m}__vcmt_new_local sync")
+            second.close()
+            _next_runs_repair(p, cluster, m, "split")
+            return
+        def objects():  # the model's, the staging and the mend's (not its lock's: each run takes one)
+            return [[t for t in node if "__lock_" not in t] for node in _tables(cluster, p, f"^{m}")]
+
+        before = objects()
+        p.model(m, SHARDED.format(extra="") + f"select id, a, _version, toInt64(0) as b from {m}_src")
+        run = p.dbt("run", "--select", m, expect_pass=False)
+        log = re.sub(r"\s+", " ", run.log)
+        refused = f"The swap cannot be mended here: the model changed since that --full-refresh: its config now builds {m}_local"
+        assert refused in log, log[-4000:]
+        assert objects() == before  # refused before any DDL
+        p.model(m, SHARDED.format(extra="") + f"select id, a, _version from {m}_src")
+        _next_runs_repair(p, cluster, m, "mend")
     finally:
         p.vars = saved
 
@@ -797,18 +860,22 @@ def test_node_lost_at_a_swap_statement_of_a_full_refresh_then_next_runs_repair(
 def _next_runs_repair(p, cluster, m: str, outcome: str) -> None:
     rebuild = [(50, 7 * 49 * 50 // 2, 2)]
     read = f"select count(), sum(a), min(_version) from {m} final where sign = 1"
-    left = [t for node_tables in _tables(cluster, p, f"^{m}") for t in node_tables if "vcmt_new" in t]
+    left = [t for node_tables in _tables(cluster, p, f"^{m}") for t in node_tables if "__vcmt_" in t]
     run = p.dbt("run", "--select", m, expect_pass=outcome != "split")
     log = re.sub(r"\s+", " ", run.log)
     if outcome == "split":
-        # Refused before any write, naming each node and what it serves, and the fix.
+        # Refused before any write, naming each node and what it serves, why, and the fix.
         assert "ran on some nodes only: the nodes serve different generations of the model" in log, log[-4000:]
         for node in cluster.nodes:
             assert f":{node.tcp_port}) serves the rebuild for" in log, log[-4000:]
-        assert f"run `dbt run --select {m} --full-refresh`, which drops the staging objects on every node" in log, log[
+        assert f"The swap cannot be mended here: shard 2 (" in log and "under no name" in log, log[-4000:]
+        assert f"Run `dbt run --select {m} --full-refresh`, which drops the staging objects on every node" in log, log[
             -4000:
         ]
         run = p.dbt("run", "--select", m, "--full-refresh")
+    elif outcome == "mend":
+        assert f"vcmt_upsert {m}: a --full-refresh" in log and "ran on some nodes only; mending" in log, log[-4000:]
+        assert "its swap is finished on every node" in log, log[-4000:]
     elif outcome == "rollback":
         # The old model serves on every node, the staging objects are gone, the run's events are applied to it.
         if left:  # none when the first CREATE failed on the first node
@@ -822,7 +889,7 @@ def _next_runs_repair(p, cluster, m: str, outcome: str) -> None:
     assert p.query(read) == rebuild, run.log[-3000:]
     assert p.scalar(f"select sum(sign) from {m}") == 50
     for node_tables in _tables(cluster, p, f"^{m}"):
-        assert not [t for t in node_tables if "vcmt_new" in t], node_tables
+        assert not [t for t in node_tables if "__vcmt_" in t], node_tables
     # Each node serves its own keys only, and the model goes on: an update of every key.
     for shard, client in enumerate(_shard_clients(cluster, p)):
         rows = client.query(f"select countIf(not {_routed('cityHash64(id)', shard)}), count() from {m}_local")

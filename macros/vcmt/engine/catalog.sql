@@ -135,7 +135,8 @@
     (_generation_comment), and ON CLUSTER DDL may have run on some nodes only:
     this is where vcmt sees each node's own catalog (docs/design.md#lifecycle).
     With `prefixes`, the names that start with one of them too. Each row
-    also has the object's `engine`. -#}
+    also has the object's `engine` and `total_rows` (none where the engine
+    keeps no count: Null, views). -#}
 {% macro _objects_on_every_node(relation, names, prefixes=[]) %}
   {%- set cluster = vcmt._cluster_name() if on_cluster_clause(relation) | trim else none -%}
   {%- set quoted = [] -%}
@@ -146,26 +147,50 @@
       if cluster else "system.tables" -%}
   {%- set starts = [] -%}
   {%- for p in prefixes -%}{%- do starts.append(" or startsWith(name, " ~ vcmt._sql_string(p) ~ ")") -%}{%- endfor -%}
-  {%- set rows = run_query("select " ~ node ~ " as node, name, comment, engine from " ~ source ~ " where database = "
+  {%- set rows = run_query("select " ~ node ~ " as node, name, comment, engine, total_rows from " ~ source
+                           ~ " where database = "
                            ~ vcmt._sql_string(relation.schema) ~ " and (name in (" ~ quoted | join(', ') ~ ")"
                            ~ starts | join('') ~ ") order by node, name") -%}
   {%- set out = [] -%}
   {%- for row in rows.rows -%}
-    {%- do out.append({'node': row[0], 'name': row[1], 'comment': row[2], 'engine': row[3]}) -%}
+    {%- do out.append({'node': row[0], 'name': row[1], 'comment': row[2], 'engine': row[3],
+        'total_rows': row[4]}) -%}
   {%- endfor -%}
   {{ return(out) }}
 {% endmacro %}
 
 
-{#- The names among `objs` that exist on at least one node (name -> [nodes]). -#}
-{% macro _existing_anywhere(objs) %}
+{#- The names among the object sets `sets` (each as vcmt.objects returns
+    it) that exist on at least one node (name -> [nodes]), in one read. -#}
+{% macro _existing_anywhere(sets) %}
   {%- set names = [] -%}
-  {%- for rel in objs.values() -%}{%- do names.append(rel.identifier) -%}{%- endfor -%}
+  {%- for objs in sets -%}
+    {%- for rel in objs.values() -%}{%- do names.append(rel.identifier) -%}{%- endfor -%}
+  {%- endfor -%}
   {%- set found = {} -%}
-  {%- for row in vcmt._objects_on_every_node(objs.target, names) -%}
+  {%- for row in vcmt._objects_on_every_node(sets[0].target, names) -%}
     {%- do found.setdefault(row.name, []).append(row.node) -%}
   {%- endfor -%}
   {{ return(found) }}
+{% endmacro %}
+
+
+{#- `from ... where ...` of the tables among `names` in `schema` whose
+    comment is `comment`, in the catalog of the node that runs it: a mend
+    (_mend_split) reads it on every node of an ON CLUSTER statement. -#}
+{% macro _commented_tables_sql(schema, names, comment) %}
+  {%- set quoted = [] -%}
+  {%- for name in names -%}{%- do quoted.append(vcmt._sql_string(name)) -%}{%- endfor -%}
+  {{ return("from system.tables where database = " ~ vcmt._sql_string(schema) ~ " and name in ("
+      ~ quoted | join(', ') ~ ") and comment = " ~ vcmt._sql_string(comment)) }}
+{% endmacro %}
+
+
+{#- The most replicas any shard of `cluster` has (0 for a cluster the node
+    does not know). -#}
+{% macro _most_replicas(cluster) %}
+  {{ return(run_query('select max(replica_num) from system.clusters where cluster = '
+      ~ vcmt._sql_string(cluster)).rows[0][0] or 0) }}
 {% endmacro %}
 
 
@@ -179,6 +204,18 @@
   {%- for row in run_query("select name, type from system.columns where database = "
       ~ vcmt._sql_string(relation.schema) ~ " and table = " ~ vcmt._sql_string(relation.identifier)
       ~ " order by position").rows -%}
+    {%- do columns.append({'name': row[0], 'data_type': row[1]}) -%}
+  {%- endfor -%}
+  {{ return(columns) }}
+{% endmacro %}
+
+
+{#- Column names and types of a relation as DESCRIBE gives them (a
+    temporary table's too), as [{name, data_type}]: the spelling of
+    system.columns. -#}
+{% macro _described_columns(relation) %}
+  {%- set columns = [] -%}
+  {%- for row in run_query("describe table " ~ relation).rows -%}
     {%- do columns.append({'name': row[0], 'data_type': row[1]}) -%}
   {%- endfor -%}
   {{ return(columns) }}

@@ -45,7 +45,7 @@
   {%- set new = vcmt._staging_objects(objs) -%}
   {#- Leftovers of an earlier attempt go from every node (an interrupted
       swap may have left them on some nodes only). -#}
-  {%- do vcmt._drop_objects(new, vcmt._existing_anywhere(new)) -%}
+  {%- do vcmt._drop_leftovers(objs) -%}
   {%- if vcmt._swaps_on_full_refresh(objs, found) -%}
     {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': full refresh: building and loading new tables beside the old '
         ~ 'ones (' ~ new.target.identifier ~ ', ...); the old ones serve until the load has succeeded', info=true) }}
@@ -228,7 +228,17 @@
     {%- call statement('vcmt_drop_' ~ role) -%}{{ vcmt._drop_sql(objs[role]) }}{%- endcall -%}
   {%- endfor -%}
   {#- The staging names now hold the old tables, and the staging views (dropped first) serve them. -#}
-  {%- do vcmt._drop_objects(new, vcmt._existing_anywhere(new)) -%}
+  {%- do vcmt._drop_leftovers(objs) -%}
+{% endmacro %}
+
+
+{#- Drop, on every node where they are, a full refresh's staging objects and
+    a mend's copies and Merge tables (_mend_split): the mend's first, so a
+    run stopped in between still finds the staging objects and finishes. -#}
+{% macro _drop_leftovers(objs) %}
+  {%- set sets = vcmt._mend_sets(objs) + [vcmt._staging_objects(objs)] -%}
+  {%- set found = vcmt._existing_anywhere(sets) -%}
+  {%- for set in sets -%}{%- do vcmt._drop_objects(set, found) -%}{%- endfor -%}
 {% endmacro %}
 
 
@@ -245,14 +255,19 @@
       (`pending` exchanges, then _finish_swap) is the same on every node;
     - 'split': an EXCHANGE ran on some nodes only. ON CLUSTER DDL names
       tables, the same on every node, and an EXCHANGE run again swaps back
-      where it had run: no statement can complete or undo it on some nodes
-      only (docs/design.md#sharded-clusters). -#}
+      where it had run, so each `split` table is first mended (_mend_split).
+    `rows` is what it read: every node's catalog rows for the model's,
+    the staging and the mend's names. Leftovers of a mend count as staging
+    objects (docs/design.md#sharded-clusters). -#}
 {% macro _interrupted_swap(cfg, objs, columns) %}
-  {%- set new = vcmt._staging_objects(objs) -%}
+  {%- set leftover_sets = [vcmt._staging_objects(objs)] + vcmt._mend_sets(objs) -%}
   {%- set names = [] -%}
-  {%- for rel in objs.values() | list + new.values() | list -%}{%- do names.append(rel.identifier) -%}{%- endfor -%}
   {%- set staging = [] -%}
-  {%- for rel in new.values() -%}{%- do staging.append(rel.identifier) -%}{%- endfor -%}
+  {%- for rel in objs.values() -%}{%- do names.append(rel.identifier) -%}{%- endfor -%}
+  {%- for set in leftover_sets -%}
+    {%- for rel in set.values() -%}{%- do names.append(rel.identifier) -%}{%- do staging.append(rel.identifier)
+        -%}{%- endfor -%}
+  {%- endfor -%}
   {%- set rows = vcmt._objects_on_every_node(objs.target, names) -%}
   {%- set st = namespace(generation='') -%}
   {%- set leftovers = {} -%}
@@ -288,14 +303,15 @@
   {%- endfor -%}
   {%- set state = 'split' if split else ('unswapped' if not done else 'resumable') -%}
   {{ return({'state': state, 'generation': st.generation, 'pending': pending, 'split': split, 'swapped': swapped,
-      'leftovers': leftovers}) }}
+      'leftovers': leftovers, 'rows': rows}) }}
 {% endmacro %}
 
 
 {#- Before an ordinary run loads (under the lock, before any write to the
     model): a swap interrupted after its load succeeded is finished on every
-    node; staging objects no node swapped in are dropped; if the nodes serve
-    different generations, the run fails naming them and what to run.
+    node, a split one mended first (_mend_split); staging objects no node
+    swapped in are dropped. A split that cannot be mended fails the run,
+    naming each node, what it serves, why, and what to run.
     Returns whether it finished a swap. -#}
 {% macro _finish_interrupted_swap(cfg, objs, columns) %}
   {%- set found_swap = vcmt._interrupted_swap(cfg, objs, columns) -%}
@@ -309,49 +325,240 @@
         ~ 'the model serves its own tables on every node, and the staging objects it left ('
         ~ found_swap.leftovers | list | join(', ') ~ ') are dropped on every node', info=true) }}
     {%- do vcmt._check_fence(objs.target) -%}
-    {%- do vcmt._drop_objects(new, found_swap.leftovers) -%}
+    {%- do vcmt._drop_leftovers(objs) -%}
     {{ return(false) }}
   {%- endif -%}
-  {%- set named = {'split': [], 'pending': []} -%}
-  {%- for kind in named -%}
-    {%- for role in found_swap[kind] -%}{%- do named[kind].append(objs[role].identifier) -%}{%- endfor -%}
-  {%- endfor -%}
   {%- if found_swap.state == 'split' -%}
-    {%- set lines = [] -%}
-    {%- for node, roles in found_swap.swapped.items() -%}
-      {%- set newer = [] -%}{%- set older = [] -%}
-      {%- for role, yes in roles.items() -%}
-        {%- if yes -%}{%- do newer.append(objs[role].identifier) -%}{%-
-            else -%}{%- do older.append(objs[role].identifier) -%}{%- endif -%}
-      {%- endfor -%}
-      {%- do lines.append(node ~ ' serves the rebuild for ' ~ (newer | join(', ') or 'no table')
-          ~ ' and the previous tables for ' ~ (older | join(', ') or 'no table')) -%}
-    {%- endfor -%}
-    {#- The staging objects left, by the nodes they are on. -#}
-    {%- set where = {} -%}
-    {%- for name, nodes in found_swap.leftovers.items() -%}{%- do where.setdefault(nodes | join(', '),
-        []).append(name) -%}{%- endfor -%}
-    {%- set left = [] -%}
-    {%- for nodes, names in where.items() -%}{%- do left.append(names | join(', ') ~ ' on ' ~ nodes) -%}{%- endfor -%}
-    {{ exceptions.raise_compiler_error("vcmt_upsert " ~ model ~ ": a --full-refresh stopped while it swapped its new "
-        ~ "tables in, and its EXCHANGE of "
-        ~ named.split | join(', ') ~ " ran on some nodes only: the nodes serve different generations of the model ("
-        ~ "the rebuild is `" ~ found_swap.generation ~ "`), and reads through " ~ model ~ " mix them. "
-        ~ lines | join('; ')
-        ~ ". Staging objects left: " ~ left | join('; ')
-        ~ ". Nothing was changed. ON CLUSTER DDL names tables, the same on every node, and an EXCHANGE run again swaps "
-        ~ "back where it had run, so the swap cannot be finished or undone on some nodes only: run `dbt run --select "
-        ~ model ~ " --full-refresh`, which drops the staging objects on every node and rebuilds the model from its "
-        ~ "SELECT on every node.") }}
+    {%- set why = vcmt._why_split_stays(cfg, objs, columns, found_swap) -%}
+    {%- if why -%}{%- do vcmt._refuse_split(objs, found_swap, why) -%}{%- endif -%}
+    {%- set named = [] -%}
+    {%- for role in found_swap.split -%}{%- do named.append(objs[role].identifier) -%}{%- endfor -%}
+    {{ log('vcmt_upsert ' ~ model ~ ': a --full-refresh (`' ~ found_swap.generation ~ '`) stopped after its load, '
+        ~ 'and its EXCHANGE of ' ~ named | join(', ') ~ ' ran on some nodes only; mending: each node copies the '
+        ~ 'rebuild of ' ~ named | join(', ') ~ ' from the table that holds it there, and the copy is swapped in on '
+        ~ 'every node', info=true) }}
+    {%- do vcmt._mend_split(cfg, objs, columns, found_swap) -%}
+    {%- set found_swap = vcmt._interrupted_swap(cfg, objs, columns) -%}
+    {%- if found_swap is none or found_swap.state != 'resumable' -%}
+      {{ exceptions.raise_compiler_error("vcmt_upsert " ~ model ~ ": after mending the swap of " ~ named | join(', ')
+          ~ ", the nodes' catalogs read '" ~ (found_swap.state if found_swap else 'no staging object') ~ "' where "
+          ~ "every node should serve the rebuild for those tables: another process changed them meanwhile. Run "
+          ~ "`dbt run --select " ~ model ~ "` again: it reads the nodes again and goes on from there.") }}
+    {%- endif -%}
   {%- endif -%}
+  {%- set named = [] -%}
+  {%- for role in found_swap.pending -%}{%- do named.append(objs[role].identifier) -%}{%- endfor -%}
   {{ log('vcmt_upsert ' ~ model ~ ': a --full-refresh (`' ~ found_swap.generation ~ '`) stopped after its load, '
       ~ 'while it swapped its new tables in; every node serves the same tables, so its swap is finished on every node ('
-         ~ ('exchanging ' ~ named.pending | join(', ') ~ ', then ' if found_swap.pending else '')
+         ~ ('exchanging ' ~ named | join(', ') ~ ', then ' if found_swap.pending else '')
          ~ 'its Distributed tables and views, and its staging objects dropped)', info=true) }}
   {%- set found = vcmt._existing_objects(objs) -%}
   {%- do vcmt._exchange_tables(objs, new, found_swap.pending, found) -%}
   {%- do vcmt._finish_swap(cfg, objs, new, columns, found) -%}
   {{ return(true) }}
+{% endmacro %}
+
+
+{#- For each node and each table of the swap: the names among the model's
+    own and the staging one that hold the newest generation there, as
+    {node: {role: [names]}}. -#}
+{% macro _rebuild_holders(objs, found_swap) %}
+  {%- set new = vcmt._staging_objects(objs) -%}
+  {%- set holders = {} -%}
+  {%- for node, roles in found_swap.swapped.items() -%}
+    {%- do holders.update({node: {}}) -%}
+    {%- for role in roles -%}
+      {%- do holders[node].update({role: found_swap.rows | selectattr('node', 'equalto', node)
+          | selectattr('name', 'in', [objs[role].identifier, new[role].identifier])
+          | selectattr('comment', 'equalto', found_swap.generation) | map(attribute='name') | list}) -%}
+    {%- endfor -%}
+  {%- endfor -%}
+  {{ return(holders) }}
+{% endmacro %}
+
+
+{#- Why a split swap cannot be mended (_mend_split), or '' when it can:
+    - a node holds the rebuild of a split table under neither name (its
+      staging table dropped by hand, say): there is nothing to copy there;
+    - the table the config builds for a split role (the copy's DDL) has
+      other columns than the rebuild: the model changed since the
+      --full-refresh that stopped (checked on a temporary table, as the
+      build's checks are: check.sql);
+    - a split table is replicated and a shard of the cluster has more than
+      one replica: each replica would copy the rebuild into a replicated
+      copy, so the copy would hold it once per replica. -#}
+{% macro _why_split_stays(cfg, objs, columns, found_swap) %}
+  {%- set holders = vcmt._rebuild_holders(objs, found_swap) -%}
+  {%- set why = [] -%}
+  {%- set replicated = [] -%}
+  {%- for role in found_swap.split -%}
+    {%- for node in holders if not holders[node][role] -%}
+      {%- do why.append(node ~ ' holds the rebuild of ' ~ objs[role].identifier ~ ' under no name') -%}
+    {%- endfor -%}
+    {%- for row in found_swap.rows if row.name == objs[role].identifier and row.engine.startswith('Replicated')
+        and objs[role].identifier not in replicated -%}
+      {%- do replicated.append(objs[role].identifier) -%}
+    {%- endfor -%}
+  {%- endfor -%}
+  {%- if why -%}{{ return(why | join('; ')) }}{%- endif -%}
+  {%- set chk = vcmt._check_relations(objs) -%}
+  {%- for role in found_swap.split -%}
+    {%- set rebuild = vcmt._rebuild_columns(objs, role, found_swap.generation) -%}
+    {%- call statement('vcmt_check_' ~ role) -%}{{ vcmt._as_temporary(vcmt._create_role_sql(cfg, role, chk[role],
+        columns)) }}{%- endcall -%}
+    {%- set built = vcmt._described_columns(chk[role]) -%}
+    {%- call statement('vcmt_check_drop') -%}drop temporary table {{ chk[role] }}{%- endcall -%}
+    {%- if built != rebuild -%}
+      {%- do why.append('the model changed since that --full-refresh: its config now builds '
+          ~ objs[role].identifier ~ ' with columns ' ~ vcmt._columns_ddl(built) | join(', ')
+          ~ ' where the rebuild has ' ~ vcmt._columns_ddl(rebuild) | join(', ')) -%}
+    {%- endif -%}
+  {%- endfor -%}
+  {%- if why -%}{{ return(why | join('; ')) }}{%- endif -%}
+  {%- if replicated -%}
+    {%- set replicas = vcmt._most_replicas(vcmt._cluster_name()) -%}
+    {%- if replicas > 1 -%}
+      {{ return(replicated | join(', ') ~ ' is replicated and a shard of cluster ' ~ vcmt._cluster_name() ~ ' has '
+          ~ replicas ~ ' replicas: a copy made on every node would hold the rebuild once per replica') }}
+    {%- endif -%}
+  {%- endif -%}
+  {{ return('') }}
+{% endmacro %}
+
+
+{#- The columns of the rebuild of `role` (generation `generation`), as the
+    dbt node's catalog has them under whichever of the model's and the
+    staging name holds it there. -#}
+{% macro _rebuild_columns(objs, role, generation) %}
+  {%- set names = [objs[role].identifier, vcmt._staging_objects(objs)[role].identifier] -%}
+  {%- set here = run_query("select min(name) " ~ vcmt._commented_tables_sql(objs[role].schema, names,
+      generation)).rows[0][0] -%}
+  {{ return(vcmt._catalog_columns(objs[role].incorporate(path={'identifier': here}))) }}
+{% endmacro %}
+
+
+{#- The run fails naming each node, what it serves, why the split swap
+    cannot be mended (`why`), the staging objects left and the fix. -#}
+{% macro _refuse_split(objs, found_swap, why) %}
+  {%- set model = vcmt._public_relation(objs).identifier -%}
+  {%- set named = [] -%}
+  {%- for role in found_swap.split -%}{%- do named.append(objs[role].identifier) -%}{%- endfor -%}
+  {%- set lines = [] -%}
+  {%- for node, roles in found_swap.swapped.items() -%}
+    {%- set newer = [] -%}{%- set older = [] -%}
+    {%- for role, yes in roles.items() -%}
+      {%- if yes -%}{%- do newer.append(objs[role].identifier) -%}{%-
+          else -%}{%- do older.append(objs[role].identifier) -%}{%- endif -%}
+    {%- endfor -%}
+    {%- do lines.append(node ~ ' serves the rebuild for ' ~ (newer | join(', ') or 'no table')
+        ~ ' and the previous tables for ' ~ (older | join(', ') or 'no table')) -%}
+  {%- endfor -%}
+  {#- The staging objects left, by the nodes they are on. -#}
+  {%- set where = {} -%}
+  {%- for name, nodes in found_swap.leftovers.items() -%}{%- do where.setdefault(nodes | join(', '),
+      []).append(name) -%}{%- endfor -%}
+  {%- set left = [] -%}
+  {%- for nodes, names in where.items() -%}{%- do left.append(names | join(', ') ~ ' on ' ~ nodes) -%}{%- endfor -%}
+  {{ exceptions.raise_compiler_error("vcmt_upsert " ~ model ~ ": a --full-refresh stopped while it swapped its new "
+      ~ "tables in, and its EXCHANGE of "
+      ~ named | join(', ') ~ " ran on some nodes only: the nodes serve different generations of the model ("
+      ~ "the rebuild is `" ~ found_swap.generation ~ "`), and reads through " ~ model ~ " mix them. "
+      ~ lines | join('; ')
+      ~ ". Staging objects left: " ~ left | join('; ')
+      ~ ". Nothing was changed. The swap cannot be mended here: " ~ why ~ ". Run `dbt run --select "
+      ~ model ~ " --full-refresh`, which drops the staging objects on every node and rebuilds the model from its "
+      ~ "SELECT on every node.") }}
+{% endmacro %}
+
+
+{#- A split swap mended (docs/design.md#sharded-clusters): for each table
+    whose EXCHANGE ran on some nodes only, every node copies the rebuild
+    from whichever of the two names holds it there (`<model>__vcmt_mend...`,
+    read through a Merge table over both names, `..._src`, that each node
+    filters by its own catalog), the copies are checked (columns, and rows
+    per node), and one EXCHANGE of the copy with the model's table, the same
+    statement on every node, makes every node serve the rebuild. Every step
+    is ON CLUSTER, and a run stopped anywhere in it finds a split again
+    (the copies go first) or a swap every node agrees on. -#}
+{% macro _mend_split(cfg, objs, columns, found_swap) %}
+  {%- set new = vcmt._staging_objects(objs) -%}
+  {%- set copies, sources = vcmt._mend_sets(objs) -%}
+  {%- set model = vcmt._public_relation(objs).identifier -%}
+  {%- set generation = found_swap.generation -%}
+  {%- for role in found_swap.split -%}
+    {%- set own = objs[role] -%}
+    {%- set names = [own.identifier, new[role].identifier] -%}
+    {#- A node's table of the rebuild, among the two names. -#}
+    {%- set holding = vcmt._commented_tables_sql(own.schema, names, generation) -%}
+    {%- for rel in [sources[role], copies[role]] -%}
+      {%- do vcmt._check_fence(objs.target) -%}
+      {%- call statement('vcmt_mend_drop') -%}{{ vcmt._drop_sql(rel) }}{%- endcall -%}
+    {%- endfor -%}
+    {%- set rebuild_columns = vcmt._rebuild_columns(objs, role, generation) -%}
+    {%- set alternatives = [] -%}
+    {%- for name in names -%}{%- do alternatives.append(modules.re.escape(name)) -%}{%- endfor -%}
+    {%- do vcmt._check_fence(objs.target) -%}
+    {%- call statement('vcmt_mend_source') -%}
+      create table {{ sources[role] }} {{ on_cluster_clause(sources[role]) }} (
+        {{ vcmt._columns_ddl(rebuild_columns) | join(',\n    ') }}
+      ) engine = Merge({{ vcmt._sql_string(own.schema) }}, {{ vcmt._sql_string('^(' ~ alternatives | join('|')
+          ~ ')$') }})
+    {%- endcall -%}
+    {%- do vcmt._check_fence(objs.target) -%}
+    {%- call statement('vcmt_mend_copy') -%}
+      {{ vcmt._create_role_sql(cfg, role, copies[role], columns) }}
+      comment {{ vcmt._sql_string(generation) }}
+      as select {{ vcmt._column_list(rebuild_columns | map(attribute='name') | list) }} from {{ sources[role] }}
+      where _table = (select min(name) {{ holding }})
+        and (select throwIf(count() = 0, {{ vcmt._sql_string('vcmt: no table of the rebuild on this node: '
+            ~ names | join(' or ')) }}) {{ holding }}) = 0
+    {%- endcall -%}
+    {%- do vcmt._check_mend_copy(objs, found_swap, role, copies[role]) -%}
+    {%- do vcmt._check_fence(objs.target) -%}
+    {%- call statement('vcmt_mend_drop') -%}{{ vcmt._drop_sql(sources[role]) }}{%- endcall -%}
+    {%- do vcmt._check_fence(objs.target) -%}
+    {%- call statement('vcmt_mend_swap') -%}
+      exchange tables {{ copies[role] }} and {{ own }} {{ on_cluster_clause(own) }}
+    {%- endcall -%}
+  {%- endfor -%}
+{% endmacro %}
+
+
+{#- The copy a mend made of `role`'s rebuild, checked before it is swapped
+    in: on every node it holds as many rows as the table it was copied from.
+    Else the copy and its Merge table are dropped and the run fails, naming
+    the difference. -#}
+{% macro _check_mend_copy(objs, found_swap, role, copy) %}
+  {%- set model = vcmt._public_relation(objs).identifier -%}
+  {%- set holders = vcmt._rebuild_holders(objs, found_swap) -%}
+  {%- set problems = [] -%}
+  {%- set rows = vcmt._objects_on_every_node(objs.target, [copy.identifier, objs[role].identifier,
+      vcmt._staging_objects(objs)[role].identifier]) -%}
+  {%- for node in holders -%}
+    {%- set here = rows | selectattr('node', 'equalto', node) | list -%}
+    {%- set made = here | selectattr('name', 'equalto', copy.identifier) | list -%}
+    {%- set held = here | selectattr('name', 'equalto', holders[node][role][0]) | list -%}
+    {%- if not made or not held or made[0].total_rows != held[0].total_rows -%}
+      {%- do problems.append(node ~ ' has ' ~ (made[0].total_rows if made else 'no copy') ~ ' rows in the copy where '
+          ~ holders[node][role][0] ~ ' has ' ~ (held[0].total_rows if held else 'none')) -%}
+    {%- endif -%}
+  {%- endfor -%}
+  {%- if problems -%}
+    {%- for set in vcmt._mend_sets(objs) -%}
+      {%- call statement('vcmt_mend_drop') -%}{{ vcmt._drop_sql(set[role]) }}{%- endcall -%}
+    {%- endfor -%}
+    {{ exceptions.raise_compiler_error("vcmt_upsert " ~ model ~ ": mending the split swap of " ~ objs[role].identifier
+        ~ ": the copy of the rebuild `" ~ found_swap.generation ~ "` does not match it: " ~ problems | join('; ')
+        ~ ". The copy was dropped and nothing was swapped; no node changed what it serves. Run `dbt run --select "
+        ~ model ~ " --full-refresh`, which drops the staging objects on every node and rebuilds the model.") }}
+  {%- endif -%}
+{% endmacro %}
+
+
+{#- The CREATE of the table `role` of a model under the relation `relation`. -#}
+{% macro _create_role_sql(cfg, role, relation, columns) %}
+  {%- set o = vcmt._object(role) -%}
+  {{ return(vcmt[o.create](cfg, relation, columns) if o.get('create') else vcmt._create_stage_sql(relation, columns)) }}
 {% endmacro %}
 
 

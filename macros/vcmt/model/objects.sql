@@ -70,6 +70,8 @@
       {'role': 'lake_batches', 'suffix': '__lake_batches', 'kind': 'lake'},
       {'role': 'lake_files', 'suffix': '__lake_files', 'kind': 'lake'},
       {'role': 'staging', 'suffix': '__vcmt_new', 'kind': 'staging'},
+      {'role': 'mend', 'suffix': '__vcmt_mend', 'kind': 'staging'},
+      {'role': 'mend_source', 'suffix': '__vcmt_mend_src', 'kind': 'staging'},
       {'role': 'guard', 'kind': 'guard', 'of': ['staging', 'stage']},
   ]) }}
 {% endmacro %}
@@ -223,33 +225,51 @@
 {% endmacro %}
 
 
-{#- Where --full-refresh builds a model's new tables before swapping them in
-    (`<model>__vcmt_new`, `<model>__vcmt_new__stage`, ...). -#}
-{% macro _staging_suffix() %}{{ return(vcmt._object_suffix('staging')) }}{% endmacro %}
-
 {#- The relation users name and read: a sharded model's Distributed table,
     else its target. -#}
 {% macro _public_relation(objs) %}
   {{ return(objs.distributed if vcmt._sharded(objs) else objs.target) }}
 {% endmacro %}
 
-{#- A sharded model's staging set is sharded too (`<model>__vcmt_new_local` under
+{#- Where --full-refresh builds a model's new tables before swapping them in
+    (`<model>__vcmt_new`, `<model>__vcmt_new__stage`, ...). A sharded
+    model's staging set is sharded too (`<model>__vcmt_new_local` under
     `<model>__vcmt_new`, a Distributed table), named from the model's public name. -#}
 {% macro _staging_objects(objs) %}
+  {{ return(vcmt._set_named(objs, 'staging')) }}
+{% endmacro %}
+
+{#- The full set of `objs`' objects under the names of the declared staging
+    object `role` (`<model><its suffix>...`). A split swap is mended with
+    two such sets (_mend_split): each table's copy of the rebuild
+    (`<model>__vcmt_mend...`) and the Merge table it is copied through
+    (`<model>__vcmt_mend_src...`). -#}
+{% macro _set_named(objs, role) %}
   {%- set model = vcmt._public_relation(objs) -%}
-  {{ return(vcmt.objects(model.incorporate(path={'identifier': model.identifier ~ vcmt._staging_suffix()}),
+  {{ return(vcmt.objects(model.incorporate(path={'identifier': model.identifier ~ vcmt._object_suffix(role)}),
                          sharding_key=vcmt._sharded(objs) or none)) }}
 {% endmacro %}
 
+{#- The mend's two sets, as [copies, Merge tables]. -#}
+{% macro _mend_sets(objs) %}
+  {%- set sets = [] -%}
+  {%- for o in vcmt._roles_of('staging') if o.role != 'staging' -%}
+    {%- do sets.append(vcmt._set_named(objs, o.role)) -%}
+  {%- endfor -%}
+  {{ return(sets) }}
+{% endmacro %}
 
-{#- The model's own relation for one of `_staging_objects`' (itself for any
-    other): a full refresh loads its staging objects under the model's lock. -#}
+
+{#- The model's own relation for one of a staging set's targets (itself for
+    any other): a full refresh loads its staging objects, and a mend copies
+    into its own, under the model's lock. -#}
 {% macro _model_relation(relation) %}
-  {%- set suffix = vcmt._staging_suffix() -%}
   {#- A sharded model's local tables: `<model>__vcmt_new_local` is `<model>_local`'s. -#}
   {%- set local = adapter.get_clickhouse_local_suffix() -%}
-  {%- for tail, kept in [(suffix, ''), (suffix ~ local, local)] if relation.identifier.endswith(tail) -%}
-    {{ return(relation.incorporate(path={'identifier': relation.identifier[:-(tail | length)] ~ kept})) }}
+  {%- for o in vcmt._roles_of('staging') -%}
+    {%- for tail, kept in [(o.suffix, ''), (o.suffix ~ local, local)] if relation.identifier.endswith(tail) -%}
+      {{ return(relation.incorporate(path={'identifier': relation.identifier[:-(tail | length)] ~ kept})) }}
+    {%- endfor -%}
   {%- endfor -%}
   {{ return(relation) }}
 {% endmacro %}
