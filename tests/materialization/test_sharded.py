@@ -841,6 +841,7 @@ def test_a_split_swap_that_cannot_be_mended_is_refused_naming_why(on_cluster, cl
             second.close()
             _next_runs_repair(p, cluster, m, "split")
             return
+
         def objects():  # the model's, the staging and the mend's (not its lock's: each run takes one)
             return [[t for t in node if "__lock_" not in t] for node in _tables(cluster, p, f"^{m}")]
 
@@ -868,7 +869,7 @@ def _next_runs_repair(p, cluster, m: str, outcome: str) -> None:
         assert "ran on some nodes only: the nodes serve different generations of the model" in log, log[-4000:]
         for node in cluster.nodes:
             assert f":{node.tcp_port}) serves the rebuild for" in log, log[-4000:]
-        assert f"The swap cannot be mended here: shard 2 (" in log and "under no name" in log, log[-4000:]
+        assert "The swap cannot be mended here: shard 2 (" in log and "under no name" in log, log[-4000:]
         assert f"Run `dbt run --select {m} --full-refresh`, which drops the staging objects on every node" in log, log[
             -4000:
         ]
