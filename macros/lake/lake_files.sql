@@ -127,8 +127,10 @@
           ~ "') there (docs/staging.md, \"Late and amended batches\").") -%}
   {%- endif -%}
   {%- if flags.WHICH in ('run', 'build', 'retry') -%}
-    {#- ON CLUSTER only when missing here: with a node down, DDL on the cluster waits for it. -#}
-    {%- if not vcmt._relation_exists(record) -%}{%- do run_query(vcmt._create_lake_files_sql(record)) -%}{%- endif -%}
+    {#- ON CLUSTER only when missing on a node: with a node down, DDL on the cluster waits for it. -#}
+    {%- if not vcmt._exists_on_every_node(record) -%}
+      {%- do run_query(vcmt._create_lake_files_sql(record)) -%}
+    {%- endif -%}
     {%- set claimed = 'select path, fingerprint from ' ~ record ~ ' where dataset = ' ~ ds ~ ' and invocation_id = '
                       ~ vcmt._sql_string(invocation_id) -%}
     {{ return('(' ~ vcmt._lake_files_marker(spec) ~ ' select * from ' ~ table_function ~ ' where _path in (select path '

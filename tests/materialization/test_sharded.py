@@ -963,6 +963,18 @@ def test_new_files_on_a_sharded_model_reads_each_file_once_through_either_node(o
         assert all(rows[0][0] > 0 for rows in _shard_rows(cluster, p, "select count() from nf_local")), (
             "a shard is empty"
         )
+        # A second mart whose first run loses the second node at the record's CREATE ON CLUSTER: the record is made
+        # on the first node only (the lab's DDL stand-in, unlike a DDL queue, never replays it). The next run makes
+        # it on every node, so the run after it can read "loaded" through every replica.
+        p.model("nf_late", NEW_FILES)
+        _lose_a_node_during(p, cluster, "nf_late", "create nf_late__lake_files", 1)
+        assert [rows[0][0] for rows in _shard_rows(cluster, p, "exists table nf_late__lake_files")] == [1, 0]
+        first = p.dbt("run", "--select", "nf_late")
+        assert "4 files to read (every file: a first run or a full refresh)" in first.log, first.log[-3000:]
+        assert [rows[0][0] for rows in _shard_rows(cluster, p, "exists table nf_late__lake_files")] == [1, 1]
+        again = p.dbt("run", "--select", "nf_late")
+        assert "0 files to read, not loaded before" in again.log, again.log[-3000:]
+        assert p.query("select id, x from nf_late final where sign = 1 order by id") == [(i, 10 * i) for i in range(9)]
     finally:
         entry.stop()
         p.vars = saved

@@ -29,6 +29,20 @@
 {% endmacro %}
 
 
+{#- Whether `relation` exists on every node it is made on: each replica of
+    the model's cluster for a relation created ON CLUSTER, else this node.
+    A CREATE ... ON CLUSTER that a node missed (down then, its DDL task
+    never replayed) leaves the table on the other nodes only. -#}
+{% macro _exists_on_every_node(relation) %}
+  {%- if not on_cluster_clause(relation) | trim -%}{{ return(vcmt._relation_exists(relation)) }}{%- endif -%}
+  {%- set cluster = vcmt._sql_string(vcmt._cluster_name()) -%}
+  {%- set rows = run_query("select (select count() from system.clusters where cluster = " ~ cluster ~ ") = (select "
+      ~ "count() from clusterAllReplicas(" ~ cluster ~ ", system.tables) where database = "
+      ~ vcmt._sql_string(relation.schema) ~ " and name = " ~ vcmt._sql_string(relation.identifier) ~ ")") -%}
+  {{ return(rows.columns[0].values()[0] | int == 1) }}
+{% endmacro %}
+
+
 {% macro _relation_columns(relation) %}
   {%- set columns = [] -%}
   {%- for c in adapter.get_columns_in_relation(relation) -%}
