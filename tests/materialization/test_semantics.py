@@ -373,6 +373,10 @@ SORTING_KEYS = {
     "calendar_of_a_session_time": (["toYYYYMM(day)", "id", "day"], "(day, id)"),
     # A Date32's month start is a Date or a Date32 as a setting says, so two sessions could disagree on old days.
     "calendar_of_a_date32": (["toStartOfMonth(day)", "id", "day"], "(day, id)"),
+    # No order_by: partitioned by an expression of the key, the model is sorted by it first, then the key;
+    # partitioned by another column, by the key alone.
+    "default_key_expression": (None, "((id % 4), id)"),
+    "default_other_column": (None, "id"),
 }
 # The type of the first key column `day` of the calendar cases (the others' first column is `tenant` or `id`).
 DAY_TYPES = {
@@ -392,10 +396,11 @@ DAY_TYPES = {
     [("key_expression_first", {}), ("key_expression_between", {"a": "{old} + {new}"}), ("other_column_first", {}),
      ("alias_first", {"a": "sum"}), ("time_function_first", {}), ("commented", {}), ("calendar_of_a_date", {}),
      ("calendar_of_a_zoned_time", {"a": "{old} + {new}"}), ("calendar_of_a_session_time", {}),
-     ("calendar_of_a_date32", {})],
+     ("calendar_of_a_date32", {}), ("default_key_expression", {}), ("default_other_column", {"a": "{old} + {new}"})],
     ids=["key_expression_first-fold", "key_expression_between-rounds", "other_column_first-fold", "alias_first-fold",
          "time_function_first-fold", "commented-fold", "calendar_of_a_date-fold", "calendar_of_a_zoned_time-rounds",
-         "calendar_of_a_session_time-fold", "calendar_of_a_date32-fold"],
+         "calendar_of_a_session_time-fold", "calendar_of_a_date32-fold", "default_key_expression-fold",
+         "default_other_column-rounds"],
 )  # fmt: skip
 def test_a_sorting_key_led_by_an_expression_looks_keys_up_by_it_and_stays_exact(project, m, sorting, merge):
     """A model partitioned by an expression of its key and sorted by it first looks its keys up by that prefix
@@ -403,9 +408,11 @@ def test_a_sorting_key_led_by_an_expression_looks_keys_up_by_it_and_stays_exact(
     Either way updates, deletes, late and duplicate events equal the oracle, with tiny granules and unmerged
     parts so a lookup spans many granules and partitions."""
     order_by, lookup = SORTING_KEYS[sorting]
-    keys = ["tenant", "id"] if "tenant" in order_by else ["day", "id"] if sorting in DAY_TYPES else ["id"]
+    keys = ["tenant", "id"] if "tenant" in (order_by or []) else ["day", "id"] if sorting in DAY_TYPES else ["id"]
     cols = {**{k: "Int64" for k in keys}, "a": "Int64", "b": "String", "_version": "UInt64", "sign": "Int8"}
-    partition = {"key_expression_between": "intDiv(id, 3) % 5"}.get(sorting, "id % 4")
+    partition = {"key_expression_between": "intDiv(id, 3) % 5", "default_other_column": "length(b) % 3"}.get(
+        sorting, "id % 4"
+    )
     if sorting in DAY_TYPES:
         cols["day"], partition = DAY_TYPES[sorting], order_by[0]
         # days of three months, at a time of day that falls in another month in other time zones
@@ -413,8 +420,8 @@ def test_a_sorting_key_led_by_an_expression_looks_keys_up_by_it_and_stays_exact(
         firsts = [start + datetime.timedelta(days=d) for d in (0, 40, 80)]
     else:
         firsts = [1, 2]
-    config = {"unique_key": keys, "partition_by": partition, "order_by": order_by, "merge": merge,
-              "settings": {"index_granularity": 2}}  # fmt: skip
+    config = {"unique_key": keys, "partition_by": partition, "merge": merge, "settings": {"index_granularity": 2},
+              **({"order_by": order_by} if order_by else {})}  # fmt: skip
     s = Scenario(project, cols, config, name=m)
     oracle = Oracle(["a", "b"], {"a": (lambda old, new: old + new) if merge.get("a") == "{old} + {new}" else
                                   merge.get("a", "replace")})  # fmt: skip
@@ -442,3 +449,33 @@ def test_a_sorting_key_led_by_an_expression_looks_keys_up_by_it_and_stays_exact(
                          f"and name = '{m}__transform'")[0][0]  # fmt: skip
     lookup_in_view = re.search(r" FINAL PREWHERE (.*?) IN \(SELECT ", view)
     assert lookup_in_view and lookup_in_view.group(1) == lookup, view
+    if order_by is None:  # the table is sorted as the lookup reads it (a collapsing table's key ends with the version)
+        stored = project.scalar(
+            f"select sorting_key from system.tables where database = currentDatabase() and name = '{m}'"
+        )
+        assert (
+            stored
+            == {"default_key_expression": "id % 4, id, _version", "default_other_column": "(id), _version"}[sorting]
+        ), stored
+
+
+def test_a_model_sorted_by_its_key_alone_keeps_that_until_a_full_refresh_sorts_it_by_its_partition_first(project, m):
+    """A model partitioned by `id % 4` whose table was created sorted by `id` alone (an explicit `order_by`, or
+    the default before the package put the partition expression first) runs on unchanged once its config sets
+    no `order_by`: no "order_by changed", the lookup on the key alone. A `--full-refresh` sorts it by
+    `(id % 4, id)` and the lookup names that prefix; the model stays exact throughout."""
+    cols = {"id": "Int64", "a": "Int64", "_version": "UInt64", "sign": "Int8"}
+    s = Scenario(project, cols, {"unique_key": "id", "partition_by": "id % 4", "order_by": ["id"]}, name=m)
+    sorting = f"select sorting_key from system.tables where database = currentDatabase() and name = '{m}'"
+    view = f"select as_select from system.tables where database = currentDatabase() and name = '{m}__transform'"
+    s.run_batch([(i, i, 1, 1) for i in range(20)])
+    s.config.pop("order_by")
+    s.write_model("`id`, `a`, `_version`, `sign`")
+    s.run_batch([(3, 30, 2, 1), (7, 0, 2, -1)])
+    assert project.scalar(sorting) == "(id), _version"
+    assert " FINAL PREWHERE id IN (SELECT " in project.scalar(view)
+    s.run_batch([(i, i * 2, 3, 1) for i in range(20)], "--full-refresh")
+    assert project.scalar(sorting) == "id % 4, id, _version"
+    assert " FINAL PREWHERE ((id % 4), id) IN (SELECT " in project.scalar(view)
+    s.run_batch([(5, 50, 4, 1), (6, 0, 4, -1)])
+    assert sorted(s.final_rows()) == sorted([(i, {5: 50}.get(i, i * 2), {5: 4}.get(i, 3)) for i in range(20) if i != 6])

@@ -12,6 +12,7 @@
   {%- set select_columns = adapter.get_column_schema_from_query(sql) -%}
   {%- set columns = vcmt._target_columns(cfg, select_columns) -%}
   {%- do vcmt._check_syntax(cfg, target) -%}
+  {%- set cfg = vcmt._sorting_key_default(cfg, columns, objs.target, not rebuild) -%}
   {%- do vcmt._check_sharding_key(cfg, columns, target) -%}
   {%- do vcmt._check_projections(cfg) -%}
   {%- set found = vcmt._existing_objects(objs) -%}

@@ -43,6 +43,18 @@
 {% endmacro %}
 
 
+{#- Whether the existing table `relation`'s sorting key starts with `items`
+    (SQL expressions), both as the engine's formatter spells them (a
+    collapsing table's sorting key ends with its version column). -#}
+{% macro _stored_sorting_key_starts(relation, items) %}
+  {%- set rows = run_query("select startsWith(formatQuerySingleLine('select ' || sorting_key) || ',', "
+      ~ "formatQuerySingleLine(" ~ vcmt._sql_string('select ' ~ vcmt._user_sql_list(items)) ~ ") || ',') "
+      ~ "from system.tables where database = " ~ vcmt._sql_string(relation.schema) ~ " and name = "
+      ~ vcmt._sql_string(relation.identifier)).rows -%}
+  {{ return(rows | length > 0 and rows[0][0] | int == 1) }}
+{% endmacro %}
+
+
 {% macro _relation_columns(relation) %}
   {%- set columns = [] -%}
   {%- for c in adapter.get_columns_in_relation(relation) -%}

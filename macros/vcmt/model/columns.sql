@@ -126,7 +126,8 @@
     keeps the plain lookup. One EXPLAIN AST, only for models whose sorting
     key has such an expression. `columns`: the model's, for their types. -#}
 {% macro _lookup_key(cfg, columns) %}
-  {%- set plain = {'left': vcmt._key_tuple(cfg.key_columns), 'select': vcmt._column_list(cfg.key_columns)} -%}
+  {%- set plain = {'left': vcmt._key_tuple(cfg.key_columns), 'select': vcmt._column_list(cfg.key_columns),
+      'expressions': 0} -%}
   {%- set written = [] -%}
   {%- for item in cfg.order_by -%}{%- do written.append(vcmt._unquote(item | trim)) -%}{%- endfor -%}
   {%- if written | reject('in', cfg.key_columns) | list | length == 0 -%}{{ return(plain) }}{%- endif -%}
@@ -176,7 +177,41 @@
     {%- do items.append({'key': k, 'sql': vcmt._quote(k)}) -%}
   {%- endfor -%}
   {%- set sql = items | map(attribute='sql') | join(', ') -%}
-  {{ return({'left': '(' ~ sql ~ ')', 'select': sql}) }}
+  {{ return({'left': '(' ~ sql ~ ')', 'select': sql, 'expressions': items | selectattr('key', 'none') | list
+      | length}) }}
+{% endmacro %}
+
+
+{#- A model that sets no `order_by` (nor `primary_key`) and is partitioned
+    by expressions of its key (`partition_by='id % 20'`, `toYYYYMM(day)` of
+    a `Date` key column): its sorting key is `partition_by`'s items, then
+    the key columns. Within a part a partition expression has one value, so
+    the rows sit in the same order as when sorted by the key alone; but
+    the lookups then name that prefix (_lookup_key), and a batch reads only
+    its keys' granules instead of one granule per partition for each key
+    (docs/design.md#what-the-transform-writes). Only if every partition item
+    is a key column or an expression _lookup_key takes whole. An existing
+    table keeps the sorting key it was created with: this default only when
+    its stored sorting key is this one (a table from before keeps the key
+    alone until a --full-refresh). Returns `cfg`, changed or not. -#}
+{% macro _sorting_key_default(cfg, columns, target, exists) %}
+  {%- if cfg.order_by_set or cfg.primary_key or not cfg.partition_by -%}{{ return(cfg) }}{%- endif -%}
+  {%- set parted = vcmt._sql_list_items(cfg.partition_by) or [] -%}
+  {%- set items = [] -%}
+  {%- set ns = namespace(expressions=0) -%}
+  {%- for item in parted -%}
+    {%- set name = vcmt._unquote(item | trim) -%}
+    {%- if name in cfg.key_columns -%}{%- do items.append(vcmt._quote(name)) -%}{%- else -%}
+      {%- do items.append(item | trim) -%}{%- set ns.expressions = ns.expressions + 1 -%}
+    {%- endif -%}
+  {%- endfor -%}
+  {%- for k in cfg.key_columns if vcmt._quote(k) not in items -%}{%- do items.append(vcmt._quote(k)) -%}{%- endfor -%}
+  {%- set trial = {} -%}
+  {%- do trial.update(cfg) -%}
+  {%- do trial.update({'order_by': items}) -%}
+  {%- if not parted or vcmt._lookup_key(trial, columns).expressions != ns.expressions -%}{{ return(cfg) }}{%- endif -%}
+  {%- if exists and not vcmt._stored_sorting_key_starts(target, items) -%}{{ return(cfg) }}{%- endif -%}
+  {{ return(trial) }}
 {% endmacro %}
 
 

@@ -17,6 +17,7 @@
   {%- set folds = cfg.delete_mode == 'versioned' and not cfg.unavailable_column -%}
   {%- do cfg.update({
       'sign_required': source.get('sign') is not none,
+      'order_by_set': source.get('order_by') not in [none, '', []],
       'folds': folds,
       'foldable': vcmt._folds_to_last_event(folds, cfg.merge),
   }) -%}

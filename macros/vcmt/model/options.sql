@@ -43,7 +43,7 @@
       {'name': 'partition_by', 'shown': 'none', 'clause': 'PARTITION BY', 'full_refresh': true,
        'probe': 'create table t (x Int8) engine = MergeTree partition by ({}) order by tuple()',
        'fix': 'fix `partition_by`'},
-      {'name': 'order_by', 'shown': '`unique_key`', 'read': '_read_order_by', 'clause': 'ORDER BY',
+      {'name': 'order_by', 'shown': '`partition_by`, `unique_key`', 'read': '_read_order_by', 'clause': 'ORDER BY',
        'full_refresh': true, 'probe': 'create table t (x Int8) engine = MergeTree order by ({})',
        'fix': 'fix `order_by`'},
       {'name': 'primary_key', 'shown': 'none', 'clause': 'PRIMARY KEY', 'full_refresh': true,
