@@ -762,9 +762,10 @@ def test_node_lost_at_a_swap_statement_of_a_full_refresh_then_next_runs_repair(
         p.vars = saved
 
 
-def _lose_a_node_at(p, cluster, m: str, label: str, lost_node: int) -> None:
-    """Model `m` loaded with 100 keys, then a `--full-refresh` whose SELECT has 50 of them is stopped right before
-    its statement `label`; node `lost_node` is killed, the statement fails there, and the node comes back."""
+def _lose_a_node_at(p, cluster, m: str, label: str, lost_node: int, before_refresh=None) -> None:
+    """Model `m` loaded with 100 keys, then (after `before_refresh()`, if given) a `--full-refresh` whose SELECT has
+    50 of them is stopped right before its statement `label`; node `lost_node` is killed, the statement fails
+    there, and the node comes back."""
     # The model before: 100 keys. The rebuild's SELECT: 50 of them, other values, a newer version. (dbt reaches the
     # first node: the source lives there.)
     p.command(
@@ -775,6 +776,8 @@ def _lose_a_node_at(p, cluster, m: str, label: str, lost_node: int) -> None:
     p.dbt("run", "--select", m)
     p.command(f"truncate table {m}_src")
     p.command(f"insert into {m}_src select number, number * 7, 2 from numbers(50)")
+    if before_refresh is not None:
+        before_refresh()
     p.vars = {**p.vars, "vcmt_lock_lease_s": 3}  # the failed refresh's lock may be left to lapse (node lost)
     _lose_a_node_during(p, cluster, m, label, lost_node, "--full-refresh")
 
@@ -820,6 +823,83 @@ def test_node_lost_while_a_split_swap_is_mended_then_next_run_mends_it(on_cluste
                                          f"where database = currentDatabase() and name = '{m}_local'")  # fmt: skip
         assert [rows[0][0] for rows in served] == [1, 0], served  # split again, by the mend's own EXCHANGE
         _next_runs_repair(p, cluster, m, "mend")
+    finally:
+        p.vars = saved
+
+
+def test_a_split_rename_is_mended(on_cluster, cluster):
+    """A table the model did not have before its `--full-refresh` (a helper an upgrade added; here dropped by hand)
+    is renamed in, not exchanged: that RENAME split leaves the model's name on the first node only. The next run
+    creates an empty table of that name where it is missing, mends the split, finishes the swap, and the model
+    equals the rebuild."""
+    p = on_cluster
+    m = "mend_rename"
+    saved = dict(p.vars)
+    try:
+        _lose_a_node_at(
+            p, cluster, m, f"rename {m}__vcmt_new__truncates", 1,
+            before_refresh=lambda: p.command(f"drop table {m}__truncates on cluster {cluster.name} sync"),
+        )  # fmt: skip
+        assert [rows[0][0] for rows in _shard_rows(cluster, p, f"exists table {m}__truncates")] == [1, 0]
+        _next_runs_repair(p, cluster, m, "mend")
+    finally:
+        p.vars = saved
+
+
+def test_a_split_mend_compares_what_the_engine_merges_not_stored_rows(on_cluster, cluster):
+    """The issue's split, whose rebuild on the second node (still under the staging name) then gets an update as
+    separate inserts: a cancel row and the new state row in parts of their own. The mend's copy is merged on
+    insert, so it stores fewer rows than its source; its check compares what both read as their engine merges
+    them, so the mend goes on, and the model is the rebuild with that update."""
+    p = on_cluster
+    m = "mend_unmerged"
+    saved = dict(p.vars)
+    try:
+        _lose_a_node_at(p, cluster, m, f"exchange {m}__vcmt_new_local", 1)
+        second = cluster.nodes[1].client(p.schema)
+        key = second.query(f"select id from {m}__vcmt_new_local where sign = 1 order by id limit 1").result_rows[0][0]
+        second.command(f"insert into {m}__vcmt_new_local values ({key}, {7 * key}, 2, -1)")
+        second.command(f"insert into {m}__vcmt_new_local values ({key}, 1000, 3, 1)")
+        stored = second.query(f"select count() from {m}__vcmt_new_local").result_rows[0][0]
+        second.close()
+        run = p.dbt("run", "--select", m)
+        assert "ran on some nodes only; mending" in re.sub(r"\s+", " ", run.log), run.log[-3000:]
+        read = f"select count(), sum(a), max(_version) from {m} final where sign = 1"
+        assert p.query(read) == [(50, 7 * 49 * 50 // 2 - 7 * key + 1000, 3)], run.log[-3000:]
+        copied = cluster.nodes[1].client(p.schema)
+        assert copied.query(f"select count() from {m}_local").result_rows[0][0] < stored  # merged on insert
+        copied.close()
+        for node_tables in _tables(cluster, p, f"^{m}"):
+            assert not [t for t in node_tables if "__vcmt_" in t], node_tables
+    finally:
+        p.vars = saved
+
+
+def test_a_full_refresh_that_drops_a_split_swaps_staging_then_fails_leaves_a_model_every_run_refuses(
+    on_cluster, cluster
+):
+    """The issue's split, then a `--full-refresh` whose load fails: its build drops the split swap's staging tables
+    on every node (the second node's only copy of the first rebuild). The nodes now serve two generations with
+    nothing to mend from: every ordinary run fails before any write, naming each node and what it serves, until
+    a `--full-refresh` rebuilds every node."""
+    p = on_cluster
+    m = "mend_mixed"
+    saved = dict(p.vars)
+    try:
+        _lose_a_node_at(p, cluster, m, f"exchange {m}__vcmt_new_local", 1)
+        p.model(m, SHARDED.format(extra="") + f"select id, a + throwIf(id = 3) as a, _version from {m}_src")
+        p.dbt("run", "--select", m, "--full-refresh", expect_pass=False)
+        p.model(m, SHARDED.format(extra="") + f"select id, a, _version from {m}_src")
+        for _ in range(2):  # the first drops the failed refresh's staging tables, then refuses; the next refuses
+            run = p.dbt("run", "--select", m, expect_pass=False)
+            log = re.sub(r"\s+", " ", run.log)
+            assert f"vcmt_upsert {m}: the nodes serve different generations of the model" in log, log[-4000:]
+            assert f"{m}_local: shard 1 (" in log and "serves its first build" in log, log[-4000:]
+        run = p.dbt("run", "--select", m, "--full-refresh")
+        assert p.query(f"select count(), sum(a), min(_version) from {m} final where sign = 1") == [
+            (50, 7 * 49 * 50 // 2, 2)
+        ], run.log[-3000:]
+        assert p.dbt("run", "--select", m).log
     finally:
         p.vars = saved
 

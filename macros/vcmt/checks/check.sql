@@ -31,6 +31,11 @@
   {{ return(modules.re.sub('(?is)^\\s*create\\s+table\\s', 'create temporary table ', create_sql, 1)) }}
 {% endmacro %}
 
+{#- The same CREATE that does nothing where the table exists. -#}
+{% macro _if_not_exists(create_sql) %}
+  {{ return(modules.re.sub('(?is)^\\s*create\\s+table\\s', 'create table if not exists ', create_sql, 1)) }}
+{% endmacro %}
+
 
 {#- Syntax first, before any other check reads the config's SQL: every
     expression of the config through formatQueryOrNull (NULL instead of an

@@ -153,6 +153,15 @@
 {% endmacro %}
 
 
+{#- How a read names the node each row comes from: `shard <n> (<host>:<tcp
+    port>)` through clusterAllReplicas on a cluster, `<host>:<port>` on one
+    server. Every read that compares nodes uses this one label. -#}
+{% macro _node_label_sql(cluster) %}
+  {{ return("concat('shard ', toString(_shard_num), ' (', hostName(), ':', toString(tcpPort()), ')')" if cluster
+      else "concat(hostName(), ':', toString(tcpPort()))") }}
+{% endmacro %}
+
+
 {#- Which of `names` (identifiers in `relation`'s schema) exist on each node
     of the model's cluster, with their comment, as [{node, name, comment}]:
     every replica of every shard through clusterAllReplicas on a cluster
@@ -167,8 +176,7 @@
   {%- set cluster = vcmt._cluster_name() if on_cluster_clause(relation) | trim else none -%}
   {%- set quoted = [] -%}
   {%- for name in names -%}{%- do quoted.append(vcmt._sql_string(name)) -%}{%- endfor -%}
-  {%- set node = "concat('shard ', toString(_shard_num), ' (', hostName(), ':', toString(tcpPort()), ')')"
-      if cluster else "concat(hostName(), ':', toString(tcpPort()))" -%}
+  {%- set node = vcmt._node_label_sql(cluster) -%}
   {%- set source = "clusterAllReplicas(" ~ vcmt._sql_string(cluster) ~ ", system.tables)"
       if cluster else "system.tables" -%}
   {%- set starts = [] -%}

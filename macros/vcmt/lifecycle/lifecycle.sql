@@ -26,7 +26,7 @@
 {% macro _helper_tables(cfg, objs, columns) %}
   {%- set tables = [] -%}
   {%- for o in vcmt._roles_of('helper') -%}
-    {%- do tables.append((o.role, vcmt[o.create](cfg, objs[o.role], columns))) -%}
+    {%- do tables.append((o.role, vcmt._create_role_sql(cfg, o.role, objs[o.role], columns))) -%}
   {%- endfor -%}
   {{ return(tables) }}
 {% endmacro %}
@@ -121,13 +121,13 @@
   {%- for o in vcmt._object_roles() if o.role in objs -%}
     {%- set name = 'vcmt_create_' ~ o.role -%}
     {%- if o.kind in ['table', 'helper'] -%}
-      {%- do statements.append((name, vcmt[o.create](cfg, objs[o.role], columns))) -%}
+      {%- do statements.append((name, vcmt._create_role_sql(cfg, o.role, objs[o.role], columns))) -%}
     {%- elif o.kind == 'stage' and guarded -%}
       {#- The guard holds the stage's name; the real stage is built under the staging set's name. -#}
       {%- do guard.update({'role': o.role, 'new': vcmt._staging_objects(objs)[o.role]}) -%}
       {%- do statements.append((name, vcmt._guard_stage_sql(objs[o.role], columns))) -%}
     {%- elif o.kind == 'stage' -%}
-      {%- do statements.append((name, vcmt._create_stage_sql(objs[o.role], columns))) -%}
+      {%- do statements.append((name, vcmt._create_role_sql(cfg, o.role, objs[o.role], columns))) -%}
     {%- elif o.kind == 'view' and o.role in views -%}
       {%- do statements.append((name, views[o.role])) -%}
     {%- endif -%}
@@ -255,7 +255,11 @@
       (`pending` exchanges, then _finish_swap) is the same on every node;
     - 'split': an EXCHANGE ran on some nodes only. ON CLUSTER DDL names
       tables, the same on every node, and an EXCHANGE run again swaps back
-      where it had run, so each `split` table is first mended (_mend_split).
+      where it had run, so each `split` table is first mended (_mend_split);
+    - 'mixed': no staging object is left, yet the model's own tables (its
+      `mixed` roles) carry different generations on different nodes (a
+      --full-refresh that dropped a split swap's staging tables, then
+      failed): nothing is left to mend from.
     `rows` is what it read: every node's catalog rows for the model's,
     the staging and the mend's names. Leftovers of a mend count as staging
     objects (docs/design.md#sharded-clusters). -#}
@@ -278,8 +282,19 @@
     {%- if row.comment.startswith(vcmt._generation_prefix())
         and row.comment > st.generation -%}{%- set st.generation = row.comment -%}{%- endif -%}
   {%- endfor -%}
-  {%- if not leftovers -%}{{ return(none) }}{%- endif -%}
   {%- set roles = vcmt._swapped_roles(cfg, objs, columns) -%}
+  {#- The tables whose comment (generation) is not the same on every node (or that some nodes lack). -#}
+  {%- set mixed = [] -%}
+  {%- for role in roles -%}
+    {%- set seen = [] -%}
+    {%- for node in serving -%}
+      {%- set here = rows | selectattr('node', 'equalto', node) | selectattr('name', 'equalto', objs[role].identifier)
+          | map(attribute='comment') | list -%}
+      {%- if (here or [none])[0] not in seen -%}{%- do seen.append((here or [none])[0]) -%}{%- endif -%}
+    {%- endfor -%}
+    {%- if seen | length > 1 -%}{%- do mixed.append(role) -%}{%- endif -%}
+  {%- endfor -%}
+  {%- if not leftovers and not mixed -%}{{ return(none) }}{%- endif -%}
   {#- node -> role -> whether the model's name holds the newest generation there. -#}
   {%- set swapped = {} -%}
   {%- for node in serving -%}
@@ -301,9 +316,9 @@
     {%- elif on | length == swapped | length -%}{%- do done.append(role) -%}
     {%- else -%}{%- do split.append(role) -%}{%- endif -%}
   {%- endfor -%}
-  {%- set state = 'split' if split else ('unswapped' if not done else 'resumable') -%}
+  {%- set state = 'mixed' if not leftovers else 'split' if split else ('unswapped' if not done else 'resumable') -%}
   {{ return({'state': state, 'generation': st.generation, 'pending': pending, 'split': split, 'swapped': swapped,
-      'leftovers': leftovers, 'rows': rows}) }}
+      'leftovers': leftovers, 'rows': rows, 'mixed': mixed}) }}
 {% endmacro %}
 
 
@@ -326,8 +341,11 @@
         ~ found_swap.leftovers | list | join(', ') ~ ') are dropped on every node', info=true) }}
     {%- do vcmt._check_fence(objs.target) -%}
     {%- do vcmt._drop_leftovers(objs) -%}
-    {{ return(false) }}
   {%- endif -%}
+  {%- if found_swap.state in ['unswapped', 'mixed'] and found_swap.mixed -%}
+    {%- do vcmt._refuse_mixed(objs, found_swap) -%}
+  {%- endif -%}
+  {%- if found_swap.state == 'unswapped' -%}{{ return(false) }}{%- endif -%}
   {%- if found_swap.state == 'split' -%}
     {%- set why = vcmt._why_split_stays(cfg, objs, columns, found_swap) -%}
     {%- if why -%}{%- do vcmt._refuse_split(objs, found_swap, why) -%}{%- endif -%}
@@ -342,8 +360,9 @@
     {%- if found_swap is none or found_swap.state != 'resumable' -%}
       {{ exceptions.raise_compiler_error("vcmt_upsert " ~ model ~ ": after mending the swap of " ~ named | join(', ')
           ~ ", the nodes' catalogs read '" ~ (found_swap.state if found_swap else 'no staging object') ~ "' where "
-          ~ "every node should serve the rebuild for those tables: another process changed them meanwhile. Run "
-          ~ "`dbt run --select " ~ model ~ "` again: it reads the nodes again and goes on from there.") }}
+          ~ "every node should serve the rebuild for those tables: a node ran one of the mend's statements late "
+          ~ "(its DDL queue replaying it), or another process changed them meanwhile. Run `dbt run --select "
+          ~ model ~ "` again: it reads the nodes again and goes on from there.") }}
     {%- endif -%}
   {%- endif -%}
   {%- set named = [] -%}
@@ -404,6 +423,9 @@
   {%- set chk = vcmt._check_relations(objs) -%}
   {%- for role in found_swap.split -%}
     {%- set rebuild = vcmt._rebuild_columns(objs, role, found_swap.generation) -%}
+    {%- if not rebuild -%}
+      {{ return('the node dbt connects to holds the rebuild of ' ~ objs[role].identifier ~ ' under no name') }}
+    {%- endif -%}
     {%- call statement('vcmt_check_' ~ role) -%}{{ vcmt._as_temporary(vcmt._create_role_sql(cfg, role, chk[role],
         columns)) }}{%- endcall -%}
     {%- set built = vcmt._described_columns(chk[role]) -%}
@@ -471,29 +493,53 @@
 {% endmacro %}
 
 
-{#- A split swap mended (docs/design.md#sharded-clusters): for each table
-    whose EXCHANGE ran on some nodes only, every node copies the rebuild
-    from whichever of the two names holds it there (`<model>__vcmt_mend...`,
-    read through a Merge table over both names, `..._src`, that each node
-    filters by its own catalog), the copies are checked (columns, and rows
-    per node), and one EXCHANGE of the copy with the model's table, the same
-    statement on every node, makes every node serve the rebuild. Every step
-    is ON CLUSTER, and a run stopped anywhere in it finds a split again
-    (the copies go first) or a swap every node agrees on. -#}
+{#- The run fails before any write: the model's own tables carry different
+    generations on different nodes (`mixed`), with no staging table left
+    to mend them from. -#}
+{% macro _refuse_mixed(objs, found_swap) %}
+  {%- set model = vcmt._public_relation(objs).identifier -%}
+  {%- set lines = [] -%}
+  {%- for role in found_swap.mixed -%}
+    {%- set serves = [] -%}
+    {%- for node in found_swap.swapped -%}
+      {%- set here = found_swap.rows | selectattr('node', 'equalto', node) | selectattr('name', 'equalto',
+          objs[role].identifier) | map(attribute='comment') | list -%}
+      {%- do serves.append(node ~ ' ' ~ ('has no such table' if not here else 'serves `' ~ here[0] ~ '`'
+          if here[0] else 'serves its first build')) -%}
+    {%- endfor -%}
+    {%- do lines.append(objs[role].identifier ~ ': ' ~ serves | join(', ')) -%}
+  {%- endfor -%}
+  {{ exceptions.raise_compiler_error("vcmt_upsert " ~ model ~ ": the nodes serve different generations of the model, "
+      ~ "and reads through " ~ model ~ " mix them. " ~ lines | join('; ') ~ ". No staging table of a --full-refresh is "
+      ~ "left to mend them from (a --full-refresh run after an interrupted one dropped them, then failed). Nothing "
+      ~ "was changed. Run `dbt run --select " ~ model ~ " --full-refresh`, which rebuilds the model from its SELECT "
+      ~ "on every node; keep writers into " ~ model ~ "__stage paused until it has run.") }}
+{% endmacro %}
+
+
+{#- A split swap mended (docs/design.md#a-full-refresh-interrupted-on-some-nodes):
+    for each table whose EXCHANGE ran on some nodes only, every node copies
+    the rebuild from whichever of the two names holds it there
+    (`<model>__vcmt_mend...`, read through a Merge table over both names,
+    `..._src`, that each node filters by its own catalog), the copies are
+    checked against what they were copied from on every node, and one
+    EXCHANGE of the copy with the model's table, the same statement on every
+    node, makes every node serve the rebuild. Every step is ON CLUSTER, and
+    a run stopped anywhere in it finds a split again (the copies go first)
+    or a swap every node agrees on. The copy is fenced and names the lock's
+    holder, so a long one keeps the lock (lock.sql, `_holder_busy`). -#}
 {% macro _mend_split(cfg, objs, columns, found_swap) %}
   {%- set new = vcmt._staging_objects(objs) -%}
   {%- set copies, sources = vcmt._mend_sets(objs) -%}
-  {%- set model = vcmt._public_relation(objs).identifier -%}
   {%- set generation = found_swap.generation -%}
   {%- for role in found_swap.split -%}
+    {%- do vcmt._renew_lock(objs) -%}
     {%- set own = objs[role] -%}
     {%- set names = [own.identifier, new[role].identifier] -%}
-    {#- A node's table of the rebuild, among the two names. -#}
-    {%- set holding = vcmt._commented_tables_sql(own.schema, names, generation) -%}
-    {%- for rel in [sources[role], copies[role]] -%}
-      {%- do vcmt._check_fence(objs.target) -%}
-      {%- call statement('vcmt_mend_drop') -%}{{ vcmt._drop_sql(rel) }}{%- endcall -%}
-    {%- endfor -%}
+    {#- On each node that runs it, the one of the two names that holds the rebuild there (the first by name,
+        as _rebuild_holders lists them). -#}
+    {%- set here = 'select min(name) ' ~ vcmt._commented_tables_sql(own.schema, names, generation) -%}
+    {%- do vcmt._drop_mend_tables(objs, role) -%}
     {%- set rebuild_columns = vcmt._rebuild_columns(objs, role, generation) -%}
     {%- set alternatives = [] -%}
     {%- for name in names -%}{%- do alternatives.append(modules.re.escape(name)) -%}{%- endfor -%}
@@ -509,13 +555,23 @@
       {{ vcmt._create_role_sql(cfg, role, copies[role], columns) }}
       comment {{ vcmt._sql_string(generation) }}
       as select {{ vcmt._column_list(rebuild_columns | map(attribute='name') | list) }} from {{ sources[role] }}
-      where _table = (select min(name) {{ holding }})
+      where _table in ({{ here }})
         and (select throwIf(count() = 0, {{ vcmt._sql_string('vcmt: no table of the rebuild on this node: '
-            ~ names | join(' or ')) }}) {{ holding }}) = 0
+            ~ names | join(' or ')) }}) {{ vcmt._commented_tables_sql(own.schema, names, generation) }}) = 0
+        and {{ vcmt._fenced(objs.target) }}
     {%- endcall -%}
-    {%- do vcmt._check_mend_copy(objs, found_swap, role, copies[role]) -%}
+    {%- do vcmt._check_mend_copy(objs, found_swap, role, rebuild_columns, here) -%}
     {%- do vcmt._check_fence(objs.target) -%}
     {%- call statement('vcmt_mend_drop') -%}{{ vcmt._drop_sql(sources[role]) }}{%- endcall -%}
+    {#- A split RENAME (the model had no such table before that --full-refresh) leaves the model's name on some
+        nodes only: an empty table of it where it is missing, for the EXCHANGE. -#}
+    {%- if found_swap.rows | selectattr('name', 'equalto', own.identifier) | map(attribute='node') | unique | list
+        | length < found_swap.swapped | length -%}
+      {%- do vcmt._check_fence(objs.target) -%}
+      {%- call statement('vcmt_mend_placeholder') -%}
+        {{ vcmt._if_not_exists(vcmt._create_role_sql(cfg, role, own, columns)) }}
+      {%- endcall -%}
+    {%- endif -%}
     {%- do vcmt._check_fence(objs.target) -%}
     {%- call statement('vcmt_mend_swap') -%}
       exchange tables {{ copies[role] }} and {{ own }} {{ on_cluster_clause(own) }}
@@ -524,34 +580,48 @@
 {% endmacro %}
 
 
+{#- A mend's copy of `role` and its Merge table dropped on every node. -#}
+{% macro _drop_mend_tables(objs, role) %}
+  {%- for set in vcmt._mend_sets(objs) | reverse -%}
+    {%- do vcmt._check_fence(objs.target) -%}
+    {%- call statement('vcmt_mend_drop') -%}{{ vcmt._drop_sql(set[role]) }}{%- endcall -%}
+  {%- endfor -%}
+{% endmacro %}
+
+
 {#- The copy a mend made of `role`'s rebuild, checked before it is swapped
-    in: on every node it holds as many rows as the table it was copied from.
-    Else the copy and its Merge table are dropped and the run fails, naming
-    the difference. -#}
-{% macro _check_mend_copy(objs, found_swap, role, copy) %}
+    in: on every node, its rows and the rows of the table it was copied from
+    (`here`, run on each node) give the same count and checksum as their
+    engine merges them (`final = 1`: a collapsing, summing or aggregating
+    table reads the same whatever its merges have done; the copy may have
+    been merged on insert). Else the mend's tables of `role` are dropped and
+    the run fails, naming the difference. -#}
+{% macro _check_mend_copy(objs, found_swap, role, rebuild_columns, here) %}
   {%- set model = vcmt._public_relation(objs).identifier -%}
-  {%- set holders = vcmt._rebuild_holders(objs, found_swap) -%}
+  {%- set copies, sources = vcmt._mend_sets(objs) -%}
+  {%- set sums = {} -%}
+  {%- for rel, where in [(copies[role], ''), (sources[role], ' where _table in (' ~ here ~ ')')] -%}
+    {%- do sums.update({rel.identifier: vcmt._checksums_by_node(rel, rebuild_columns, where)}) -%}
+  {%- endfor -%}
+  {%- set made = sums[copies[role].identifier] -%}
+  {%- set held = sums[sources[role].identifier] -%}
   {%- set problems = [] -%}
-  {%- set rows = vcmt._objects_on_every_node(objs.target, [copy.identifier, objs[role].identifier,
-      vcmt._staging_objects(objs)[role].identifier]) -%}
-  {%- for node in holders -%}
-    {%- set here = rows | selectattr('node', 'equalto', node) | list -%}
-    {%- set made = here | selectattr('name', 'equalto', copy.identifier) | list -%}
-    {%- set held = here | selectattr('name', 'equalto', holders[node][role][0]) | list -%}
-    {%- if not made or not held or made[0].total_rows != held[0].total_rows -%}
-      {%- do problems.append(node ~ ' has ' ~ (made[0].total_rows if made else 'no copy') ~ ' rows in the copy where '
-          ~ holders[node][role][0] ~ ' has ' ~ (held[0].total_rows if held else 'none')) -%}
-    {%- endif -%}
+  {%- for node in found_swap.swapped if made.get(node) != held.get(node) -%}
+    {%- do problems.append(node ~ ' has ' ~ vcmt._checksum_text(made.get(node)) ~ ' in the copy where the rebuild has '
+        ~ vcmt._checksum_text(held.get(node))) -%}
   {%- endfor -%}
   {%- if problems -%}
-    {%- for set in vcmt._mend_sets(objs) -%}
-      {%- call statement('vcmt_mend_drop') -%}{{ vcmt._drop_sql(set[role]) }}{%- endcall -%}
-    {%- endfor -%}
+    {%- do vcmt._drop_mend_tables(objs, role) -%}
     {{ exceptions.raise_compiler_error("vcmt_upsert " ~ model ~ ": mending the split swap of " ~ objs[role].identifier
         ~ ": the copy of the rebuild `" ~ found_swap.generation ~ "` does not match it: " ~ problems | join('; ')
-        ~ ". The copy was dropped and nothing was swapped; no node changed what it serves. Run `dbt run --select "
-        ~ model ~ " --full-refresh`, which drops the staging objects on every node and rebuilds the model.") }}
+        ~ ". That copy was dropped and not swapped in. Run `dbt run --select " ~ model ~ "` again to mend it "
+        ~ "again; if it fails the same way, run it with --full-refresh, which drops the staging objects on every "
+        ~ "node and rebuilds the model.") }}
   {%- endif -%}
+{% endmacro %}
+
+{% macro _checksum_text(sums) %}
+  {{ return('no table' if sums is none else sums[0] ~ ' rows (checksum ' ~ sums[1] ~ ')') }}
 {% endmacro %}
 
 
@@ -570,7 +640,9 @@
     ('unswapped') leaves the model's own tables serving: that load goes on. -#}
 {% macro _refuse_interrupted_swap(cfg, objs, columns, what) %}
   {%- set found_swap = vcmt._interrupted_swap(cfg, objs, columns) -%}
-  {%- if found_swap is none or found_swap.state == 'unswapped' -%}{{ return(none) }}{%- endif -%}
+  {%- if found_swap is none or (found_swap.state == 'unswapped' and not found_swap.mixed) -%}
+    {{ return(none) }}
+  {%- endif -%}
   {%- set model = vcmt._public_relation(objs).identifier -%}
   {{ vcmt._refuse_under_lock(objs, what ~ " " ~ model ~ ": a --full-refresh (`" ~ found_swap.generation
       ~ "`) stopped while it swapped its new tables in, so "
