@@ -459,6 +459,27 @@ def test_a_sorting_key_led_by_an_expression_looks_keys_up_by_it_and_stays_exact(
         ), stored
 
 
+@pytest.mark.engines("chdb")
+@pytest.mark.parametrize(
+    "partition,sorting",
+    [("(id)", "(id), _version"), ("tuple()", "(id), _version"), (["id % 4", "(id % 4)"], "(id), _version"),
+     (["(id % 4)", "`id`"], "(id % 4), id, _version")],
+    ids=["key_in_brackets", "constant", "expression_twice", "expression_and_quoted_key"],
+)  # fmt: skip
+def test_the_default_sorting_key_is_one_the_engine_takes(project, m, partition, sorting):
+    """Partitions that name the key in brackets, a constant, or one expression twice: the default sorting key
+    never repeats an item or leads with a constant (the engine refuses both), so the first run builds."""
+    cols = {"id": "Int64", "a": "Int64", "_version": "UInt64", "sign": "Int8"}
+    s = Scenario(project, cols, {"unique_key": "id", "partition_by": partition}, name=m)
+    s.run_batch([(i, i, 1, 1) for i in range(8)])
+    s.run_batch([(3, 30, 2, 1)])
+    stored = project.scalar(
+        f"select sorting_key from system.tables where database = currentDatabase() and name = '{m}'"
+    )
+    assert stored == sorting, stored
+    assert (3, 30, 2) in s.final_rows()
+
+
 def test_a_model_sorted_by_its_key_alone_keeps_that_until_a_full_refresh_sorts_it_by_its_partition_first(project, m):
     """A model partitioned by `id % 4` whose table was created sorted by `id` alone (an explicit `order_by`, or
     the default before the package put the partition expression first) runs on unchanged once its config sets

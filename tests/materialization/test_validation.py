@@ -276,11 +276,14 @@ def test_identifiers_needing_quotes_work_everywhere(project):
     assert proj == [("g", 5)]
 
 
-def test_table_not_built_by_vcmt_upsert_asks_for_full_refresh(project):
-    """Switching an existing plain table to vcmt_upsert needs --full-refresh, and says so."""
-    project.model("m", "{{ config(materialized='table', order_by='id') }}\n" + SRC)
+@pytest.mark.parametrize("before", ["table", "view"])
+def test_table_not_built_by_vcmt_upsert_asks_for_full_refresh(project, before):
+    """Switching an existing plain table or view to vcmt_upsert needs --full-refresh, and says so, also for a
+    model partitioned by its key (whose default sorting key is then read from the relation, which a view has
+    none of)."""
+    project.model("m", f"{{{{ config(materialized='{before}', order_by='id') }}}}\n" + SRC)
     project.dbt("run")
-    project.model("m", "{{ config(materialized='vcmt_upsert', unique_key='id') }}\n" + SRC)
+    project.model("m", "{{ config(materialized='vcmt_upsert', unique_key='id', partition_by='id % 2') }}\n" + SRC)
     run = project.dbt("run", expect_pass=False)
     assert "was not built by vcmt_upsert" in run.log and "--full-refresh" in run.log
     project.dbt("run", "--full-refresh")

@@ -34,11 +34,14 @@ class Model:
     merge: dict[str, str]
 
     def sql(self) -> str:
+        # Sorted by the key alone (not the package's default for a partition of the key, `(id % 20, id)`): the
+        # anchors' tables are sorted so too, and take their partitions from this model's base table.
         return f"""
 {{{{ config(
     materialized='vcmt_upsert',
     unique_key='id',
     partition_by='{sql.PARTITION}',
+    order_by=['id'],
     merge={self.merge!r},
     settings={{'index_granularity': {sql.GRANULARITY}}},
     virtual_shards=1,

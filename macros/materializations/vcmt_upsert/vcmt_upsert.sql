@@ -12,7 +12,7 @@
   {%- set select_columns = adapter.get_column_schema_from_query(sql) -%}
   {%- set columns = vcmt._target_columns(cfg, select_columns) -%}
   {%- do vcmt._check_syntax(cfg, target) -%}
-  {%- set cfg = vcmt._sorting_key_default(cfg, columns, objs.target, not rebuild) -%}
+  {%- set cfg = vcmt._sorting_key_default(cfg, columns, none if rebuild else objs.target) -%}
   {%- do vcmt._check_sharding_key(cfg, columns, target) -%}
   {%- do vcmt._check_projections(cfg) -%}
   {%- set found = vcmt._existing_objects(objs) -%}
@@ -48,6 +48,8 @@
   {%- else -%}
     {#- Finished on every node, or refused naming the nodes, before any write (lifecycle.sql). -#}
     {%- if vcmt._finish_interrupted_swap(cfg, objs, columns) or swapping -%}
+      {#- The target may now be the rebuild's: its sorting key decides the default again. -#}
+      {%- set cfg = vcmt._sorting_key_default(cfg, columns, objs.target) -%}
       {%- set found = vcmt._existing_objects(objs) -%}
       {%- do vcmt._check_stored_layout(cfg, objs, columns, found) -%}
     {%- endif -%}

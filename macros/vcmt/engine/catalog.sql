@@ -45,11 +45,12 @@
 
 {#- Whether the existing table `relation`'s sorting key starts with `items`
     (SQL expressions), both as the engine's formatter spells them (a
-    collapsing table's sorting key ends with its version column). -#}
+    collapsing table's sorting key ends with its version column). False for
+    a relation with no sorting key (a view, `ORDER BY tuple()`) or none. -#}
 {% macro _stored_sorting_key_starts(relation, items) %}
-  {%- set rows = run_query("select startsWith(formatQuerySingleLine('select ' || sorting_key) || ',', "
-      ~ "formatQuerySingleLine(" ~ vcmt._sql_string('select ' ~ vcmt._user_sql_list(items)) ~ ") || ',') "
-      ~ "from system.tables where database = " ~ vcmt._sql_string(relation.schema) ~ " and name = "
+  {%- set rows = run_query("select sorting_key != '' and ifNull(startsWith(formatQuerySingleLineOrNull('select ' "
+      ~ "|| sorting_key) || ',', formatQuerySingleLine(" ~ vcmt._sql_string('select ' ~ vcmt._user_sql_list(items))
+      ~ ") || ','), 0) from system.tables where database = " ~ vcmt._sql_string(relation.schema) ~ " and name = "
       ~ vcmt._sql_string(relation.identifier)).rows -%}
   {{ return(rows | length > 0 and rows[0][0] | int == 1) }}
 {% endmacro %}
@@ -115,6 +116,16 @@
     {%- do out.append(node) -%}
   {%- endif -%}
   {%- for child in node.children -%}{%- do vcmt._ast_find(child, kind, name, out) -%}{%- endfor -%}
+{% endmacro %}
+
+
+{#- A node of _ast_tree and everything under it as one text: two
+    expressions the engine parses the same (`id % 4`, `(id % 4)`) give the
+    same text. -#}
+{% macro _ast_text(node) %}
+  {%- set parts = [] -%}
+  {%- for child in node.children -%}{%- do parts.append(vcmt._ast_text(child)) -%}{%- endfor -%}
+  {{ return(node.kind ~ ' ' ~ node.name ~ '(' ~ parts | join(', ') ~ ')') }}
 {% endmacro %}
 
 

@@ -448,14 +448,19 @@
 {% endmacro %}
 
 
-{#- The columns of the rebuild of `role` (generation `generation`), as the
-    dbt node's catalog has them under whichever of the model's and the
-    staging name holds it there. -#}
-{% macro _rebuild_columns(objs, role, generation) %}
+{#- The rebuild of `role` (generation `generation`) on the dbt node: the
+    one of the model's and the staging name that holds it there (an
+    identifier '' when neither does). -#}
+{% macro _rebuild_relation(objs, role, generation) %}
   {%- set names = [objs[role].identifier, vcmt._staging_objects(objs)[role].identifier] -%}
   {%- set here = run_query("select min(name) " ~ vcmt._commented_tables_sql(objs[role].schema, names,
       generation)).rows[0][0] -%}
-  {{ return(vcmt._catalog_columns(objs[role].incorporate(path={'identifier': here}))) }}
+  {{ return(objs[role].incorporate(path={'identifier': here})) }}
+{% endmacro %}
+
+{#- Its columns, as the dbt node's catalog has them (none when it has none). -#}
+{% macro _rebuild_columns(objs, role, generation) %}
+  {{ return(vcmt._catalog_columns(vcmt._rebuild_relation(objs, role, generation))) }}
 {% endmacro %}
 
 
@@ -551,8 +556,10 @@
           ~ ')$') }})
     {%- endcall -%}
     {%- do vcmt._check_fence(objs.target) -%}
+    {#- Sorted as the rebuild is (_sorting_key_default: a table from before keeps the key alone). -#}
+    {%- set built = vcmt._sorting_key_default(cfg, columns, vcmt._rebuild_relation(objs, role, generation)) -%}
     {%- call statement('vcmt_mend_copy') -%}
-      {{ vcmt._create_role_sql(cfg, role, copies[role], columns) }}
+      {{ vcmt._create_role_sql(built, role, copies[role], columns) }}
       comment {{ vcmt._sql_string(generation) }}
       as select {{ vcmt._column_list(rebuild_columns | map(attribute='name') | list) }} from {{ sources[role] }}
       where _table in ({{ here }})

@@ -43,7 +43,7 @@
   {%- set columns = [] -%}
   {%- for c in adapter.get_columns_in_relation(objs.target) -%}{%- do columns.append({'name': c.name,
       'data_type': c.data_type}) -%}{%- endfor -%}
-  {%- set cfg = vcmt._sorting_key_default(cfg, columns, objs.target, true) -%}
+  {%- set cfg = vcmt._sorting_key_default(cfg, columns, objs.target) -%}
   {%- set select_columns = adapter.get_column_schema_from_query(vcmt._user_sql(sql)) -%}
   {%- set returned = select_columns | map(attribute='name') | list -%}
   {%- do vcmt._check_reserved_names(returned, 'vcmt.load_stage') -%}

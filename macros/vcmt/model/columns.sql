@@ -190,28 +190,47 @@
     the lookups then name that prefix (_lookup_key), and a batch reads only
     its keys' granules instead of one granule per partition for each key
     (docs/design.md#what-the-transform-writes). Only if every partition item
-    is a key column or an expression _lookup_key takes whole. An existing
-    table keeps the sorting key it was created with: this default only when
-    its stored sorting key is this one (a table from before keeps the key
-    alone until a --full-refresh). Returns `cfg`, changed or not. -#}
-{% macro _sorting_key_default(cfg, columns, target, exists) %}
-  {%- if cfg.order_by_set or cfg.primary_key or not cfg.partition_by -%}{{ return(cfg) }}{%- endif -%}
-  {%- set parted = vcmt._sql_list_items(cfg.partition_by) or [] -%}
+    is a key column (as the engine parses it: `(id)` is `id`) or reads one
+    and is an expression _lookup_key takes whole, and no two items are the
+    same. An existing table (`stored`: the relation whose sorting key
+    decides) keeps the sorting key it was created with: this default only
+    when its stored sorting key starts with it (a table from before keeps
+    the key alone until a --full-refresh). Returns `cfg` with `order_by` set
+    to that default or to the key alone; a set `order_by` is left alone. -#}
+{% macro _sorting_key_default(cfg, columns, stored=none) %}
+  {%- if cfg.order_by_set or cfg.primary_key -%}{{ return(cfg) }}{%- endif -%}
+  {%- set keyed = [] -%}
+  {%- for k in cfg.key_columns -%}{%- do keyed.append(vcmt._quote(k)) -%}{%- endfor -%}
+  {%- set plain = {} -%}{%- do plain.update(cfg) -%}{%- do plain.update({'order_by': keyed}) -%}
+  {%- set parted = (vcmt._sql_list_items(cfg.partition_by) if cfg.partition_by else []) or [] -%}
+  {%- if not parted -%}{{ return(plain) }}{%- endif -%}
+  {%- set wrapped = [] -%}
+  {%- for p in parted -%}{%- do wrapped.append('(' ~ vcmt._user_sql(p | trim) ~ ')') -%}{%- endfor -%}
+  {%- set parsed = vcmt._explain_ast('select ' ~ wrapped | join(', ')).children[0].children[0].children[0]
+      .children[0].children -%}
+  {%- set texts = [] -%}
+  {%- for node in parsed -%}{%- do texts.append(vcmt._ast_text(node)) -%}{%- endfor -%}
+  {%- if texts | unique | list | length != texts | length -%}{{ return(plain) }}{%- endif -%}
   {%- set items = [] -%}
-  {%- set ns = namespace(expressions=0) -%}
-  {%- for item in parted -%}
-    {%- set name = vcmt._unquote(item | trim) -%}
-    {%- if name in cfg.key_columns -%}{%- do items.append(vcmt._quote(name)) -%}{%- else -%}
-      {%- do items.append(item | trim) -%}{%- set ns.expressions = ns.expressions + 1 -%}
+  {%- set ns = namespace(expressions=0, keyless=false) -%}
+  {%- for p in parted -%}
+    {%- set node = parsed[loop.index0] -%}
+    {%- if node.kind == 'Identifier' and node.name in cfg.key_columns -%}
+      {%- if vcmt._quote(node.name) not in items -%}{%- do items.append(vcmt._quote(node.name)) -%}{%- endif -%}
+    {%- else -%}
+      {%- set nodes = [] -%}
+      {%- do vcmt._ast_find(node, 'Identifier', none, nodes) -%}
+      {%- set ns.keyless = ns.keyless or not nodes | map(attribute='name') | select('in', cfg.key_columns) | list -%}
+      {%- do items.append(p | trim) -%}{%- set ns.expressions = ns.expressions + 1 -%}
     {%- endif -%}
   {%- endfor -%}
-  {%- for k in cfg.key_columns if vcmt._quote(k) not in items -%}{%- do items.append(vcmt._quote(k)) -%}{%- endfor -%}
-  {%- set trial = {} -%}
-  {%- do trial.update(cfg) -%}
-  {%- do trial.update({'order_by': items}) -%}
-  {%- if not parted or vcmt._lookup_key(trial, columns).expressions != ns.expressions -%}{{ return(cfg) }}{%- endif -%}
-  {%- if exists and not vcmt._stored_sorting_key_starts(target, items) -%}{{ return(cfg) }}{%- endif -%}
-  {{ return(trial) }}
+  {%- if ns.keyless -%}{{ return(plain) }}{%- endif -%}
+  {%- for k in keyed if k not in items -%}{%- do items.append(k) -%}{%- endfor -%}
+  {%- set trial = {} -%}{%- do trial.update(cfg) -%}{%- do trial.update({'order_by': items}) -%}
+  {%- if stored is not none -%}
+    {{ return(trial if vcmt._stored_sorting_key_starts(stored, items) else plain) }}
+  {%- endif -%}
+  {{ return(trial if vcmt._lookup_key(trial, columns).expressions == ns.expressions else plain) }}
 {% endmacro %}
 
 
