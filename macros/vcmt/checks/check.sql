@@ -28,12 +28,17 @@
 
 
 {% macro _as_temporary(create_sql) %}
-  {{ return(modules.re.sub('(?is)^\\s*create\\s+table\\s', 'create temporary table ', create_sql, 1)) }}
+  {{ return(vcmt._create_head(create_sql, 'create temporary table ')) }}
 {% endmacro %}
 
 {#- The same CREATE that does nothing where the table exists. -#}
 {% macro _if_not_exists(create_sql) %}
-  {{ return(modules.re.sub('(?is)^\\s*create\\s+table\\s', 'create table if not exists ', create_sql, 1)) }}
+  {{ return(vcmt._create_head(create_sql, 'create table if not exists ')) }}
+{% endmacro %}
+
+{#- A `create table ...` statement with its first words replaced by `head`. -#}
+{% macro _create_head(create_sql, head) %}
+  {{ return(modules.re.sub('(?is)^\\s*create\\s+table\\s', head, create_sql, 1)) }}
 {% endmacro %}
 
 

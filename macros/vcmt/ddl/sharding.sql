@@ -43,14 +43,14 @@
 
 
 {#- Per node of the model's cluster, {node label: (rows, checksum)} of the
-    table `relation` (`where` appended to its read), as its engine merges
-    them (`final = 1`; a plain MergeTree or Null table is read as it is):
-    the same whatever merges have run. -#}
-{% macro _checksums_by_node(relation, columns, where='') %}
+    rows of table `relation` where `condition` holds (run on each node), as
+    its engine merges them (`final = 1`; a plain MergeTree or Null table is
+    read as it is): the same whatever merges have run. -#}
+{% macro _checksums_by_node(relation, columns, condition) %}
   {%- set node = vcmt._node_label_sql(vcmt._cluster_name()) -%}
   {%- set rows = run_query("select " ~ node ~ " as node, count(), sum(cityHash64(toString(tuple("
       ~ vcmt._column_list(columns | map(attribute='name') | list) ~ ")))) from " ~ vcmt._every_replica(relation)
-      ~ where ~ " group by node settings final = 1, skip_unavailable_shards = 0").rows -%}
+      ~ " where " ~ condition ~ " group by node settings final = 1, skip_unavailable_shards = 0").rows -%}
   {%- set out = {} -%}
   {%- for row in rows -%}{%- do out.update({row[0]: (row[1] | int, row[2] | int)}) -%}{%- endfor -%}
   {{ return(out) }}

@@ -181,8 +181,7 @@
     (_generation_comment), and ON CLUSTER DDL may have run on some nodes only:
     this is where vcmt sees each node's own catalog (docs/design.md#lifecycle).
     With `prefixes`, the names that start with one of them too. Each row
-    also has the object's `engine` and `total_rows` (none where the engine
-    keeps no count: Null, views). -#}
+    also has the object's `engine`. -#}
 {% macro _objects_on_every_node(relation, names, prefixes=[]) %}
   {%- set cluster = vcmt._cluster_name() if on_cluster_clause(relation) | trim else none -%}
   {%- set quoted = [] -%}
@@ -192,14 +191,13 @@
       if cluster else "system.tables" -%}
   {%- set starts = [] -%}
   {%- for p in prefixes -%}{%- do starts.append(" or startsWith(name, " ~ vcmt._sql_string(p) ~ ")") -%}{%- endfor -%}
-  {%- set rows = run_query("select " ~ node ~ " as node, name, comment, engine, total_rows from " ~ source
+  {%- set rows = run_query("select " ~ node ~ " as node, name, comment, engine from " ~ source
                            ~ " where database = "
                            ~ vcmt._sql_string(relation.schema) ~ " and (name in (" ~ quoted | join(', ') ~ ")"
                            ~ starts | join('') ~ ") order by node, name") -%}
   {%- set out = [] -%}
   {%- for row in rows.rows -%}
-    {%- do out.append({'node': row[0], 'name': row[1], 'comment': row[2], 'engine': row[3],
-        'total_rows': row[4]}) -%}
+    {%- do out.append({'node': row[0], 'name': row[1], 'comment': row[2], 'engine': row[3]}) -%}
   {%- endfor -%}
   {{ return(out) }}
 {% endmacro %}

@@ -516,9 +516,10 @@
   {%- endfor -%}
   {{ exceptions.raise_compiler_error("vcmt_upsert " ~ model ~ ": the nodes serve different generations of the model, "
       ~ "and reads through " ~ model ~ " mix them. " ~ lines | join('; ') ~ ". No staging table of a --full-refresh is "
-      ~ "left to mend them from (a --full-refresh run after an interrupted one dropped them, then failed). Nothing "
-      ~ "was changed. Run `dbt run --select " ~ model ~ " --full-refresh`, which rebuilds the model from its SELECT "
-      ~ "on every node; keep writers into " ~ model ~ "__stage paused until it has run.") }}
+      ~ "left to mend them from (a --full-refresh run after an interrupted one dropped them, then failed; or a node "
+      ~ "missed the model's first build). The model's tables were not changed. Run `dbt run --select " ~ model
+      ~ " --full-refresh`, which rebuilds the model from its SELECT on every node; keep writers into " ~ model
+      ~ "__stage paused until it has run.") }}
 {% endmacro %}
 
 
@@ -606,12 +607,10 @@
 {% macro _check_mend_copy(objs, found_swap, role, rebuild_columns, here) %}
   {%- set model = vcmt._public_relation(objs).identifier -%}
   {%- set copies, sources = vcmt._mend_sets(objs) -%}
-  {%- set sums = {} -%}
-  {%- for rel, where in [(copies[role], ''), (sources[role], ' where _table in (' ~ here ~ ')')] -%}
-    {%- do sums.update({rel.identifier: vcmt._checksums_by_node(rel, rebuild_columns, where)}) -%}
-  {%- endfor -%}
-  {%- set made = sums[copies[role].identifier] -%}
-  {%- set held = sums[sources[role].identifier] -%}
+  {#- Fenced, so each read also names the lock's holder while it runs (a long one keeps the lock). -#}
+  {%- set fenced = vcmt._fenced(objs.target) -%}
+  {%- set made = vcmt._checksums_by_node(copies[role], rebuild_columns, fenced) -%}
+  {%- set held = vcmt._checksums_by_node(sources[role], rebuild_columns, '_table in (' ~ here ~ ') and ' ~ fenced) -%}
   {%- set problems = [] -%}
   {%- for node in found_swap.swapped if made.get(node) != held.get(node) -%}
     {%- do problems.append(node ~ ' has ' ~ vcmt._checksum_text(made.get(node)) ~ ' in the copy where the rebuild has '
