@@ -36,16 +36,17 @@ class Timing:
 
 
 @contextmanager
-def measured(tag: str, pid: int | None = None) -> Iterator[list[Timing]]:
-    """Time the block, with the CPU of this process or of process `pid` (a served node's); the Timing is
-    appended to the yielded list when it ends."""
+def measured(tag: str, *pids: int | None) -> Iterator[list[Timing]]:
+    """Time the block, with the CPU of this process, or of each process in `pids` (served nodes'); one
+    Timing per process is appended to the yielded list when it ends, in the order of `pids`."""
     out: list[Timing] = []
-    process = psutil.Process(pid)
-    cpu, started = process.cpu_times(), time.perf_counter()
+    processes = [psutil.Process(pid) for pid in pids or (None,)]
+    cpu, started = [p.cpu_times() for p in processes], time.perf_counter()
     yield out
-    now = process.cpu_times()
-    cpu_ms = ((now.user - cpu.user) + (now.system - cpu.system)) * 1000
-    out.append(Timing(tag, (time.perf_counter() - started) * 1000, cpu_ms))
+    wall_ms = (time.perf_counter() - started) * 1000
+    for process, before in zip(processes, cpu, strict=True):
+        now = process.cpu_times()
+        out.append(Timing(tag, wall_ms, ((now.user - before.user) + (now.system - before.system)) * 1000))
 
 
 def _str(text: str) -> str:
@@ -150,13 +151,16 @@ class Engine:
 
 
 @contextmanager
-def bench_project(work: Path, database: str, node: Any = None) -> Iterator[tuple[Engine, DbtProject]]:
-    """The bench's engine (chDB in `work`, or the served `node`) and a dbt project in `work` on it, in
-    `database`; both closed at the end."""
+def bench_project(
+    work: Path, database: str, node: Any = None, cluster: str | None = None
+) -> Iterator[tuple[Engine, DbtProject]]:
+    """The bench's engine (chDB in `work`, or the served `node`, or a lab cluster's entry with the `cluster`
+    name dbt's profile then carries) and a dbt project in `work` on it, in `database`; both closed at the
+    end."""
     engine = Engine(None if node else work / "chdb", work, database, node=node)
     engine.open()
     try:
-        target = Target("http", node=node) if node else None
+        target = Target("http", node=node, cluster=cluster) if node else None
         project = DbtProject(work / "project", REPO_ROOT, work / "chdb", database, lab_dir=work, engine=target)
         try:
             yield engine, project

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import platform
+from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
@@ -31,16 +32,22 @@ def describe() -> str:
 
 class Contention:
     """Share of the machine's CPU other processes used while the bench ran: on a
-    shared host wall times stretch with it, while the CPU times stay comparable."""
+    shared host wall times stretch with it, while the CPU times stay comparable.
+    The bench's own served nodes (`pids`, alive until `finish`) count as the
+    bench's."""
 
-    def __init__(self) -> None:
-        self._load, self._system, self._own = os.getloadavg()[0], psutil.cpu_times(), psutil.Process().cpu_times()
+    def __init__(self, pids: Sequence[int] = ()) -> None:
+        self._processes = [psutil.Process(), *(psutil.Process(pid) for pid in pids)]
+        self._load, self._system, self._own = os.getloadavg()[0], psutil.cpu_times(), self._own_cpu_s()
+
+    def _own_cpu_s(self) -> float:
+        return sum(t.user + t.system for t in (p.cpu_times() for p in self._processes))
 
     def finish(self) -> tuple[float, float, float]:
         """(load average at start, at end, share of all cores busy with other processes)."""
-        system, own = psutil.cpu_times(), psutil.Process().cpu_times()
+        system = psutil.cpu_times()
         total = sum(system) - sum(self._system)
         idle = (system.idle - self._system.idle) + (getattr(system, "iowait", 0) - getattr(self._system, "iowait", 0))
-        mine = (own.user - self._own.user) + (own.system - self._own.system)
+        mine = self._own_cpu_s() - self._own
         others = max(total - idle - mine, 0.0) / total if total > 0 else 0.0
         return self._load, os.getloadavg()[0], others
