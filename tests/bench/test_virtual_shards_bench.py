@@ -28,8 +28,11 @@ def test_virtual_shards_bench_on_the_cluster_resets_every_shard_and_times_each(c
             f"union all select id, _version, sign from {db}.vs_src) group by id) where s = 1"
         )
         per_shard = [
-            int(engine.scalar(f"select sum(sign) from cluster(`{cluster.name}`, '{db}', `vs_k2_local`) "
-                              f"where _shard_num = {n}"))  # fmt: skip
+            int(
+                engine.scalar(
+                    f"select sum(sign) from cluster(`{cluster.name}`, '{db}', `vs_k2_local`) where _shard_num = {n}"
+                )
+            )  # fmt: skip
             for n in (1, 2)
         ]
     assert [s.state[0] for s in results] == [int(expected)] * 2, (results, expected)
