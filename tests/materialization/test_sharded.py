@@ -27,6 +27,7 @@ import pytest
 import yaml
 
 from tests.conftest import make_project
+from vcmt_cli.load_stage import LoadError
 from vcmt_lab import invariants
 from vcmt_lab.dbt_project import Engine
 from vcmt_lab.faults.harness import inject_program, target_on_port, wait_until_stopped
@@ -898,6 +899,14 @@ def test_a_full_refresh_that_drops_a_split_swaps_staging_then_fails_leaves_a_mod
             log = re.sub(r"\s+", " ", run.log)
             assert f"vcmt_upsert {m}: the nodes serve different generations of the model" in log, log[-4000:]
             assert f"{m}_local: shard 1 (" in log and "serves its first build" in log, log[-4000:]
+        # An external load refuses too, before writing anything, and names the run that says what to do.
+        before = p.query(f"select count(), sum(a) from {m} final where sign = 1")
+        with pytest.raises(LoadError) as refused:
+            p.load_rows(m, [{"id": 1, "a": 123, "_version": 9}])
+        message = re.sub(r"\s+", " ", str(refused.value))
+        assert f"vcmt.load_stage {m}: a --full-refresh" in message and "Nothing was loaded" in message, message
+        assert f"Run `dbt run --select {m}` first" in message, message
+        assert p.query(f"select count(), sum(a) from {m} final where sign = 1") == before
         run = p.dbt("run", "--select", m, "--full-refresh")
         assert p.query(f"select count(), sum(a), min(_version) from {m} final where sign = 1") == [
             (50, 7 * 49 * 50 // 2, 2)
