@@ -64,9 +64,11 @@ class ServedNodeError(RuntimeError):
 
 @dataclass(frozen=True)
 class Shard:
-    """One shard of a `remote_servers` cluster: its replicas as (host, tcp port)."""
+    """One shard of a `remote_servers` cluster: its replicas as (host, tcp port), and its weight (the share of
+    the Distributed engine's slots it owns)."""
 
     replicas: tuple[tuple[str, int], ...]
+    weight: int = 1
 
 
 # The engine's own logs of what each statement read (system.query_log, query_views_log, processors_profile_log):
@@ -103,7 +105,7 @@ def config_xml(
         defined = []
         for name, shards in clusters.items():
             body = "".join(
-                "<shard><internal_replication>true</internal_replication>"
+                f"<shard><weight>{shard.weight}</weight><internal_replication>true</internal_replication>"
                 + "".join(f"<replica><host>{escape(h)}</host><port>{p}</port></replica>" for h, p in shard.replicas)
                 + "</shard>"
                 for shard in shards

@@ -15,6 +15,7 @@ docs/design.md#sharded-clusters).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import shutil
@@ -991,6 +992,98 @@ def _next_runs_repair(p, cluster, m: str, outcome: str) -> None:
     p.command(f"insert into {m}_src select number, number * 9, 3 from numbers(50)")
     run = p.dbt("run", "--select", m)
     assert p.query(read) == [(50, 9 * 49 * 50 // 2, 3)], run.log[-3000:]
+
+
+def test_the_lock_is_read_from_its_own_shard_only(on_cluster, cluster):
+    """The lock's generations live on every node, but its state is the first shard's. A node without them (one
+    added to the cluster since the model was built, or one that missed a generation's CREATE) was asked too, and
+    its `merge()` over no table failed every run and every `--full-refresh` with CANNOT_EXTRACT_TABLE_STRUCTURE.
+    The lock is now read through the first shard alone (pruned by a constant sharding key, as its rows are
+    written), so the run goes on and is exact."""
+    p = on_cluster
+    m = "lock_first_shard"
+    p.command(
+        f"create or replace table {m}_src (id Int64, a Int64, _version UInt64) engine = MergeTree order by tuple()"
+    )
+    p.command(f"insert into {m}_src select number, number, 1 from numbers(100)")
+    p.model(m, SHARDED.format(extra="") + f"select id, a, _version from {m}_src")
+    p.dbt("run", "--select", m)
+    second = cluster.nodes[1].client(p.schema)
+    locks = [r[0] for r in second.query(f"select name from system.tables where database = currentDatabase() "
+                                          f"and name like '{m}\\_local\\_\\_lock\\_%'").result_rows]  # fmt: skip
+    assert locks, "the lock's generation is on every node"
+    for name in locks:
+        second.command(f"drop table {name} sync")
+    second.close()
+    p.command(f"insert into {m}_src select number, number * 3, 2 from numbers(100)")
+    run = p.dbt("run", "--select", m)
+    assert p.query(f"select count(), sum(a), max(_version) from {m} final where sign = 1") == [(100, 3 * 4950, 2)], (
+        run.log[-3000:]
+    )
+
+
+def _restart_with_weights(cluster, weights: list[int]) -> None:
+    """Every node of the cluster restarted with its shards given `weights` (in shard order): what an operator's
+    change of `remote_servers` does, on the same nodes and data."""
+    for node in cluster.nodes:
+        node.stop()
+    for node in cluster.nodes:
+        shards = node.clusters[cluster.name]
+        node.clusters = {
+            **node.clusters,
+            cluster.name: [dataclasses.replace(s, weight=w) for s, w in zip(shards, weights, strict=True)],
+        }
+        node.start()
+
+
+def test_a_cluster_that_places_keys_otherwise_is_refused_until_a_full_refresh(on_cluster, cluster):
+    """The cluster's shards given other weights (2 and 1): the Distributed engine now sends a third of the stored
+    keys' events to the shard that does not hold them, where each would get a second live row. The next run and an
+    external load are refused before any write, naming the placement the model's last load recorded and the
+    cluster's now; a `--full-refresh` rebuilds every shard on the new placement, and the model goes on exact."""
+    p = on_cluster
+    m = "placement"
+    read = f"select count(), sum(a), max(_version) from {m} final where sign = 1"
+    loads = f"clusterAllReplicas('{cluster.name}', currentDatabase(), {m}__loads)"
+    p.command(
+        f"create or replace table {m}_src (id Int64, a Int64, _version UInt64) engine = MergeTree order by tuple()"
+    )
+    p.command(f"insert into {m}_src select number, number, 1 from numbers(100)")
+    p.model(m, SHARDED.format(extra="") + f"select id, a, _version from {m}_src")
+    p.dbt("run", "--select", m)
+    assert p.query(f"select shards from {loads}") == [("1,1",)]
+    try:
+        _restart_with_weights(cluster, [2, 1])
+        p.command(f"insert into {m}_src select number, number * 5, 2 from numbers(100)")
+        before = p.query(read)
+        run = p.dbt("run", "--select", m, expect_pass=False)
+        log = re.sub(r"\s+", " ", run.log)
+        refused = f"the cluster `{cluster.name}` now places keys on shards weighted `2,1` (in shard order), but {m}'s"
+        assert f"vcmt_upsert {m}: {refused}" in log and "placed by `1,1` (its last load, at 20" in log, log[-4000:]
+        assert "Nothing was changed. Run once with --full-refresh" in log, log[-4000:]
+        with pytest.raises(LoadError) as external:
+            p.load_rows(m, [{"id": 1, "a": 123, "_version": 9}])
+        message = re.sub(r"\s+", " ", str(external.value))
+        assert f"vcmt.load_stage {m}: {refused}" in message and f"dbt run --select {m} --full-refresh" in message
+        assert p.query(read) == before == [(100, 4950, 1)]
+        assert p.scalar(f"select count() from {loads}") == 1  # neither recorded a load
+
+        run = p.dbt("run", "--select", m, "--full-refresh")
+        assert p.query(read) == [(100, 5 * 4950, 2)], run.log[-3000:]
+        assert p.query(f"select shards from {loads}") == [("2,1",)]  # the rebuild's record: its load's placement
+        # Each node holds exactly the keys the new weights send it: slots 0 and 1 of 3 are the first shard's.
+        for shard, client in enumerate(_shard_clients(cluster, p)):
+            owned = "cityHash64(id) % 3 < 2" if shard == 0 else "cityHash64(id) % 3 = 2"
+            rows = client.query(f"select countIf(not ({owned})), count() from {m}_local").result_rows
+            client.close()
+            assert rows[0][0] == 0 and rows[0][1] > 0, (shard, rows)
+        p.command(f"insert into {m}_src select number, number * 9, 3 from numbers(100)")
+        run = p.dbt("run", "--select", m)
+        assert p.query(read) == [(100, 9 * 4950, 3)], run.log[-3000:]
+        assert p.scalar(f"select sum(sign) from {m}") == 100
+        assert p.query(f"select shards from {loads} order by loaded_at desc limit 1") == [("2,1",)]
+    finally:
+        _restart_with_weights(cluster, [1, 1])
 
 
 NEW_FILES = (

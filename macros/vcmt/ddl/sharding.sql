@@ -130,10 +130,12 @@
 {% endmacro %}
 
 
-{#- A sharded model's routing as stored: a new `sharding_key` (or cluster)
-    would send a stored key's next events to another shard
-    (docs/design.md#sharded-clusters). Part of _check_stored_layout. -#}
+{#- A sharded model's routing as stored: a new `sharding_key` (or cluster),
+    or the cluster's shards placing keys otherwise, would send a stored key's
+    next events to another shard (docs/design.md#sharded-clusters). Part of
+    _check_stored_layout. -#}
 {% macro _check_stored_routing(cfg, objs, found, refresh) %}
+  {%- do vcmt._check_shard_placement(objs, found, 'vcmt_upsert ' ~ vcmt._public_relation(objs).identifier, refresh) -%}
   {%- for role, local in vcmt._distributed_pairs() if role in objs
       and objs[role].identifier in found -%}
     {#- A Distributed table created AS its local table copies its comment (a full refresh's generation). -#}
@@ -148,4 +150,42 @@
           ~ "`. A key's next events would go to another shard than its stored row." ~ refresh) }}
     {%- endif -%}
   {%- endfor -%}
+{% endmacro %}
+
+
+{#- Where a sharded model's keys are placed now: the profile's cluster's
+    shard weights in shard order ('1,1'); '' when the model is not sharded.
+    Each load records it in `<model>__loads` (`shards`). -#}
+{% macro _shard_placement(objs) %}
+  {%- if not vcmt._sharded(objs) -%}{{ return('') }}{%- endif -%}
+  {{ return(run_query('select ' ~ vcmt._shard_weights_sql(vcmt._cluster_name())).rows[0][0]) }}
+{% endmacro %}
+
+
+{#- The Distributed engine sends a key to the shard that owns slot
+    `sharding_key % total weight`, so a cluster given another shard, or other
+    weights, sends a stored key's next events to a shard that does not hold
+    its live row: the key would be live twice, on two shards, silently. So
+    before any write (`what` names the run) the placement the model's last
+    load recorded must be the cluster's now (docs/design.md#sharded-clusters).
+    A model whose loads recorded none (built before vcmt recorded it) records
+    it from its next load on. -#}
+{% macro _check_shard_placement(objs, found, what, refresh) %}
+  {%- set loads = found.get(objs.loads.identifier, {}).get('create_table_query') -%}
+  {%- if not vcmt._sharded(objs) or not loads or not vcmt._stored_has_column(loads, 'shards') -%}
+    {{ return(none) }}
+  {%- endif -%}
+  {%- set cluster = vcmt._cluster_name() -%}
+  {%- set row = run_query('select ' ~ vcmt._shard_weights_sql(cluster) ~ ", argMaxIf(shards, loaded_at, shards != ''), "
+      ~ "toString(maxIf(loaded_at, shards != '')) from " ~ vcmt._all_shards(objs, 'loads')
+      ~ ' settings skip_unavailable_shards = 0').rows[0] -%}
+  {%- set now, recorded, at = row[0], row[1], row[2] -%}
+  {%- if recorded and now != recorded -%}
+    {{ exceptions.raise_compiler_error(what ~ ": the cluster `" ~ cluster ~ "` now places keys on shards weighted `"
+        ~ (now or 'no shard: the node does not know the cluster') ~ "` (in shard order), but "
+        ~ vcmt._public_relation(objs).identifier ~ "'s rows were placed by `" ~ recorded ~ "` (its last load, at "
+        ~ at ~ "). The Distributed engine sends a key to the shard owning `sharding_key % total weight`, so a "
+        ~ "stored key's next events would reach a shard that does not hold its live row, and the key would be live "
+        ~ "twice. Nothing was changed." ~ refresh) }}
+  {%- endif -%}
 {% endmacro %}

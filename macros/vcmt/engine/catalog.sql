@@ -229,6 +229,16 @@
 {% endmacro %}
 
 
+{#- SQL giving where the Distributed engine sends a key on `cluster` (the
+    shards' weights, in shard order, e.g. '1,1'; '' for a cluster the node
+    does not know): a sharded model's placement (ddl/sharding.sql). -#}
+{% macro _shard_weights_sql(cluster) %}
+  {{ return("(select arrayStringConcat(arrayMap(x -> toString(x.2), arraySort(groupArray((shard_num, shard_weight)))), "
+      ~ "',') from (select distinct shard_num, shard_weight from system.clusters where cluster = "
+      ~ vcmt._sql_string(cluster) ~ "))") }}
+{% endmacro %}
+
+
 {#- The most replicas any shard of `cluster` has (0 for a cluster the node
     does not know). -#}
 {% macro _most_replicas(cluster) %}

@@ -21,9 +21,11 @@
 
 {#- A cluster's node that is down runs no statement of anybody's, and a
     lock whose first shard is down reads as nobody's (every write's fence
-    then fails). -#}
-{% macro _lock_read_settings(target) %}
-  {{ return(' ' ~ vcmt._settings_clause({'skip_unavailable_shards': 1}) if vcmt._lock_cluster(target) else '') }}
+    then fails); `more`: further settings of that read. -#}
+{% macro _lock_read_settings(target, more=none) %}
+  {%- set settings = {'skip_unavailable_shards': 1} -%}
+  {%- do settings.update(more or {}) -%}
+  {{ return(' ' ~ vcmt._settings_clause(settings) if vcmt._lock_cluster(target) else '') }}
 {% endmacro %}
 
 

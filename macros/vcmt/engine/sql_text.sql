@@ -113,3 +113,9 @@
       ~ ")").columns[0].values() -%}
   {{ return(rows[0] | int == 1) }}
 {% endmacro %}
+
+
+{#- Whether a table's stored CREATE (`stored`) has the column `name`. -#}
+{% macro _stored_has_column(stored, name) %}
+  {{ return(modules.re.search('[(,]\\s*`?' ~ modules.re.escape(name) ~ '`?\\s', stored) is not none) }}
+{% endmacro %}

@@ -98,6 +98,7 @@
       'rows_written': stats.inserted + 2 * stats.updated + stats.deleted + truncated_rows,
       'seconds': (modules.datetime.datetime.now() - started).total_seconds(),
       'sql': truncated.get('ran', []) + fed.sql,
+      'shards': vcmt._shard_placement(objs),
   }) -%}
   {#- Every load is recorded, an empty one too: `<model>__loads` is the run history. -#}
   {%- do vcmt._record_load(objs, stats) -%}

@@ -152,8 +152,15 @@
       ~ "from (" ~ rows ~ ") as r right join (" ~ newest ~ ") as g on r_table = g_name" -%}
   {%- set cluster = vcmt._lock_cluster(target) -%}
   {%- if cluster -%}
-    {%- set sql = "select * from cluster(" ~ vcmt._sql_string(cluster) ~ ", view(" ~ sql ~ ")) where _shard_num = 1"
-        ~ vcmt._lock_read_settings(target) -%}
+    {#- Sent to the lock's node only: the row's constant slot 0, as the sharding
+        key of cluster(), prunes every other shard (forced: never read from them),
+        as the lock's rows are written there (_lock_rows_into). A node that lacks
+        the lock's tables, one added to the cluster since, is never asked, where
+        its merge() would fail the read. -#}
+    {%- set sql = "select * except (_vcmt_slot) from cluster(" ~ vcmt._sql_string(cluster) ~ ", view(select *, "
+        ~ "0 as _vcmt_slot from (" ~ sql ~ ")), _vcmt_slot) where _vcmt_slot = 0"
+        ~ vcmt._lock_read_settings(target, {'optimize_skip_unused_shards': 1,
+                                            'force_optimize_skip_unused_shards': 1}) -%}
   {%- endif -%}
   {%- set found = run_query(sql).rows -%}
   {%- if found | length == 0 -%}{{ return(none) }}{%- endif -%}

@@ -27,6 +27,8 @@
       ('watermark', 'Nullable(String)', 'the highest `watermark` value loaded so far; NULL when this load moved '
           ~ 'nothing'),
       ('seconds', 'Float64', 'duration of the load'),
+      ('shards', 'String', "a sharded model's placement when it loaded: the shard weights of the profile's cluster, "
+          ~ "in shard order (e.g. '1,1'); '' when the model is not sharded"),
   ]) }}
 {% endmacro %}
 
@@ -128,7 +130,7 @@
 {% macro _add_missing_loads_columns(objs, found) %}
   {%- set stored = found.get(objs.loads.identifier, {}).get('create_table_query') -%}
   {%- if not stored -%}{{ return(none) }}{%- endif -%}
-  {%- for name, type, _ in vcmt._loads_fields() if not modules.re.search('[(,]\\s*`?' ~ name ~ '`?\\s', stored) -%}
+  {%- for name, type, _ in vcmt._loads_fields() if not vcmt._stored_has_column(stored, name) -%}
     {%- call statement('vcmt_loads_add_' ~ name) -%}
       alter table {{ objs.loads }} {{ on_cluster_clause(objs.loads) }}
       add column if not exists {{ vcmt._quote(name) }} {{ type }}
