@@ -73,7 +73,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 # busy cores), longest first, for those far above LONG_TEST_SECONDS per test. Only an order, never a
 # selection: a stale figure costs time, not coverage.
 MODULE_SECONDS = {
-    "tests/materialization/test_sharded.py": 580,
+    "tests/materialization/test_sharded.py": 650,
     "tests/cdc/test_staged_lake.py": 420,
     "tests/server/test_overlapping_loads.py": 280,
     "tests/materialization/test_semantics.py": 270,

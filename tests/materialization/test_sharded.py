@@ -27,10 +27,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import make_project
+from tests.conftest import PACKAGE_ROOT, make_project
 from vcmt_cli.load_stage import LoadError
 from vcmt_lab import invariants
-from vcmt_lab.dbt_project import Engine
+from vcmt_lab.clickhouse_cluster import Cluster, DdlFanOut
+from vcmt_lab.clickhouse_server import HOST, ServedNode, Shard, free_port
+from vcmt_lab.dbt_project import DbtProject, Engine
 from vcmt_lab.faults.harness import inject_program, target_on_port, wait_until_stopped
 from vcmt_lab.fuzz.runner import HOSTILE_PROFILE_SETTINGS, run_campaign, sharding_key
 from vcmt_lab.fuzz.streams import MODEL_SPECS
@@ -1060,7 +1062,7 @@ def test_a_cluster_that_places_keys_otherwise_is_refused_until_a_full_refresh(on
         log = re.sub(r"\s+", " ", run.log)
         refused = f"the cluster `{cluster.name}` now places keys on shards weighted `2,1` (in shard order), but {m}'s"
         assert f"vcmt_upsert {m}: {refused}" in log and "placed by `1,1` (its last load, at 20" in log, log[-4000:]
-        assert "Nothing was changed. Run once with --full-refresh" in log, log[-4000:]
+        assert f"Nothing was loaded. Run `dbt run --select {m} --full-refresh`" in log, log[-4000:]
         with pytest.raises(LoadError) as external:
             p.load_rows(m, [{"id": 1, "a": 123, "_version": 9}])
         message = re.sub(r"\s+", " ", str(external.value))
@@ -1084,6 +1086,83 @@ def test_a_cluster_that_places_keys_otherwise_is_refused_until_a_full_refresh(on
         assert p.query(f"select shards from {loads} order by loaded_at desc limit 1") == [("2,1",)]
     finally:
         _restart_with_weights(cluster, [1, 1])
+        p.dbt("run", "--select", m, "--full-refresh")  # placed as the module's other models again
+
+
+GROWN = "vcmt_grown"
+
+
+def test_a_shard_added_to_the_cluster_is_refused_and_the_model_rebuilt_after_a_drop(tmp_path, chdb_path, lab_dir):
+    """Three nodes, the cluster first made of two: a sharded model is built there; then every node restarts with the
+    third node as a third shard (an operator's change of `remote_servers`). The next run is refused before any
+    write, naming both placements (the new node holds none of the model's tables, nor its lock's). As
+    docs/servers.md says, the model's objects are then dropped on every node and the model run again: it is
+    rebuilt from its SELECT on all three shards, exact, and its next load records the new placement."""
+    ports = [(free_port(), free_port()) for _ in range(3)]  # the cluster named GROWN: two shards, then three
+    layout = [Shard(((HOST, tcp),)) for tcp, _ in ports]
+    nodes = [
+        ServedNode(tmp_path / f"node_{n}", tcp, http, {GROWN: layout[:2]}, {"shard": str(n + 1), "replica": "r1"})
+        for n, (tcp, http) in enumerate(ports)
+    ]
+    fan_outs: list[DdlFanOut] = []
+    schema = f"t_grown_{uuid.uuid4().hex[:6]}"
+
+    def project(members):
+        fan_outs.append(DdlFanOut(members, GROWN).start())
+        entry = Cluster(GROWN, members, fan_outs[-1])
+        return DbtProject(root=tmp_path / "project", package_root=PACKAGE_ROOT, chdb_path=chdb_path, schema=schema,
+                          lab_dir=lab_dir, engine=Engine("http", node=entry, cluster=GROWN))  # fmt: skip
+
+    read = "select count(), sum(a), max(_version) from grown final where sign = 1"
+    try:
+        for node in nodes:
+            node.start()
+        p = project(nodes[:2])
+        p.command("create table grown_src (id Int64, a Int64, _version UInt64) engine = MergeTree order by tuple()")
+        p.command("insert into grown_src select number, number, 1 from numbers(100)")
+        p.model("grown", SHARDED.format(extra="") + "select id, a, _version from grown_src")
+        p.dbt("run", "--select", "grown")
+        p.close()
+        for node in nodes:
+            node.stop()
+        for node in nodes:
+            node.clusters = {GROWN: layout}
+            node.start()
+        p = project(nodes)
+        p.command("insert into grown_src select number, number * 5, 2 from numbers(100)")
+        run = p.dbt("run", "--select", "grown", expect_pass=False)
+        log = re.sub(r"\s+", " ", run.log)
+        assert f"vcmt_upsert grown: the cluster `{GROWN}` now places keys on shards weighted `1,1,1`" in log, log[
+            -4000:
+        ]
+        assert "were placed by `1,1` (its last load, at " in log, log[-4000:]
+        first = nodes[0].client(schema)
+        assert first.query("select count(), sum(a) from grown_local final where sign = 1").result_rows[0][0] > 0
+        objects = first.query(
+            "select name from system.tables where database = currentDatabase() and startsWith(name, 'grown') "
+            "and name != 'grown_src' order by engine like '%View' desc, engine = 'Distributed' desc, name"
+        ).result_rows
+        first.close()
+        for (name,) in objects:
+            p.command(f"drop table if exists {name} on cluster {GROWN} sync")
+        run = p.dbt("run", "--select", "grown")
+        assert p.query(read) == [(100, 5 * 4950, 2)], run.log[-3000:]
+        for n, node in enumerate(nodes):
+            client = node.client(schema)
+            owned = client.query(f"select countIf(cityHash64(id) % 3 != {n}), count() from grown_local").result_rows
+            client.close()
+            assert owned[0][0] == 0 and owned[0][1] > 0, (n, owned)
+        p.command("insert into grown_src select number, number * 7, 3 from numbers(100)")
+        run = p.dbt("run", "--select", "grown")
+        assert p.query(read) == [(100, 7 * 4950, 3)], run.log[-3000:]
+        loads = f"clusterAllReplicas('{GROWN}', currentDatabase(), grown__loads)"
+        assert p.query(f"select shards from {loads} order by loaded_at") == [("1,1,1",), ("1,1,1",)]
+        p.close()
+    finally:
+        for fan_out in fan_outs:
+            fan_out.stop()
+        for node in nodes:
+            node.stop()
 
 
 NEW_FILES = (

@@ -135,7 +135,7 @@
     next events to another shard (docs/design.md#sharded-clusters). Part of
     _check_stored_layout. -#}
 {% macro _check_stored_routing(cfg, objs, found, refresh) %}
-  {%- do vcmt._check_shard_placement(objs, found, 'vcmt_upsert ' ~ vcmt._public_relation(objs).identifier, refresh) -%}
+  {%- do vcmt._check_shard_placement(objs, found, 'vcmt_upsert ' ~ vcmt._public_relation(objs).identifier) -%}
   {%- for role, local in vcmt._distributed_pairs() if role in objs
       and objs[role].identifier in found -%}
     {#- A Distributed table created AS its local table copies its comment (a full refresh's generation). -#}
@@ -153,12 +153,21 @@
 {% endmacro %}
 
 
-{#- Where a sharded model's keys are placed now: the profile's cluster's
-    shard weights in shard order ('1,1'); '' when the model is not sharded.
-    Each load records it in `<model>__loads` (`shards`). -#}
+{#- A sharded model's placement: `now`, the profile's cluster's shard
+    weights in shard order ('1,1'), and `recorded`, the last one its loads
+    recorded (`shards` in `<model>__loads`) and `at`, when; all '' when the
+    model is not sharded, or `recorded` '' when no load recorded one (a
+    model built before vcmt recorded it). Read on every node that answers and
+    holds the table: all records agree until the placement changes, since
+    each load checks it first, and a node added since holds none. -#}
 {% macro _shard_placement(objs) %}
-  {%- if not vcmt._sharded(objs) -%}{{ return('') }}{%- endif -%}
-  {{ return(run_query('select ' ~ vcmt._shard_weights_sql(vcmt._cluster_name())).rows[0][0]) }}
+  {%- if not vcmt._sharded(objs) -%}{{ return({'now': '', 'recorded': '', 'at': ''}) }}{%- endif -%}
+  {%- set settings = vcmt._pinned_query_settings() -%}
+  {%- do settings.update({'skip_unavailable_shards': 1}) -%}
+  {%- set row = run_query('select ' ~ vcmt._shard_weights_sql(vcmt._cluster_name())
+      ~ ", argMaxIf(shards, loaded_at, shards != ''), toString(maxIf(loaded_at, shards != '')) from "
+      ~ vcmt._all_shards(objs, 'loads') ~ ' ' ~ vcmt._settings_clause(settings)).rows[0] -%}
+  {{ return({'now': row[0], 'recorded': row[1], 'at': row[2]}) }}
 {% endmacro %}
 
 
@@ -166,26 +175,35 @@
     `sharding_key % total weight`, so a cluster given another shard, or other
     weights, sends a stored key's next events to a shard that does not hold
     its live row: the key would be live twice, on two shards, silently. So
-    before any write (`what` names the run) the placement the model's last
-    load recorded must be the cluster's now (docs/design.md#sharded-clusters).
-    A model whose loads recorded none (built before vcmt recorded it) records
-    it from its next load on. -#}
-{% macro _check_shard_placement(objs, found, what, refresh) %}
+    the placement the model's last load recorded must be the cluster's now
+    (docs/design.md#sharded-clusters). Checked before any DDL, here (`found`:
+    the catalog; a `<model>__loads` made before vcmt recorded it has no
+    record), and again by the load under the lock before its first write
+    (_load). `what` names the run. -#}
+{% macro _check_shard_placement(objs, found, what) %}
   {%- set loads = found.get(objs.loads.identifier, {}).get('create_table_query') -%}
   {%- if not vcmt._sharded(objs) or not loads or not vcmt._stored_has_column(loads, 'shards') -%}
     {{ return(none) }}
   {%- endif -%}
-  {%- set cluster = vcmt._cluster_name() -%}
-  {%- set row = run_query('select ' ~ vcmt._shard_weights_sql(cluster) ~ ", argMaxIf(shards, loaded_at, shards != ''), "
-      ~ "toString(maxIf(loaded_at, shards != '')) from " ~ vcmt._all_shards(objs, 'loads')
-      ~ ' settings skip_unavailable_shards = 0').rows[0] -%}
-  {%- set now, recorded, at = row[0], row[1], row[2] -%}
-  {%- if recorded and now != recorded -%}
-    {{ exceptions.raise_compiler_error(what ~ ": the cluster `" ~ cluster ~ "` now places keys on shards weighted `"
-        ~ (now or 'no shard: the node does not know the cluster') ~ "` (in shard order), but "
-        ~ vcmt._public_relation(objs).identifier ~ "'s rows were placed by `" ~ recorded ~ "` (its last load, at "
-        ~ at ~ "). The Distributed engine sends a key to the shard owning `sharding_key % total weight`, so a "
-        ~ "stored key's next events would reach a shard that does not hold its live row, and the key would be live "
-        ~ "twice. Nothing was changed." ~ refresh) }}
+  {%- set placed = vcmt._shard_placement(objs) -%}
+  {%- if vcmt._placement_changed(placed) -%}
+    {{ exceptions.raise_compiler_error(vcmt._placement_refusal(objs, placed, what)) }}
   {%- endif -%}
+{% endmacro %}
+
+
+{#- Whether the cluster places keys otherwise than the model's last load. -#}
+{% macro _placement_changed(placed) %}
+  {{ return(placed.recorded != '' and placed.now != placed.recorded) }}
+{% endmacro %}
+
+
+{% macro _placement_refusal(objs, placed, what) %}
+  {%- set model = vcmt._public_relation(objs).identifier -%}
+  {{ return(what ~ ": the cluster `" ~ vcmt._cluster_name() ~ "` now places keys on shards weighted `" ~ placed.now
+      ~ "` (in shard order), but " ~ model ~ "'s rows were placed by `" ~ placed.recorded ~ "` (its last load, at "
+      ~ placed.at ~ "). The Distributed engine sends a key to the shard owning `sharding_key % total weight`, so a "
+      ~ "stored key's next events would reach a shard that does not hold its live row, and the key would be live "
+      ~ "twice. Nothing was loaded. Run `dbt run --select " ~ model ~ " --full-refresh` to rebuild every shard on the "
+      ~ "cluster's placement (the model's SELECT must then return every live row), or restore the cluster's shards.") }}
 {% endmacro %}

@@ -229,13 +229,14 @@
 {% endmacro %}
 
 
-{#- SQL giving where the Distributed engine sends a key on `cluster` (the
-    shards' weights, in shard order, e.g. '1,1'; '' for a cluster the node
-    does not know): a sharded model's placement (ddl/sharding.sql). -#}
+{#- SQL giving where the Distributed engine sends a key on `cluster`: the
+    weights of the shards that take rows, in shard order, e.g. '1,1' (a
+    shard of weight 0 owns no slot); a sharded model's placement
+    (ddl/sharding.sql). -#}
 {% macro _shard_weights_sql(cluster) %}
   {{ return("(select arrayStringConcat(arrayMap(x -> toString(x.2), arraySort(groupArray((shard_num, shard_weight)))), "
       ~ "',') from (select distinct shard_num, shard_weight from system.clusters where cluster = "
-      ~ vcmt._sql_string(cluster) ~ "))") }}
+      ~ vcmt._sql_string(cluster) ~ " and shard_weight > 0))") }}
 {% endmacro %}
 
 

@@ -21,9 +21,11 @@
 
 {#- A cluster's node that is down runs no statement of anybody's, and a
     lock whose first shard is down reads as nobody's (every write's fence
-    then fails); `more`: further settings of that read. -#}
+    then fails). The lock's tables are not replicated: its rows are read
+    from, and written to (_lock_row_sql), the first shard's first replica
+    that is up. `more`: further settings of that read. -#}
 {% macro _lock_read_settings(target, more=none) %}
-  {%- set settings = {'skip_unavailable_shards': 1} -%}
+  {%- set settings = {'skip_unavailable_shards': 1, 'load_balancing': 'in_order'} -%}
   {%- do settings.update(more or {}) -%}
   {{ return(' ' ~ vcmt._settings_clause(settings) if vcmt._lock_cluster(target) else '') }}
 {% endmacro %}

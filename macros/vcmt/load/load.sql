@@ -65,6 +65,13 @@
   {%- else -%}
     {%- do vcmt._renew_lock(objs) -%}
   {%- endif -%}
+  {#- Under the lock, before the first write: the placement checked before
+      any DDL may have changed since; the one recorded is the one checked. -#}
+  {%- set placed = vcmt._shard_placement(objs) -%}
+  {%- if vcmt._placement_changed(placed) -%}
+    {%- do vcmt._refuse_under_lock(objs, vcmt._placement_refusal(objs, placed, (lock_for or 'vcmt_upsert') ~ ' '
+        ~ vcmt._public_relation(objs).identifier)) -%}
+  {%- endif -%}
   {%- set before = vcmt._applied_totals(objs) -%}
   {%- set truncated = vcmt._apply_truncates(cfg, objs, columns, select_columns, sql) -%}
   {%- set fed = vcmt._load_events(cfg, objs, columns, select_columns, truncated.sql) -%}
@@ -98,7 +105,7 @@
       'rows_written': stats.inserted + 2 * stats.updated + stats.deleted + truncated_rows,
       'seconds': (modules.datetime.datetime.now() - started).total_seconds(),
       'sql': truncated.get('ran', []) + fed.sql,
-      'shards': vcmt._shard_placement(objs),
+      'shards': placed.now,
   }) -%}
   {#- Every load is recorded, an empty one too: `<model>__loads` is the run history. -#}
   {%- do vcmt._record_load(objs, stats) -%}

@@ -41,9 +41,7 @@
   {%- endif -%}
   {%- set found = vcmt._existing_objects(objs) -%}
   {%- do vcmt._add_missing_loads_columns(objs, found) -%}
-  {%- do vcmt._check_shard_placement(objs, found, 'vcmt.load_stage ' ~ model, " Run `dbt run --select " ~ model
-      ~ " --full-refresh` to rebuild every shard on the cluster's placement (the model's SELECT must then return "
-      ~ "every live row), or restore the cluster's shards.") -%}
+  {%- do vcmt._check_shard_placement(objs, found, 'vcmt.load_stage ' ~ model) -%}
   {%- set columns = [] -%}
   {%- for c in adapter.get_columns_in_relation(objs.target) -%}{%- do columns.append({'name': c.name,
       'data_type': c.data_type}) -%}{%- endfor -%}

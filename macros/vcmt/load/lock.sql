@@ -152,13 +152,15 @@
       ~ "from (" ~ rows ~ ") as r right join (" ~ newest ~ ") as g on r_table = g_name" -%}
   {%- set cluster = vcmt._lock_cluster(target) -%}
   {%- if cluster -%}
-    {#- Sent to the lock's node only: the row's constant slot 0, as the sharding
-        key of cluster(), prunes every other shard (forced: never read from them),
-        as the lock's rows are written there (_lock_rows_into). A node that lacks
-        the lock's tables, one added to the cluster since, is never asked, where
-        its merge() would fail the read. -#}
+    {#- Sent to the lock's node only: the lock's slot, as the sharding key of
+        cluster(), prunes every other shard (forced: never read from them), as
+        the lock's rows are written there (_lock_rows_into). A node that lacks
+        the lock's tables, one added to the cluster since, is not asked, where
+        its merge() would fail the read. Were the slot not the first shard's
+        (a first shard of weight 0), the lock reads as nobody's: loud. -#}
     {%- set sql = "select * except (_vcmt_slot) from cluster(" ~ vcmt._sql_string(cluster) ~ ", view(select *, "
-        ~ "0 as _vcmt_slot from (" ~ sql ~ ")), _vcmt_slot) where _vcmt_slot = 0"
+        ~ vcmt._lock_slot() ~ " as _vcmt_slot from (" ~ sql ~ ")), _vcmt_slot) where _vcmt_slot = "
+        ~ vcmt._lock_slot() ~ " and _shard_num = 1"
         ~ vcmt._lock_read_settings(target, {'optimize_skip_unused_shards': 1,
                                             'force_optimize_skip_unused_shards': 1}) -%}
   {%- endif -%}
@@ -175,20 +177,31 @@
 
 
 {#- Where a lock's rows are written: the generation's table, on the
-    cluster's first shard for a model on a cluster (a constant sharding key
-    sends every row there). -#}
+    cluster's first shard for a model on a cluster (a constant sharding key,
+    the lock's slot, sends every row there). -#}
 {% macro _lock_rows_into(lock) %}
   {%- set cluster = vcmt._lock_cluster(lock) -%}
   {%- if cluster is none -%}{{ return(lock | string) }}{%- endif -%}
   {{ return('function cluster(' ~ vcmt._sql_string(cluster) ~ ', ' ~ vcmt._sql_string(lock.schema) ~ ', '
-            ~ vcmt._sql_string(lock.identifier) ~ ', 0)') }}
+            ~ vcmt._sql_string(lock.identifier) ~ ', ' ~ vcmt._lock_slot() ~ ')') }}
 {% endmacro %}
 
 
+{#- The Distributed slot of the lock's rows: 0, the first shard's (slots
+    are given out by weight in shard order). -#}
+{% macro _lock_slot() %}
+  {{ return(0) }}
+{% endmacro %}
+
+
+{#- One row of the lock (`kind`), written only while this load holds it;
+    on a cluster to the first shard's first replica that is up, where the
+    lock's reads look (_lock_read_settings). -#}
 {% macro _lock_row_sql(kind, what, relation) %}
   select {{ vcmt._sql_string(vcmt._lock_holder(relation)) }} as holder, {{ vcmt._sql_string(kind) }} as kind,
     {{ vcmt._sql_string(what) }} as what, now64(3) as at
   where {{ vcmt._fenced(relation) }}
+  {{ vcmt._settings_clause({'load_balancing': 'in_order'}) if vcmt._lock_cluster(relation) }}
 {% endmacro %}
 
 
