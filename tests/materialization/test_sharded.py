@@ -1089,13 +1089,59 @@ def test_a_cluster_that_places_keys_otherwise_is_refused_until_a_full_refresh(on
         p.dbt("run", "--select", m, "--full-refresh")  # placed as the module's other models again
 
 
+def test_a_model_built_without_the_cluster_is_refused_on_it_until_rebuilt(
+    on_cluster, cluster, tmp_path, chdb_path, lab_dir
+):
+    """A model built by a profile without `cluster` lives on the node dbt reached. Run by a profile naming the
+    cluster, it was loaded on that node alone while the others had none of it (vcmt's own lock now reads only the
+    first shard, so nothing failed). It is refused instead, by `dbt run`, `--full-refresh` and `vcmt.load_stage`,
+    naming the nodes that hold it, until its objects are dropped and it is rebuilt on every node."""
+    p = on_cluster
+    m = "single_node"
+    plain = DbtProject(root=tmp_path / "plain", package_root=PACKAGE_ROOT, chdb_path=chdb_path, schema=p.schema,
+                       lab_dir=lab_dir, engine=Engine("http", node=cluster.nodes[0]))  # fmt: skip
+    model = f"{{{{ config(materialized='vcmt_upsert', unique_key='id') }}}}\nselect id, a, _version from {m}_src"
+    try:
+        plain.command(
+            f"create or replace table {m}_src (id Int64, a Int64, _version UInt64) engine = MergeTree order by tuple()"
+        )
+        plain.command(f"insert into {m}_src select number, number, 1 from numbers(100)")
+        plain.model(m, model)
+        plain.dbt("run", "--select", m)
+    finally:
+        plain.close()
+    p.model(m, model)
+    p.command(f"insert into {m}_src select number, number * 3, 2 from numbers(100)")
+    read = f"select count(), sum(a), max(_version) from {m} final where sign = 1"
+    held = f"has 2 nodes, but {m} is on 1 of them (shard 1 ("
+    for args in [(), ("--full-refresh",)]:
+        run = p.dbt("run", "--select", m, *args, expect_pass=False)
+        log = re.sub(r"\s+", " ", run.log)
+        assert f"vcmt_upsert {m}: the profile's cluster `{cluster.name}` {held}" in log, log[-4000:]
+        assert "built without `cluster` in the profile" in log and "Nothing was changed" in log, log[-4000:]
+    with pytest.raises(LoadError) as external:
+        p.load_rows(m, [{"id": 1, "a": 5, "_version": 9}])
+    assert f"vcmt.load_stage {m}: the profile's cluster" in re.sub(r"\s+", " ", str(external.value))
+    assert p.query(read) == [(100, 4950, 1)]  # nothing loaded
+    # The documented way out: the model's objects dropped, then rebuilt from its SELECT on every node.
+    for (name,) in p.query(
+        f"select name from system.tables where database = currentDatabase() and startsWith(name, '{m}') "
+        f"and name != '{m}_src' order by engine like '%View' desc, name"
+    ):
+        p.command(f"drop table if exists {name} on cluster {cluster.name} sync")
+    run = p.dbt("run", "--select", m)
+    assert p.query(read) == [(100, 3 * 4950, 2)], run.log[-3000:]
+    assert [rows[0][0] for rows in _shard_rows(cluster, p, f"exists table {m}")] == [1, 1]
+
+
 GROWN = "vcmt_grown"
 
 
 def test_a_shard_added_to_the_cluster_is_refused_and_the_model_rebuilt_after_a_drop(tmp_path, chdb_path, lab_dir):
     """Three nodes, the cluster first made of two: a sharded model is built there; then every node restarts with the
-    third node as a third shard (an operator's change of `remote_servers`). The next run is refused before any
-    write, naming both placements (the new node holds none of the model's tables, nor its lock's). As
+    third node as a third shard (an operator's change of `remote_servers`). The next run and a `--full-refresh`
+    are refused before any write, naming the nodes that hold the model (the new node holds none of its tables,
+    nor its lock's). As
     docs/servers.md says, the model's objects are then dropped on every node and the model run again: it is
     rebuilt from its SELECT on all three shards, exact, and its next load records the new placement."""
     ports = [(free_port(), free_port()) for _ in range(3)]  # the cluster named GROWN: two shards, then three
@@ -1132,10 +1178,10 @@ def test_a_shard_added_to_the_cluster_is_refused_and_the_model_rebuilt_after_a_d
         p.command("insert into grown_src select number, number * 5, 2 from numbers(100)")
         run = p.dbt("run", "--select", "grown", expect_pass=False)
         log = re.sub(r"\s+", " ", run.log)
-        assert f"vcmt_upsert grown: the cluster `{GROWN}` now places keys on shards weighted `1,1,1`" in log, log[
-            -4000:
-        ]
-        assert "were placed by `1,1` (its last load, at " in log, log[-4000:]
+        held = "has 3 nodes, but grown_local is on 2 of them (shard 1 ("
+        assert f"vcmt_upsert grown: the profile's cluster `{GROWN}` {held}" in log, log[-4000:]
+        run = p.dbt("run", "--select", "grown", "--full-refresh", expect_pass=False)  # refused too: no split swap
+        assert held in re.sub(r"\s+", " ", run.log), run.log[-4000:]
         first = nodes[0].client(schema)
         assert first.query("select count(), sum(a) from grown_local final where sign = 1").result_rows[0][0] > 0
         objects = first.query(

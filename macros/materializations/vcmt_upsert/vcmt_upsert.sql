@@ -21,6 +21,10 @@
       is checked once the swap is finished or refused (under the lock). -#}
   {%- set interrupted = none if rebuild else vcmt._interrupted_swap(cfg, objs, columns) -%}
   {%- set swapping = interrupted is not none and interrupted.state != 'unswapped' -%}
+  {#- A model on a cluster is on every node, a --full-refresh's too (lifecycle.sql). -#}
+  {%- if existing is not none -%}
+    {%- do vcmt._check_on_every_node(objs, 'vcmt_upsert ' ~ target.identifier) -%}
+  {%- endif -%}
   {%- if not rebuild -%}
     {%- do vcmt._check_existing_is_vcmt(objs, found) -%}
     {%- if not swapping -%}{%- do vcmt._check_stored_layout(cfg, objs, columns, found) -%}{%- endif -%}

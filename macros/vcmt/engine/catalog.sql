@@ -35,11 +35,20 @@
     never replayed) leaves the table on the other nodes only. -#}
 {% macro _exists_on_every_node(relation) %}
   {%- if not on_cluster_clause(relation) | trim -%}{{ return(vcmt._relation_exists(relation)) }}{%- endif -%}
+  {%- set found = vcmt._nodes_holding(relation) -%}
+  {{ return(found.holding | length == found.nodes) }}
+{% endmacro %}
+
+
+{#- On the model's cluster, the nodes that hold `relation` (their labels,
+    _node_label_sql) and how many nodes the cluster has: {holding, nodes}. -#}
+{% macro _nodes_holding(relation) %}
   {%- set cluster = vcmt._sql_string(vcmt._cluster_name()) -%}
-  {%- set rows = run_query("select (select count() from system.clusters where cluster = " ~ cluster ~ ") = (select "
-      ~ "count() from clusterAllReplicas(" ~ cluster ~ ", system.tables) where database = "
-      ~ vcmt._sql_string(relation.schema) ~ " and name = " ~ vcmt._sql_string(relation.identifier) ~ ")") -%}
-  {{ return(rows.columns[0].values()[0] | int == 1) }}
+  {%- set rows = run_query("select (select count() from system.clusters where cluster = " ~ cluster ~ "), (select "
+      ~ "arrayStringConcat(arraySort(groupArray(" ~ vcmt._node_label_sql(cluster) ~ ")), '|') from "
+      ~ "clusterAllReplicas(" ~ cluster ~ ", system.tables) where database = " ~ vcmt._sql_string(relation.schema)
+      ~ " and name = " ~ vcmt._sql_string(relation.identifier) ~ ")").rows[0] -%}
+  {{ return({'nodes': rows[0] | int, 'holding': rows[1].split('|') if rows[1] else []}) }}
 {% endmacro %}
 
 

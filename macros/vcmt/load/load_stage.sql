@@ -39,6 +39,7 @@
     {{ exceptions.raise_compiler_error("vcmt.load_stage: " ~ objs.stage ~ " does not exist; build the model first with "
         ~ "`dbt run --select " ~ model ~ "`.") }}
   {%- endif -%}
+  {%- do vcmt._check_on_every_node(objs, 'vcmt.load_stage ' ~ model) -%}
   {%- set found = vcmt._existing_objects(objs) -%}
   {%- do vcmt._add_missing_loads_columns(objs, found) -%}
   {%- do vcmt._check_shard_placement(objs, found, 'vcmt.load_stage ' ~ model) -%}
