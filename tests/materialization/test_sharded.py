@@ -1113,7 +1113,7 @@ def test_a_model_built_without_the_cluster_is_refused_on_it_until_rebuilt(
     p.model(m, model)
     p.command(f"insert into {m}_src select number, number * 3, 2 from numbers(100)")
     read = f"select count(), sum(a), max(_version) from {m} final where sign = 1"
-    held = f"has 2 nodes, but {m} is on 1 of them (shard 1 ("
+    held = f"has 2 shards, but {m} is on 1 of them (shard 1 ("
     for args in [(), ("--full-refresh",)]:
         run = p.dbt("run", "--select", m, *args, expect_pass=False)
         log = re.sub(r"\s+", " ", run.log)
@@ -1178,7 +1178,7 @@ def test_a_shard_added_to_the_cluster_is_refused_and_the_model_rebuilt_after_a_d
         p.command("insert into grown_src select number, number * 5, 2 from numbers(100)")
         run = p.dbt("run", "--select", "grown", expect_pass=False)
         log = re.sub(r"\s+", " ", run.log)
-        held = "has 3 nodes, but grown_local is on 2 of them (shard 1 ("
+        held = "has 3 shards, but grown_local is on 2 of them (shard 1 ("
         assert f"vcmt_upsert grown: the profile's cluster `{GROWN}` {held}" in log, log[-4000:]
         run = p.dbt("run", "--select", "grown", "--full-refresh", expect_pass=False)  # refused too: no split swap
         assert held in re.sub(r"\s+", " ", run.log), run.log[-4000:]

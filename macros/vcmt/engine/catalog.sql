@@ -40,15 +40,19 @@
 {% endmacro %}
 
 
-{#- On the model's cluster, the nodes that hold `relation` (their labels,
-    _node_label_sql) and how many nodes the cluster has: {holding, nodes}. -#}
+{#- On the model's cluster, who holds `relation`: {nodes, holding} (every
+    node of the cluster, the labels of those that hold it: _node_label_sql)
+    and {shards, shards_holding} (shards, and those with a replica that
+    holds it). A node that is down fails the read, never reads as empty. -#}
 {% macro _nodes_holding(relation) %}
   {%- set cluster = vcmt._sql_string(vcmt._cluster_name()) -%}
-  {%- set rows = run_query("select (select count() from system.clusters where cluster = " ~ cluster ~ "), (select "
-      ~ "arrayStringConcat(arraySort(groupArray(" ~ vcmt._node_label_sql(cluster) ~ ")), '|') from "
-      ~ "clusterAllReplicas(" ~ cluster ~ ", system.tables) where database = " ~ vcmt._sql_string(relation.schema)
-      ~ " and name = " ~ vcmt._sql_string(relation.identifier) ~ ")").rows[0] -%}
-  {{ return({'nodes': rows[0] | int, 'holding': rows[1].split('|') if rows[1] else []}) }}
+  {%- set listed = "from system.clusters where cluster = " ~ cluster -%}
+  {%- set row = run_query("select (select count() " ~ listed ~ "), (select uniqExact(shard_num) " ~ listed ~ "), "
+      ~ "arrayStringConcat(arraySort(groupArray(" ~ vcmt._node_label_sql(cluster) ~ ")), '|'), uniqExact(_shard_num) "
+      ~ "from clusterAllReplicas(" ~ cluster ~ ", system.tables) where database = " ~ vcmt._sql_string(relation.schema)
+      ~ " and name = " ~ vcmt._sql_string(relation.identifier) ~ " settings skip_unavailable_shards = 0").rows[0] -%}
+  {{ return({'nodes': row[0] | int, 'shards': row[1] | int, 'holding': row[2].split('|') if row[2] else [],
+             'shards_holding': row[3] | int}) }}
 {% endmacro %}
 
 

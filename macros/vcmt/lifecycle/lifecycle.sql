@@ -657,26 +657,29 @@
       ~ "then run this load again.") }}
 {% endmacro %}
 
-{#- On a cluster a model lives on every node: its tables are created ON
-    CLUSTER. Where its target is on some nodes only (the model was built
-    without `cluster` in the profile, a node joined the cluster since, or one
-    missed the first build), a load would leave the other nodes without its
-    rows, and a --full-refresh cannot swap tables in where there were none:
-    refused before any DDL, naming the nodes (`what` names the run). -#}
+{#- On a cluster a model lives on every shard: its tables are created ON
+    CLUSTER. Where its target is on some shards only (the model was built
+    without `cluster` in the profile, a shard joined the cluster since, or
+    missed the target's CREATE), a load would leave the other shards without
+    its rows, and a --full-refresh cannot swap tables in where there are
+    none: refused before any DDL, naming the nodes that hold it (`what`
+    names the run). A replica without it, in a shard that has it, is not
+    this check's: a replica added to a shard fetches the target's data by
+    replication. -#}
 {% macro _check_on_every_node(objs, what) %}
   {%- if not on_cluster_clause(objs.target) | trim -%}{{ return(none) }}{%- endif -%}
   {%- set found = vcmt._nodes_holding(objs.target) -%}
-  {#- On no node: not built under this name (a model given a `sharding_key`, whose target becomes per-shard). -#}
-  {%- if 0 < found.holding | length < found.nodes -%}
+  {#- On no shard: not built under this name (a model given a `sharding_key`, whose target becomes per-shard). -#}
+  {%- if 0 < found.shards_holding < found.shards -%}
     {{ exceptions.raise_compiler_error(what ~ ": the profile's cluster `" ~ vcmt._cluster_name() ~ "` has "
-        ~ found.nodes ~ " nodes, but " ~ objs.target.identifier ~ " is on " ~ found.holding | length ~ " of them ("
-        ~ found.holding | join(', ') ~ "): the model was built without `cluster` in the profile, or a node joined "
-        ~ "the cluster since, or missed the model's first build. A load would leave the other nodes without its "
-        ~ "rows, and a --full-refresh cannot swap tables in where there are none. Nothing was changed. Drop the "
-        ~ "model's objects on every node and run it again, which rebuilds it from its SELECT on every node (the "
-        ~ "SELECT must then return every live row; docs/servers.md, when the cluster's shards change or a model "
-        ~ "joins a cluster), or "
-        ~ "keep it on one node by running it with a profile without `cluster`.") }}
+        ~ found.shards ~ " shards, but " ~ objs.target.identifier ~ " is on " ~ found.shards_holding ~ " of them ("
+        ~ found.holding | join(', ') ~ "): the model was built without `cluster` in the profile, or a shard joined "
+        ~ "the cluster since, or missed the model's CREATE. A load would leave the other shards without its rows, "
+        ~ "and a --full-refresh cannot swap tables in where there are none. Nothing was changed. If another run is "
+        ~ "building the model right now, wait for it and run again. Else drop the model's objects on every node "
+        ~ "and run it again, which rebuilds it from its SELECT on every shard (the SELECT must then return every "
+        ~ "live row; docs/servers.md, when the cluster's shards change or a model joins a cluster), or keep it on "
+        ~ "one node by running it with a profile without `cluster`.") }}
   {%- endif -%}
 {% endmacro %}
 
