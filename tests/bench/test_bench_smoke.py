@@ -49,3 +49,6 @@ def test_bench_tiny_run_writes_report_and_chart(tmp_path: Path) -> None:
     assert checks["report query: report_coalescing == report_vcmt_coalesce"]["ok"]
     assert all(c["ok"] for c in report["checks"])
     assert 0 < report["ratios"]["bookkeeping"]["wall"] < 1
+    # Goal 3's floor: the plain read of the small batch's keys, timed beside (A)'s INSERT.
+    assert checks["the small batch's key-rows read finds one stored row per distinct key"]["ok"]
+    assert report["ratios"]["small_key_rows"]["wall"] > 0

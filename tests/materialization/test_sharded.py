@@ -1024,18 +1024,21 @@ def test_the_lock_is_read_from_its_own_shard_only(on_cluster, cluster):
     )
 
 
-def _restart_with_weights(cluster, weights: list[int]) -> None:
-    """Every node of the cluster restarted with its shards given `weights` (in shard order): what an operator's
-    change of `remote_servers` does, on the same nodes and data."""
+def _restart_with(cluster, change) -> None:
+    """Every node of the cluster restarted with its shards (in shard order) replaced by `change(shards)`: what an
+    operator's change of `remote_servers` does, on the same nodes and data."""
     for node in cluster.nodes:
         node.stop()
     for node in cluster.nodes:
-        shards = node.clusters[cluster.name]
-        node.clusters = {
-            **node.clusters,
-            cluster.name: [dataclasses.replace(s, weight=w) for s, w in zip(shards, weights, strict=True)],
-        }
+        node.clusters = {**node.clusters, cluster.name: list(change(node.clusters[cluster.name]))}
         node.start()
+
+
+def _restart_with_weights(cluster, weights: list[int]) -> None:
+    """The cluster restarted with its shards given `weights`, in shard order."""
+    _restart_with(
+        cluster, lambda shards: [dataclasses.replace(s, weight=w) for s, w in zip(shards, weights, strict=True)]
+    )
 
 
 def test_a_cluster_that_places_keys_otherwise_is_refused_until_a_full_refresh(on_cluster, cluster):
@@ -1087,6 +1090,55 @@ def test_a_cluster_that_places_keys_otherwise_is_refused_until_a_full_refresh(on
     finally:
         _restart_with_weights(cluster, [1, 1])
         p.dbt("run", "--select", m, "--full-refresh")  # placed as the module's other models again
+
+
+def test_shards_listed_in_another_order_are_refused_until_a_full_refresh(on_cluster, cluster):
+    """The cluster's two shards listed the other way round in `remote_servers`, weights unchanged: the placement the
+    last load recorded (`1,1`) still matches, yet every stored key's next events would go to the node that does not
+    hold it. A key stored on each shard is looked up where the cluster now routes it, so the run and an external load
+    are refused before any write, naming both shards; a `--full-refresh` rebuilds on the new order and the model goes
+    on exact. The key is composite, with quotes and a backslash in its text part (the lookup's literals)."""
+    p = on_cluster
+    m = "reordered"
+    read = f"select count(), sum(a), max(_version) from {m} final where sign = 1"
+    p.command(
+        f"create or replace table {m}_src (id Int64, name String, a Int64, _version UInt64) "
+        "engine = MergeTree order by tuple()"
+    )
+    name = "concat('it''s \\\\ ', toString(number))"
+    p.command(f"insert into {m}_src select number, {name}, number, 1 from numbers(100)")
+    p.model(m, "{{ config(materialized='vcmt_upsert', unique_key=['id', 'name'], sharding_key='cityHash64(id, name)') "
+               f"}}}}\nselect id, name, a, _version from {m}_src")  # fmt: skip
+    p.dbt("run", "--select", m)
+    assert p.query(read) == [(100, 4950, 1)]
+    try:
+        _restart_with(cluster, lambda shards: shards[::-1])
+        p.command(f"insert into {m}_src select number, {name}, number * 5, 2 from numbers(100)")
+        run = p.dbt("run", "--select", m, expect_pass=False)
+        log = re.sub(r"\s+", " ", run.log)
+        refused = f"the cluster `{cluster.name}` no longer routes the rows stored on shard 1 ("
+        assert f"vcmt_upsert {m}: {refused}" in log and "), shard 2 (" in log, log[-4000:]
+        assert "the weights `1,1` did not change" in log and f"dbt run --select {m} --full-refresh" in log, log[-4000:]
+        with pytest.raises(LoadError) as external:
+            p.load_rows(m, [{"id": 1, "name": "it's \\ 1", "a": 123, "_version": 9}])
+        assert f"vcmt.load_stage {m}: {refused}" in re.sub(r"\s+", " ", str(external.value))
+        assert p.query(read) == [(100, 4950, 1)]  # nothing loaded
+
+        run = p.dbt("run", "--select", m, "--full-refresh")
+        assert p.query(read) == [(100, 5 * 4950, 2)], run.log[-3000:]
+        # Node 1 is now shard 2: it holds exactly the keys of slot 1.
+        for node, client in enumerate(_shard_clients(cluster, p)):
+            owned = "cityHash64(id, name) % 2 = " + ("1" if node == 0 else "0")
+            rows = client.query(f"select countIf(not ({owned})), count() from {m}_local").result_rows
+            client.close()
+            assert rows[0][0] == 0 and rows[0][1] > 0, (node, rows)
+        p.command(f"insert into {m}_src select number, {name}, number * 9, 3 from numbers(100)")
+        run = p.dbt("run", "--select", m)
+        assert p.query(read) == [(100, 9 * 4950, 3)], run.log[-3000:]
+        assert p.scalar(f"select sum(sign) from {m}") == 100
+    finally:
+        _restart_with(cluster, lambda shards: shards[::-1])
+        p.dbt("run", "--select", m, "--full-refresh")
 
 
 def test_a_model_built_without_the_cluster_is_refused_on_it_until_rebuilt(

@@ -157,6 +157,8 @@ class Scenario:
             *[(f"{size}_{m.key}", f"vcmt_upsert ({m.merge and 'coalesce' or 'replace'}): {n:,} events, the loader "
                "as dbt ran it", m.name, m.base, t.captured[m.name]) for m in MODELS],
             *[(f"{size}_{a.key}", f"{a.label}: {n:,} events", a.key, a.model.base, a.insert(t)) for a in ANCHORS],
+            (f"{size}_key_rows", f"read of the stored rows of the batch's keys (no FINAL, no write): {n:,} events",
+             PLAIN, MODEL.base, sql.key_rows_read(t.q(PLAIN), t.q(MODEL.events))),
         ]  # fmt: skip
         shift = r % len(approaches)
         for key, label, table, base, statements in approaches[shift:] + approaches[:shift]:
@@ -167,6 +169,11 @@ class Scenario:
             self.say(f"  {label}: {timing.wall_ms:,.0f} ms")
         if r == 0:
             self._check_state(f"vcmt loader, {size} batch", batch)
+            t.restore(PLAIN, MODEL.base)  # the model's layout and base rows (tables.py)
+            found = int(self.engine.rows(sql.key_rows_read(t.q(PLAIN), t.q(MODEL.events)))[0][0])
+            keys = self.out.batches[size][1]
+            self.out.check(f"the {size} batch's key-rows read finds one stored row per distinct key", found == keys,
+                           f"{found:,} rows for {keys:,} distinct keys")  # fmt: skip
 
     def _check_state(self, name: str, batch: Batch, whole_table: bool = False) -> None:
         """The invariants, and the target equals base with each batch key replaced by its newest event

@@ -88,6 +88,14 @@ def report_projection(table: str) -> str:
     )
 
 
+def key_rows_read(table: str, events: str) -> str:
+    """Every column of the batch keys' stored rows, read without FINAL and written nowhere: what an
+    exact lookup in `table` reads at the least, whatever its shape (the transform's lookup also
+    collapses the rows it reads and writes two rows per key)."""
+    names = ", ".join(("id", *DATA_COLUMNS, "_version", "sign"))
+    return f"select count(), sum(cityHash64({names})) from {table} where id in (select id from {events})"
+
+
 def expected_checksum(base: str, events: str, row_hash: str, only_batch_keys: bool) -> str:
     """Base rows with every batch key replaced by its newest event: what an UPSERT must leave
     (only the batch's keys, if `only_batch_keys`). `row_hash` is the invariants' hash of a live

@@ -135,7 +135,7 @@
     next events to another shard (docs/design.md#sharded-clusters). Part of
     _check_stored_layout. -#}
 {% macro _check_stored_routing(cfg, objs, found, refresh) %}
-  {%- do vcmt._check_shard_placement(objs, found, 'vcmt_upsert ' ~ vcmt._public_relation(objs).identifier) -%}
+  {%- do vcmt._check_shard_placement(cfg, objs, found, 'vcmt_upsert ' ~ vcmt._public_relation(objs).identifier) -%}
   {%- for role, local in vcmt._distributed_pairs() if role in objs
       and objs[role].identifier in found -%}
     {#- A Distributed table created AS its local table copies its comment (a full refresh's generation). -#}
@@ -154,38 +154,91 @@
 
 
 {#- A sharded model's placement: `now`, the profile's cluster's shard
-    weights in shard order ('1,1'), and `recorded`, the last one its loads
-    recorded (`shards` in `<model>__loads`) and `at`, when; all '' when the
-    model is not sharded, or `recorded` '' when no load recorded one (a
-    model built before vcmt recorded it). Read on every node that answers and
-    holds the table: all records agree until the placement changes, since
-    each load checks it first, and a node added since holds none. -#}
-{% macro _shard_placement(objs) %}
-  {%- if not vcmt._sharded(objs) -%}{{ return({'now': '', 'recorded': '', 'at': ''}) }}{%- endif -%}
+    weights in shard order ('1,1'); `recorded`, the last one its loads
+    recorded (`shards` in `<model>__loads`) and `at`, when; and `moved`, the
+    shards whose stored rows the cluster no longer routes to them
+    (_shards_moved). All '' (`moved` []) when the model is not sharded;
+    `recorded` '' when no load recorded one (a model built before vcmt
+    recorded it). Records are read on every node that answers and holds the
+    table: all agree until the placement changes, since each load checks it
+    first, and a node added since holds none. -#}
+{% macro _shard_placement(cfg, objs) %}
+  {%- if not vcmt._sharded(objs) -%}{{ return({'now': '', 'recorded': '', 'at': '', 'moved': []}) }}{%- endif -%}
   {%- set settings = vcmt._pinned_query_settings() -%}
   {%- do settings.update({'skip_unavailable_shards': 1}) -%}
   {%- set row = run_query('select ' ~ vcmt._shard_weights_sql(vcmt._cluster_name())
       ~ ", argMaxIf(shards, loaded_at, shards != ''), toString(maxIf(loaded_at, shards != '')) from "
       ~ vcmt._all_shards(objs, 'loads') ~ ' ' ~ vcmt._settings_clause(settings)).rows[0] -%}
-  {{ return({'now': row[0], 'recorded': row[1], 'at': row[2]}) }}
+  {%- set moved = vcmt._shards_moved(cfg, objs) -%}
+  {%- if moved -%}
+    {#- Asked again with other samples before anything is refused: a delete by
+        another load, then a merge, can take a sampled key away in between. -#}
+    {%- set moved = vcmt._shards_moved(cfg, objs) -%}
+  {%- endif -%}
+  {{ return({'now': row[0], 'recorded': row[1], 'at': row[2], 'moved': moved}) }}
+{% endmacro %}
+
+
+{#- The shards (labels: _node_label_sql) whose stored rows the cluster now
+    routes elsewhere. Weights alone cannot show shards reordered or a
+    shard's nodes swapped for another's in `remote_servers` (the record stays
+    `1,1`), and each stored key's next events would then reach a shard that
+    does not hold its live row. So one stored key of each shard (read there,
+    on its first replica that is up, as the next read is) is looked up
+    through the model's Distributed table with every shard but the one its
+    sharding key now picks left out (forced: the engine fails the read
+    rather than ask them all). A key not found there has moved. Key values
+    travel as the engine's own quoted text, cast back to their types. -#}
+{% macro _shards_moved(cfg, objs) %}
+  {%- set cluster = vcmt._cluster_name() -%}
+  {%- set keys, texts = [], [] -%}
+  {%- for k in cfg.key_columns -%}
+    {%- do keys.append(vcmt._quote(k)) -%}
+    {%- do texts.append('toString(tuple(' ~ keys[-1] ~ ')), toTypeName(' ~ keys[-1] ~ ')') -%}
+  {%- endfor -%}
+  {%- set settings = vcmt._pinned_query_settings() -%}
+  {%- do settings.update({'skip_unavailable_shards': 1, 'load_balancing': 'in_order'}) -%}
+  {%- set samples = run_query('select ' ~ vcmt._node_label_sql(cluster) ~ ', ' ~ texts | join(', ') ~ ' from cluster('
+      ~ vcmt._sql_string(cluster) ~ ', view(select ' ~ keys | join(', ') ~ ' from ' ~ objs.target ~ ' limit 1)) '
+      ~ vcmt._settings_clause(settings)).rows -%}
+  {%- if not samples -%}{{ return([]) }}{%- endif -%}
+  {%- set lookups = [] -%}
+  {%- for sample in samples -%}
+    {%- set equal = [] -%}
+    {%- for k in keys -%}
+      {%- do equal.append(k ~ ' = CAST(' ~ sample[1 + 2 * loop.index0] ~ ', '
+          ~ vcmt._sql_string(sample[2 + 2 * loop.index0]) ~ ')') -%}
+    {%- endfor -%}
+    {%- do lookups.append('select ' ~ vcmt._sql_string(sample[0]) ~ ' as stored, count() as found from '
+        ~ vcmt._all_shards(objs, 'target') ~ ' where ' ~ equal | join(' and ')) -%}
+  {%- endfor -%}
+  {%- do settings.update({'optimize_skip_unused_shards': 1, 'force_optimize_skip_unused_shards': 1,
+                          'skip_unavailable_shards': 0, 'load_balancing': 'in_order'}) -%}
+  {%- set moved = [] -%}
+  {%- for stored, found in run_query(lookups | join(' union all ') ~ ' ' ~ vcmt._settings_clause(settings)).rows
+      if found | int == 0 -%}
+    {%- do moved.append(stored) -%}
+  {%- endfor -%}
+  {{ return(moved | sort) }}
 {% endmacro %}
 
 
 {#- The Distributed engine sends a key to the shard that owns slot
-    `sharding_key % total weight`, so a cluster given another shard, or other
-    weights, sends a stored key's next events to a shard that does not hold
-    its live row: the key would be live twice, on two shards, silently. So
-    the placement the model's last load recorded must be the cluster's now
-    (docs/design.md#sharded-clusters). Checked before any DDL, here (`found`:
-    the catalog; a `<model>__loads` made before vcmt recorded it has no
-    record), and again by the load under the lock before its first write
-    (_load). `what` names the run. -#}
-{% macro _check_shard_placement(objs, found, what) %}
+    `sharding_key % total weight`, so a cluster given another shard, other
+    weights or its shards in another order sends a stored key's next events
+    to a shard that does not hold its live row: the key would be live twice,
+    on two shards, silently. So the placement the model's last load recorded
+    must be the cluster's now, and each shard's stored keys must still be
+    routed to it (docs/design.md#sharded-clusters). Checked before any DDL,
+    here (`found`: the catalog; a `<model>__loads` made before vcmt recorded
+    it has no record), and again by the load under the lock before its
+    first write (_load). `what` names the run. -#}
+{% macro _check_shard_placement(cfg, objs, found, what) %}
   {%- set loads = found.get(objs.loads.identifier, {}).get('create_table_query') -%}
   {%- if not vcmt._sharded(objs) or not loads or not vcmt._stored_has_column(loads, 'shards') -%}
     {{ return(none) }}
   {%- endif -%}
-  {%- set placed = vcmt._shard_placement(objs) -%}
+  {%- set placed = vcmt._shard_placement(cfg, objs) -%}
   {%- if vcmt._placement_changed(placed) -%}
     {{ exceptions.raise_compiler_error(vcmt._placement_refusal(objs, placed, what)) }}
   {%- endif -%}
@@ -194,16 +247,24 @@
 
 {#- Whether the cluster places keys otherwise than the model's last load. -#}
 {% macro _placement_changed(placed) %}
-  {{ return(placed.recorded != '' and placed.now != placed.recorded) }}
+  {{ return(placed.moved | length > 0 or (placed.recorded != '' and placed.now != placed.recorded)) }}
 {% endmacro %}
 
 
 {% macro _placement_refusal(objs, placed, what) %}
   {%- set model = vcmt._public_relation(objs).identifier -%}
-  {{ return(what ~ ": the cluster `" ~ vcmt._cluster_name() ~ "` now places keys on shards weighted `" ~ placed.now
-      ~ "` (in shard order), but " ~ model ~ "'s rows were placed by `" ~ placed.recorded ~ "` (its last load, at "
-      ~ placed.at ~ "). The Distributed engine sends a key to the shard owning `sharding_key % total weight`, so a "
-      ~ "stored key's next events would reach a shard that does not hold its live row, and the key would be live "
-      ~ "twice. Nothing was loaded. Run `dbt run --select " ~ model ~ " --full-refresh` to rebuild every shard on the "
-      ~ "cluster's placement (the model's SELECT must then return every live row), or restore the cluster's shards.") }}
+  {%- set cluster = "the cluster `" ~ vcmt._cluster_name() ~ "` " -%}
+  {%- if placed.recorded != '' and placed.now != placed.recorded -%}
+    {%- set cause = cluster ~ "now places keys on shards weighted `" ~ placed.now ~ "` (in shard order), but "
+        ~ model ~ "'s rows were placed by `" ~ placed.recorded ~ "` (its last load, at " ~ placed.at ~ ")" -%}
+  {%- else -%}
+    {%- set cause = cluster ~ "no longer routes the rows stored on " ~ placed.moved | join(', ') ~ " there: a key "
+        ~ model ~ " holds there now goes to another shard (the shards were reordered, or a shard's nodes swapped for "
+        ~ "another's, in `remote_servers`; the weights `" ~ placed.now ~ "` did not change)" -%}
+  {%- endif -%}
+  {{ return(what ~ ": " ~ cause ~ ". The Distributed engine sends a key to the shard owning `sharding_key % total "
+      ~ "weight`, so a stored key's next events would reach a shard that does not hold its live row, and the key "
+      ~ "would be live twice. Nothing was loaded. Run `dbt run --select " ~ model ~ " --full-refresh` to rebuild "
+      ~ "every shard on the cluster's placement (the model's SELECT must then return every live row), or restore "
+      ~ "the cluster's shards.") }}
 {% endmacro %}

@@ -67,7 +67,7 @@
   {%- endif -%}
   {#- Under the lock, before the first write: the placement checked before
       any DDL may have changed since; the one recorded is the one checked. -#}
-  {%- set placed = vcmt._shard_placement(objs) -%}
+  {%- set placed = vcmt._shard_placement(cfg, objs) -%}
   {%- if vcmt._placement_changed(placed) -%}
     {%- do vcmt._refuse_under_lock(objs, vcmt._placement_refusal(objs, placed, (lock_for or 'vcmt_upsert') ~ ' '
         ~ vcmt._public_relation(objs).identifier)) -%}
