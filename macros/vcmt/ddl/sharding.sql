@@ -164,60 +164,36 @@
     first, and a node added since holds none. -#}
 {% macro _shard_placement(cfg, objs) %}
   {%- if not vcmt._sharded(objs) -%}{{ return({'now': '', 'recorded': '', 'at': '', 'moved': []}) }}{%- endif -%}
+  {%- set cluster = vcmt._cluster_name() -%}
   {%- set settings = vcmt._pinned_query_settings() -%}
   {%- do settings.update({'skip_unavailable_shards': 1}) -%}
-  {%- set row = run_query('select ' ~ vcmt._shard_weights_sql(vcmt._cluster_name())
+  {%- set row = run_query('select ' ~ vcmt._shard_weights_sql(cluster) ~ ', ' ~ vcmt._shard_slots_sql(cluster)
       ~ ", argMaxIf(shards, loaded_at, shards != ''), toString(maxIf(loaded_at, shards != '')) from "
       ~ vcmt._all_shards(objs, 'loads') ~ ' ' ~ vcmt._settings_clause(settings)).rows[0] -%}
-  {%- set moved = vcmt._shards_moved(cfg, objs) -%}
-  {%- if moved -%}
-    {#- Asked again with other samples before anything is refused: a delete by
-        another load, then a merge, can take a sampled key away in between. -#}
-    {%- set moved = vcmt._shards_moved(cfg, objs) -%}
-  {%- endif -%}
-  {{ return({'now': row[0], 'recorded': row[1], 'at': row[2], 'moved': moved}) }}
+  {{ return({'now': row[0], 'recorded': row[2], 'at': row[3],
+             'moved': vcmt._shards_moved(cfg, objs, row[1].split(',') if row[1] else [], settings)}) }}
 {% endmacro %}
 
 
-{#- The shards (labels: _node_label_sql) whose stored rows the cluster now
-    routes elsewhere. Weights alone cannot show shards reordered or a
-    shard's nodes swapped for another's in `remote_servers` (the record stays
-    `1,1`), and each stored key's next events would then reach a shard that
-    does not hold its live row. So one stored key of each shard (read there,
-    on its first replica that is up, as the next read is) is looked up
-    through the model's Distributed table with every shard but the one its
-    sharding key now picks left out (forced: the engine fails the read
-    rather than ask them all). A key not found there has moved. Key values
-    travel as the engine's own quoted text, cast back to their types. -#}
-{% macro _shards_moved(cfg, objs) %}
-  {%- set cluster = vcmt._cluster_name() -%}
-  {%- set keys, texts = [], [] -%}
-  {%- for k in cfg.key_columns -%}
-    {%- do keys.append(vcmt._quote(k)) -%}
-    {%- do texts.append('toString(tuple(' ~ keys[-1] ~ ')), toTypeName(' ~ keys[-1] ~ ')') -%}
-  {%- endfor -%}
-  {%- set settings = vcmt._pinned_query_settings() -%}
-  {%- do settings.update({'skip_unavailable_shards': 1, 'load_balancing': 'in_order'}) -%}
-  {%- set samples = run_query('select ' ~ vcmt._node_label_sql(cluster) ~ ', ' ~ texts | join(', ') ~ ' from cluster('
-      ~ vcmt._sql_string(cluster) ~ ', view(select ' ~ keys | join(', ') ~ ' from ' ~ objs.target ~ ' limit 1)) '
-      ~ vcmt._settings_clause(settings)).rows -%}
-  {%- if not samples -%}{{ return([]) }}{%- endif -%}
-  {%- set lookups = [] -%}
-  {%- for sample in samples -%}
-    {%- set equal = [] -%}
-    {%- for k in keys -%}
-      {%- do equal.append(k ~ ' = CAST(' ~ sample[1 + 2 * loop.index0] ~ ', '
-          ~ vcmt._sql_string(sample[2 + 2 * loop.index0]) ~ ')') -%}
-    {%- endfor -%}
-    {%- do lookups.append('select ' ~ vcmt._sql_string(sample[0]) ~ ' as stored, count() as found from '
-        ~ vcmt._all_shards(objs, 'target') ~ ' where ' ~ equal | join(' and ')) -%}
-  {%- endfor -%}
-  {%- do settings.update({'optimize_skip_unused_shards': 1, 'force_optimize_skip_unused_shards': 1,
-                          'skip_unavailable_shards': 0, 'load_balancing': 'in_order'}) -%}
+{#- The shards (labels: _node_label_sql) holding rows the cluster now routes
+    elsewhere. Weights alone cannot show shards listed in another order, or a
+    shard's nodes swapped for another's, in `remote_servers` (the record
+    stays '1,1'), and each stored key's next events would then reach a shard
+    that does not hold its live row. So each shard computes the sharding
+    value of one row it stores, and the shard that value's slot belongs to
+    (`slots`: _shard_slots_sql, read on the node that routes the loads'
+    rows) must be that shard. The value is taken as the engine's insert does
+    (createBlockSelector): unsigned, on 32 bits for a type of 4 bytes or
+    fewer, else on 64. A shard that does not answer gives no row. -#}
+{% macro _shards_moved(cfg, objs, slots, settings) %}
+  {%- if not slots -%}{{ return([]) }}{%- endif -%}
+  {%- set rows = run_query('select ' ~ vcmt._node_label_sql(vcmt._cluster_name()) ~ ', _shard_num, '
+      ~ 'if(byteSize(_vcmt_value) <= 4, toUInt64(toUInt32(_vcmt_value)), toUInt64(_vcmt_value)) from cluster('
+      ~ vcmt._sql_string(vcmt._cluster_name()) ~ ', view(select (' ~ vcmt._user_sql(cfg.sharding_key)
+      ~ ') as _vcmt_value from ' ~ objs.target ~ ' limit 1)) ' ~ vcmt._settings_clause(settings)).rows -%}
   {%- set moved = [] -%}
-  {%- for stored, found in run_query(lookups | join(' union all ') ~ ' ' ~ vcmt._settings_clause(settings)).rows
-      if found | int == 0 -%}
-    {%- do moved.append(stored) -%}
+  {%- for label, shard, value in rows if slots[(value | int) % (slots | length)] | int != shard | int -%}
+    {%- do moved.append(label) -%}
   {%- endfor -%}
   {{ return(moved | sort) }}
 {% endmacro %}

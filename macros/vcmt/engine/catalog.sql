@@ -253,6 +253,18 @@
 {% endmacro %}
 
 
+{#- SQL giving the shard number each of `cluster`'s slots sends rows to, in
+    slot order, e.g. '1,2' (a shard of weight w owns w consecutive slots, in
+    shard order; one of weight 0 owns none): the Distributed engine sends a
+    row to the shard of slot `sharding value % slots` (ddl/sharding.sql,
+    _shards_moved). -#}
+{% macro _shard_slots_sql(cluster) %}
+  {{ return("(select arrayStringConcat(arrayFlatten(arrayMap(x -> arrayWithConstant(x.2, toString(x.1)), "
+      ~ "arraySort(groupArray((shard_num, shard_weight))))), ',') from (select distinct shard_num, shard_weight "
+      ~ "from system.clusters where cluster = " ~ vcmt._sql_string(cluster) ~ "))") }}
+{% endmacro %}
+
+
 {#- The most replicas any shard of `cluster` has (0 for a cluster the node
     does not know). -#}
 {% macro _most_replicas(cluster) %}
