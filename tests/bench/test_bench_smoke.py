@@ -52,3 +52,4 @@ def test_bench_tiny_run_writes_report_and_chart(tmp_path: Path) -> None:
     # Goal 3's floor: the plain read of the small batch's keys, timed beside (A)'s INSERT.
     assert checks["the small batch's key-rows read finds one stored row per distinct key"]["ok"]
     assert report["ratios"]["small_key_rows"]["wall"] > 0
+    assert report["ratios"]["small_pair_rows"]["wall"] > 0

@@ -68,6 +68,8 @@ def ratios(steps: Steps, bookkeeping: list[float]) -> list[Ratio]:
         _r(steps, "small_rmt", "3: vcmt write, small batch / (A)'s INSERT", f"small_{v}", f"small_{RMT}", ("≤", 2.0)),
         _r(steps, "small_key_rows", "3's floor: reading the small batch's keys' stored rows / (A)'s INSERT",
            "small_key_rows", f"small_{RMT}"),
+        _r(steps, "small_pair_rows", "3's floor: writing a cancel and a state row per small-batch event / (A)'s "
+           "INSERT", "small_pair_rows", f"small_{RMT}"),
         _r(steps, "final_projection", "5: (A)'s FINAL report / vcmt's projection (×; judged at N = 100M)",
            f"report_{RMT}", f"report_{v}", ("≥", 10.0)),
     ]  # fmt: skip

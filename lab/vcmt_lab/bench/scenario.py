@@ -159,6 +159,8 @@ class Scenario:
             *[(f"{size}_{a.key}", f"{a.label}: {n:,} events", a.key, a.model.base, a.insert(t)) for a in ANCHORS],
             (f"{size}_key_rows", f"read of the stored rows of the batch's keys (no FINAL, no write): {n:,} events",
              PLAIN, MODEL.base, sql.key_rows_read(t.q(PLAIN), t.q(MODEL.events))),
+            (f"{size}_pair_rows", f"write of a cancel and a state row per event (no lookup): {n:,} events", PLAIN,
+             MODEL.base, sql.pair_rows_write(t.q(PLAIN), t.q(MODEL.events))),
         ]  # fmt: skip
         shift = r % len(approaches)
         for key, label, table, base, statements in approaches[shift:] + approaches[:shift]:

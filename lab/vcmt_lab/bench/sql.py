@@ -96,6 +96,13 @@ def key_rows_read(table: str, events: str) -> str:
     return f"select count(), sum(cityHash64({names})) from {table} where id in (select id from {events})"
 
 
+def pair_rows_write(table: str, events: str) -> str:
+    """Each event written as an update writes it: a cancel row and a state row, here with no lookup
+    (the cancel row copies the event): the least a write to a VersionedCollapsingMergeTree target
+    with the model's projection costs for the batch."""
+    return f"insert into {table} select * from {events} union all select * replace (toInt8(-1) as sign) from {events}"
+
+
 def expected_checksum(base: str, events: str, row_hash: str, only_batch_keys: bool) -> str:
     """Base rows with every batch key replaced by its newest event: what an UPSERT must leave
     (only the batch's keys, if `only_batch_keys`). `row_hash` is the invariants' hash of a live
