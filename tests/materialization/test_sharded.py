@@ -185,7 +185,9 @@ REFUSED = {
     "sk_rand": ("id + rand()", ["but rand can return another value for the same `unique_key` ['id']"]),
     # A SQL function is never marked deterministic by the engine (review of issue 14: this one wraps rand()).
     "sk_udf": ("vcmt_sk_jitter(id)", ["but vcmt_sk_jitter can return another value for the same `unique_key`"]),
-    "sk_float": ("id / 2", ["must return an integer", "it returns Float64"]),
+    "sk_float": ("id / 2", ["must return an integer of 64 bits at most", "it returns Float64"]),
+    # Created by the engine, then every INSERT fails (TYPE_MISMATCH): refused before any DDL.
+    "sk_wide": ("toUInt128(id)", ["must return an integer of 64 bits at most", "it returns UInt128"]),
     "sk_cluster": (
         "cityHash64(id)",
         ["`sharding_key` needs dbt-clickhouse's `cluster` in the profile", "Set `cluster: <name>`"],

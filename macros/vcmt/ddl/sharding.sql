@@ -107,9 +107,12 @@
   {%- endfor -%}
   {%- set type = run_query('select toTypeName((' ~ vcmt._user_sql(expr) ~ ')) from (select ' ~ keys | join(', ')
       ~ ')').rows[0][0] -%}
-  {%- if not modules.re.match('^U?Int(8|16|32|64|128|256)$', type) -%}
-    {{ exceptions.raise_compiler_error(what ~ " must return an integer (the Distributed engine picks shard number "
-        ~ "`value % total weight`); it returns " ~ type ~ "." ~ fix) }}
+  {#- The Distributed engine creates a table over a wider integer, then
+      refuses every INSERT into it (TYPE_MISMATCH). -#}
+  {%- if not modules.re.match('^U?Int(8|16|32|64)$', type) -%}
+    {{ exceptions.raise_compiler_error(what ~ " must return an integer of 64 bits at most (the Distributed engine "
+        ~ "picks shard number `value % total weight`, and refuses every INSERT when the value is wider); it returns "
+        ~ type ~ "." ~ fix) }}
   {%- endif -%}
   {%- if vcmt._cluster_name() is none -%}
     {{ exceptions.raise_compiler_error("vcmt_upsert " ~ target.identifier ~ ": `sharding_key` needs dbt-clickhouse's "
