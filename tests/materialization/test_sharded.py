@@ -1044,10 +1044,12 @@ def _restart_with_weights(cluster, weights: list[int]) -> None:
 
 
 def test_a_cluster_that_places_keys_otherwise_is_refused_until_a_full_refresh(on_cluster, cluster):
-    """The cluster's shards given other weights (2 and 1): the Distributed engine now sends a third of the stored
+    """The cluster's shards given other weights (4 and 3): the Distributed engine now sends some of the stored
     keys' events to the shard that does not hold them, where each would get a second live row. The next run and an
     external load are refused before any write, naming the placement the model's last load recorded and the
-    cluster's now; a `--full-refresh` rebuilds every shard on the new placement, and the model goes on exact."""
+    cluster's now; a `--full-refresh` rebuilds every shard on the new placement, and the model goes on exact.
+    A second model, sharded by a negative-going Int16, is not refused after its own rebuild: the check of each
+    shard's rows takes a narrow signed value as the engine's insert does (on 32 bits; 7 slots tell 32 from 64)."""
     p = on_cluster
     m = "placement"
     read = f"select count(), sum(a), max(_version) from {m} final where sign = 1"
@@ -1057,15 +1059,18 @@ def test_a_cluster_that_places_keys_otherwise_is_refused_until_a_full_refresh(on
     )
     p.command(f"insert into {m}_src select number, number, 1 from numbers(100)")
     p.model(m, SHARDED.format(extra="") + f"select id, a, _version from {m}_src")
-    p.dbt("run", "--select", m)
+    narrow = "toInt16(toInt16(id % 13) - 6)"
+    p.model(f"{m}_signed", "{{ config(materialized='vcmt_upsert', unique_key='id', "
+            f"sharding_key='{narrow}') }}}}\nselect id, a, _version from {m}_src")  # fmt: skip
+    p.dbt("run", "--select", m, f"{m}_signed")
     assert p.query(f"select shards from {loads}") == [("1,1",)]
     try:
-        _restart_with_weights(cluster, [2, 1])
+        _restart_with_weights(cluster, [4, 3])
         p.command(f"insert into {m}_src select number, number * 5, 2 from numbers(100)")
         before = p.query(read)
         run = p.dbt("run", "--select", m, expect_pass=False)
         log = re.sub(r"\s+", " ", run.log)
-        refused = f"the cluster `{cluster.name}` now places keys on shards weighted `2,1` (in shard order), but {m}'s"
+        refused = f"the cluster `{cluster.name}` now places keys on shards weighted `4,3` (in shard order), but {m}'s"
         assert f"vcmt_upsert {m}: {refused}" in log and "placed by `1,1` (its last load, at 20" in log, log[-4000:]
         assert f"Nothing was loaded. Run `dbt run --select {m} --full-refresh`" in log, log[-4000:]
         with pytest.raises(LoadError) as external:
@@ -1075,23 +1080,26 @@ def test_a_cluster_that_places_keys_otherwise_is_refused_until_a_full_refresh(on
         assert p.query(read) == before == [(100, 4950, 1)]
         assert p.scalar(f"select count() from {loads}") == 1  # neither recorded a load
 
-        run = p.dbt("run", "--select", m, "--full-refresh")
+        run = p.dbt("run", "--select", m, f"{m}_signed", "--full-refresh")
         assert p.query(read) == [(100, 5 * 4950, 2)], run.log[-3000:]
-        assert p.query(f"select shards from {loads}") == [("2,1",)]  # the rebuild's record: its load's placement
-        # Each node holds exactly the keys the new weights send it: slots 0 and 1 of 3 are the first shard's.
+        assert p.query(f"select shards from {loads}") == [("4,3",)]  # the rebuild's record: its load's placement
+        # Each node holds exactly the keys the new weights send it: slots 0 to 3 of 7 are the first shard's.
         for shard, client in enumerate(_shard_clients(cluster, p)):
-            owned = "cityHash64(id) % 3 < 2" if shard == 0 else "cityHash64(id) % 3 = 2"
+            owned = "cityHash64(id) % 7 < 4" if shard == 0 else "cityHash64(id) % 7 >= 4"
             rows = client.query(f"select countIf(not ({owned})), count() from {m}_local").result_rows
+            negative = client.command(f"select countIf({narrow} < 0) from {m}_signed_local")
             client.close()
             assert rows[0][0] == 0 and rows[0][1] > 0, (shard, rows)
+            assert negative > 0, shard  # each shard holds keys of negative sharding values
         p.command(f"insert into {m}_src select number, number * 9, 3 from numbers(100)")
-        run = p.dbt("run", "--select", m)
+        run = p.dbt("run", "--select", m, f"{m}_signed")
         assert p.query(read) == [(100, 9 * 4950, 3)], run.log[-3000:]
+        assert p.query(read.replace(f" {m} ", f" {m}_signed ")) == [(100, 9 * 4950, 3)], run.log[-3000:]
         assert p.scalar(f"select sum(sign) from {m}") == 100
-        assert p.query(f"select shards from {loads} order by loaded_at desc limit 1") == [("2,1",)]
+        assert p.query(f"select shards from {loads} order by loaded_at desc limit 1") == [("4,3",)]
     finally:
         _restart_with_weights(cluster, [1, 1])
-        p.dbt("run", "--select", m, "--full-refresh")  # placed as the module's other models again
+        p.dbt("run", "--select", m, f"{m}_signed", "--full-refresh")  # placed as the module's other models again
 
 
 def test_shards_listed_in_another_order_are_refused_until_a_full_refresh(on_cluster, cluster):
