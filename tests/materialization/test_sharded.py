@@ -225,8 +225,11 @@ def on_cluster(tmp_path_factory, chdb_path, lab_dir, cluster):
     """A project whose ClickHouse target is the two-shard cluster: `type: clickhouse`, `cluster:` set, over HTTP
     through the DDL fan-out, with the fuzz's hostile profile settings but one: under
     `aggregate_functions_null_for_empty` dbt-clickhouse's own listing of relations on a cluster (over
-    clusterAllReplicas) fails in the engine, before any vcmt code runs (README "Sharded clusters")."""
+    clusterAllReplicas) fails in the engine, before any vcmt code runs (README "Sharded clusters"). And one more:
+    `insert_shard_id`, which would send every row of the loads to the first shard (vcmt pins it to 0); every test
+    that checks each shard holds only its keys would fail."""
     settings = {k: v for k, v in HOSTILE_PROFILE_SETTINGS.items() if k != "aggregate_functions_null_for_empty"}
+    settings["insert_shard_id"] = 1
     proj = make_project(
         tmp_path_factory.mktemp("sharded_cluster") / "proj",
         "sharded",
@@ -427,6 +430,11 @@ def test_schema_change_is_refused_then_full_refresh_swaps_on_every_shard(on_clus
     )
     run = p.dbt("run", "--select", "sc_sharded", expect_pass=False)
     assert "`sharding_key` (or the profile's `cluster`) changed" in re.sub(r"\s+", " ", run.log), run.log[-2000:]
+    # An external load names the same cause (the check of each shard's rows, by the new key, comes after it).
+    with pytest.raises(LoadError) as external:
+        p.load_rows("sc_sharded", [{"id": 1, "a": 5, "b": 10, "_version": 9}])
+    message = re.sub(r"\s+", " ", str(external.value))
+    assert "vcmt.load_stage sc_sharded: `sharding_key` (or the profile's `cluster`) changed" in message, message
     assert p.scalar("select sum(sign) from sc_sharded") == 100
 
 

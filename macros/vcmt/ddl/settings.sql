@@ -64,7 +64,9 @@
       see it (docs/design.md#sharded-clusters); no effect on other tables.
     - load_balancing: `in_order`, so a sharded model's loads reach the same
       replica of each shard while it is up: the tombstones and other helper
-      tables are not replicated (docs/design.md#sharded-clusters). -#}
+      tables are not replicated (docs/design.md#sharded-clusters).
+    - insert_shard_id: 0, so a sharded model's rows go where its sharding key
+      sends them; another value sends every row to that one shard. -#}
 {% macro _pinned_insert_settings() %}
   {%- set pinned = vcmt._pinned_query_settings() -%}
   {%- do pinned.update({
@@ -78,6 +80,7 @@
       'optimize_read_in_order': 0,
       'distributed_foreground_insert': 1,
       'load_balancing': 'in_order',
+      'insert_shard_id': 0,
   }) -%}
   {{ return(pinned) }}
 {% endmacro %}

@@ -136,9 +136,11 @@
 {#- A sharded model's routing as stored: a new `sharding_key` (or cluster),
     or the cluster's shards placing keys otherwise, would send a stored key's
     next events to another shard (docs/design.md#sharded-clusters). Part of
-    _check_stored_layout. -#}
-{% macro _check_stored_routing(cfg, objs, found, refresh) %}
-  {%- do vcmt._check_shard_placement(cfg, objs, found, 'vcmt_upsert ' ~ vcmt._public_relation(objs).identifier) -%}
+    _check_stored_layout, and of vcmt.load_stage (`what` names the run). The
+    key first: the placement check computes the configured key on each
+    shard's rows, so a changed key must be named as such. -#}
+{% macro _check_stored_routing(cfg, objs, found, refresh, what=none) %}
+  {%- set what = what or 'vcmt_upsert ' ~ vcmt._public_relation(objs).identifier -%}
   {%- for role, local in vcmt._distributed_pairs() if role in objs
       and objs[role].identifier in found -%}
     {#- A Distributed table created AS its local table copies its comment (a full refresh's generation). -#}
@@ -148,11 +150,12 @@
         ~ vcmt._sql_string(vcmt._create_distributed_sql(cfg, objs[role], objs[local]))
         ~ ")").rows[0][0].split(' ENGINE = ')[-1] -%}
     {%- if stored_engine != wanted_engine -%}
-      {{ exceptions.raise_compiler_error("vcmt_upsert: `sharding_key` (or the profile's `cluster`) changed, but "
+      {{ exceptions.raise_compiler_error(what ~ ": `sharding_key` (or the profile's `cluster`) changed, but "
           ~ objs[role] ~ " routes by what it was created with: stored `" ~ stored_engine ~ "`; got `" ~ wanted_engine
           ~ "`. A key's next events would go to another shard than its stored row." ~ refresh) }}
     {%- endif -%}
   {%- endfor -%}
+  {%- do vcmt._check_shard_placement(cfg, objs, found, what) -%}
 {% endmacro %}
 
 
@@ -169,7 +172,7 @@
   {%- if not vcmt._sharded(objs) -%}{{ return({'now': '', 'recorded': '', 'at': '', 'moved': []}) }}{%- endif -%}
   {%- set cluster = vcmt._cluster_name() -%}
   {%- set settings = vcmt._pinned_query_settings() -%}
-  {%- do settings.update({'skip_unavailable_shards': 1}) -%}
+  {%- do settings.update({'skip_unavailable_shards': 1, 'load_balancing': 'in_order'}) -%}
   {%- set row = run_query('select ' ~ vcmt._shard_weights_sql(cluster) ~ ', ' ~ vcmt._shard_slots_sql(cluster)
       ~ ", argMaxIf(shards, loaded_at, shards != ''), toString(maxIf(loaded_at, shards != '')) from "
       ~ vcmt._all_shards(objs, 'loads') ~ ' ' ~ vcmt._settings_clause(settings)).rows[0] -%}
@@ -238,8 +241,10 @@
         ~ model ~ "'s rows were placed by `" ~ placed.recorded ~ "` (its last load, at " ~ placed.at ~ ")" -%}
   {%- else -%}
     {%- set cause = cluster ~ "no longer routes the rows stored on " ~ placed.moved | join(', ') ~ " there: a key "
-        ~ model ~ " holds there now goes to another shard (the shards were reordered, or a shard's nodes swapped for "
-        ~ "another's, in `remote_servers`; the weights `" ~ placed.now ~ "` did not change)" -%}
+        ~ model ~ " holds there now goes to another shard (" ~ ("the shards were reordered, or a shard's nodes "
+        ~ "swapped for another's, in `remote_servers`; the weights `" ~ placed.now ~ "` did not change"
+        if placed.recorded else "the cluster's shards changed in `remote_servers` since the rows were placed; no load "
+        ~ "of the model recorded its shards yet, and they are weighted `" ~ placed.now ~ "` now") ~ ")" -%}
   {%- endif -%}
   {{ return(what ~ ": " ~ cause ~ ". The Distributed engine sends a key to the shard owning `sharding_key % total "
       ~ "weight`, so a stored key's next events would reach a shard that does not hold its live row, and the key "
