@@ -1,3 +1,11 @@
+{#- The way out of a refused change of a stored model's layout (here, and
+    vcmt.load_stage's routing check). -#}
+{% macro _refresh_advice(objs) %}
+  {{ return(" Run `dbt run --select " ~ vcmt._public_relation(objs).identifier ~ " --full-refresh` to rebuild it "
+      ~ "from its SELECT (the SELECT must then return every live row), or restore the old value.") }}
+{% endmacro %}
+
+
 {#- An existing target keeps the layout it was created with: its key, sorting
     key, partition key, primary key, TTL and table settings. Without
     --full-refresh a changed value was ignored in silence (or, for the key,
@@ -9,8 +17,7 @@
     formatted by the same formatQuery, so only a real change counts. -#}
 {% macro _check_stored_layout(cfg, objs, columns, found) %}
   {%- set target = objs.target -%}
-  {%- set refresh = " Run once with --full-refresh to rebuild `" ~ target.identifier ~ "` from the SELECT (the SELECT "
-      ~ "must then return every live row), or restore the old value." -%}
+  {%- set refresh = vcmt._refresh_advice(objs) -%}
 
   {#- The key: the tombstones table is ordered by exactly the key columns. -#}
   {%- if objs.tombstones.identifier in found -%}

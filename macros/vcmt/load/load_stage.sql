@@ -42,9 +42,7 @@
   {%- do vcmt._check_on_every_node(objs, 'vcmt.load_stage ' ~ model) -%}
   {%- set found = vcmt._existing_objects(objs) -%}
   {%- do vcmt._add_missing_loads_columns(objs, found) -%}
-  {%- do vcmt._check_stored_routing(cfg, objs, found, " Run `dbt run --select " ~ model ~ " --full-refresh` first "
-      ~ "(the model's SELECT must then return every live row), or restore the old value.",
-      'vcmt.load_stage ' ~ model) -%}
+  {%- do vcmt._check_stored_routing(cfg, objs, found, vcmt._refresh_advice(objs), 'vcmt.load_stage ' ~ model) -%}
   {%- set columns = [] -%}
   {%- for c in adapter.get_columns_in_relation(objs.target) -%}{%- do columns.append({'name': c.name,
       'data_type': c.data_type}) -%}{%- endfor -%}
