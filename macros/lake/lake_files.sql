@@ -77,9 +77,10 @@
 
 {#- The settings of a statement that reads what is loaded: the pinned ones, and on a cluster no node skipped
     (a node that is down fails the run; skipped, its loads' files would be read again). -#}
-{% macro _lake_read_settings() %}
+{% macro _lake_read_settings(holder_of=none) %}
   {%- set settings = vcmt._pinned_query_settings() -%}
   {%- do settings.update({'skip_unavailable_shards': 0}) -%}
+  {%- do settings.update(vcmt._holder_settings(holder_of)) -%}
   {{ return(vcmt._settings_clause(settings)) }}
 {% endmacro %}
 
@@ -240,7 +241,7 @@
             {%- endif %}
             union all select '', '')
       where {{ vcmt._fenced(objs.target) }}
-      {{ vcmt._lake_read_settings() }}
+      {{ vcmt._lake_read_settings(holder_of=objs.target) }}
     {%- endcall -%}
     {%- set files = run_query('select count() from ' ~ record ~ ' where dataset = ' ~ vcmt._sql_string(spec.dataset)
                               ~ " and path != '' and fingerprint != " ~ vcmt._sql_string(vcmt._lake_gone())

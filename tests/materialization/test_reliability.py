@@ -132,6 +132,17 @@ def test_insert_settings_cannot_change_a_pinned_setting(project):
     assert "`insert_settings` cannot set `join_use_nulls`" in run.log
 
 
+def test_insert_settings_cannot_set_the_log_comment_that_names_the_load(project):
+    """Another load of the model sees that this one still runs by its statements' `log_comment`."""
+    s = Scenario(
+        project,
+        {"id": "Int32", "x": "Int32", "_version": "UInt64"},
+        {"unique_key": "id", "insert_settings": {"log_comment": "mine"}},
+    )
+    run = s.run_batch([(1, 1, 1)], expect_pass=False)
+    assert "`insert_settings` cannot set `log_comment`" in run.log and "Remove it from `insert_settings`" in run.log
+
+
 def test_insert_settings_may_tune_the_loader(project):
     s = Scenario(
         project,

@@ -17,9 +17,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import make_project
 from vcmt_cli.load_stage import LoadError
 from vcmt_lab.dbt_project import DbtProject
-from vcmt_lab.faults.harness import inject_program, wait_until_stopped
+from vcmt_lab.faults.harness import HIDING_PROFILE, inject_program, wait_until_stopped
 
 TIMEOUT = 300
 KEYS = 3000
@@ -195,25 +196,31 @@ DEFAULT_LEASE_S = 30
 
 
 @pytest.mark.engines("http")
-def test_a_log_comment_in_insert_settings_does_not_hide_a_running_load(project):
-    """The holder's name is in the text of each of its writes (the fence), so no setting hides a long INSERT
-    from a load that waits: it waits instead of taking over (a `log_comment` once did). The INSERT outlasts the
-    lease the test sets and the default one: only the statement's text keeps the waiting load from taking the
-    lock over, whichever lease a lock goes by."""
+def test_no_profile_setting_hides_a_running_load(tmp_path, chdb_path, lab_dir, engine):
+    """Each of a load's writes names its load in its `log_comment` (macros/vcmt/ddl/settings.sql
+    `_holder_settings`), which the server shows uncut in system.processes whatever the profile sets: a load
+    that waits sees the other load's long INSERT and waits instead of taking the lock over. A profile that cut
+    the statement's text to one character let the second load take over while the INSERT still wrote (the
+    lock once looked for the name in the text), as a `log_comment` of the profile's or the model's once did.
+    The INSERT outlasts the lease the test sets and the default one: only the statement's `log_comment` keeps
+    the waiting load from taking the lock over, whichever lease a lock goes by."""
+    project = make_project(
+        tmp_path / "proj", "hiding_profile", chdb_path, lab_dir, engine=engine, custom_settings=HIDING_PROFILE
+    )
     lease_s, insert_s = 2, DEFAULT_LEASE_S + 10
     project.command("create table src (id UInt64, n Int64, _version UInt64) engine = MergeTree order by id")
     project.command("insert into src select number, 1, 1 from numbers(300)")
     project.vars = {"vcmt_lock_lease_s": lease_s}
-    # The fold: one stage INSERT that reads the slow SELECT, with the model's insert_settings, on one thread
-    # (40 us a row: a block of 65409 rows, the most there is, sleeps under the server's 3 s limit per block).
-    # A statement reads its pause once, as it starts, from `slow`: emptied once the first load's INSERT runs,
-    # the second load reads the same rows at full speed.
+    # The fold: one stage INSERT that reads the slow SELECT, on one thread (40 us a row: a block of 65409 rows,
+    # the most there is, sleeps under the server's 3 s limit per block). A statement reads its pause once, as it
+    # starts, from `slow`: emptied once the first load's INSERT runs, the second load reads the same rows at full
+    # speed.
     per_row_s = 0.00004
     project.command("create table slow (x UInt8) engine = MergeTree order by tuple()")
     project.command("insert into slow values (1)")
     slow = (
         "{{ config(materialized='vcmt_upsert', unique_key='id', lock_timeout=" + str(3 * insert_s) + ", "
-        "insert_settings={'log_comment': 'mine', 'max_threads': 1}) }}\n"
+        "insert_settings={'max_threads': 1}) }}\n"
         f"select id, n, _version from src where sleepEachRow((select {per_row_s} * count() from slow)) = 0"
     )
     project.model("m", slow)
@@ -233,10 +240,8 @@ def test_a_log_comment_in_insert_settings_does_not_hide_a_running_load(project):
     deadline = time.monotonic() + 120
     assert wait_until_stopped(second, 120), second.communicate()[0][-3000:]
     first = _start(project, "first", "run", "--select", "m")
-    running = (
-        "select count() from system.processes where position(query, 'sleepEachRow') > 0 "
-        "and position(query, 'insert into') > 0 and position(query, 'm__stage') > 0 and query_id != queryID()"
-    )
+    # The statement's text is cut to nothing by the profile: the only INSERT on the node is the first load's.
+    running = "select count() from system.processes where query_kind = 'Insert' and query_id != queryID()"
     # Rows read: past its analysis, so it read its pause before `slow` is emptied.
     while time.monotonic() < deadline and not project.scalar(running + " and read_rows > 0"):
         time.sleep(0.05)
@@ -252,6 +257,7 @@ def test_a_log_comment_in_insert_settings_does_not_hide_a_running_load(project):
     assert "took over the lock" not in out2 and "waiting for another load of this model" in out2, out2[-3000:]
     assert ran_s > DEFAULT_LEASE_S + 3, f"the first load's INSERT ran {ran_s:.0f} s, not past both leases"
     _assert_exact(project, {k: (2, 2) for k in range(300)})
+    project.close()
 
 
 @pytest.mark.engines("chdb")

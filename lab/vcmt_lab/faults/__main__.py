@@ -2,11 +2,14 @@
 
     python -m vcmt_lab.faults [--targets http native cluster] [--shapes fold rounds shards] [--faults pause kill cut]
                               [--others run load full-refresh] [--all-others] [--statements NAME#N ...]
+                              [--hiding-profile]
 
 Every statement of an incremental load x fault, on each target: a served node over HTTP (`http`) and over
 native (`native`), and the two-node cluster (`cluster`: a sharded model, over HTTP, the faulted run through
 the first node and the other load through the second), with another load started meanwhile: the other loads
-take turns (each statement and fault gets one; --all-others runs each). Prints a line per schedule and
+take turns (each statement and fault gets one; --all-others runs each). With --hiding-profile every load's
+profile sets what could hide a running statement from another load (HIDING_PROFILE: its text cut to one
+character, its own `log_comment`). Prints a line per schedule and
 `N schedules, M exact` per target and in all; exits 1 unless every schedule ran its fault and ended exact.
 """
 
@@ -25,6 +28,7 @@ from vcmt_lab.clickhouse_server import served_node
 from vcmt_lab.dbt_project import DbtProject, Engine
 from vcmt_lab.faults.harness import (
     FAULTS,
+    HIDING_PROFILE,
     OTHERS,
     SHAPES,
     Schedule,
@@ -45,6 +49,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--others", nargs="+", choices=list(OTHERS), default=list(OTHERS))
     parser.add_argument("--all-others", action="store_true", help="every other load for each statement and fault")
     parser.add_argument("--statements", nargs="*", help="only these statements (NAME#N, as the sweep prints them)")
+    parser.add_argument(
+        "--hiding-profile", action="store_true", help="profiles that cut statements' text and set a log_comment"
+    )
     parser.add_argument("--work", type=Path, default=REPO_ROOT / ".local" / "faults")
     args = parser.parse_args(argv)
 
@@ -67,6 +74,7 @@ def main(argv: list[str] | None = None) -> int:
                 schema=f"faults_{target}_{uuid.uuid4().hex[:6]}",
                 lab_dir=args.work,
                 engine=engine,
+                custom_settings=HIDING_PROFILE if args.hiding_profile else {},
             )
             stack.callback(project.close)
             other_target = stack.enter_context(through_other_node(project))

@@ -80,6 +80,10 @@ SHAPES = {
     ),
 }
 MERGE = {"fold": {}, "rounds": {"amount": "sum"}, "shards": {}}
+# What a profile can set to hide a running statement from another load, were the lock to look for it in the
+# statement's text (docs/design.md#one-load-at-a-time): its text cut to its first character (the lowest
+# `log_queries_cut_to_length` that cuts; 0 cuts nothing), and a `log_comment` of its own.
+HIDING_PROFILE = {"log_comment": "hidden", "log_queries_cut_to_length": 1}
 # A sharded model on the cluster: the same shapes, its rows spread over the shards by key.
 SHARDING_KEY = "cityHash64(id)"
 

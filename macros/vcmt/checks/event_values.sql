@@ -8,7 +8,7 @@
     that a cast would store differently (a narrower number, decimal scale or
     time precision) is bad too.
     Raises naming the first bad row and column. -#}
-{% macro _check_event_values(cfg, columns, select_columns, sql, caller_name) %}
+{% macro _check_event_values(cfg, columns, select_columns, sql, caller_name, holder_of=none) %}
   {%- set input_types = vcmt._types_by_name(select_columns) -%}
   {%- set checks = vcmt._value_checks(cfg, columns | rejectattr('name', 'equalto', cfg.sign) | list, input_types) -%}
   {#- A sign is any integer (>= 0 upsert, < 0 delete), never NULL; a file's
@@ -21,7 +21,7 @@
   {%- set counts = [] -%}
   {%- for ch in checks -%}{%- do counts.append('countIf(' ~ ch.bad ~ ')') -%}{%- endfor -%}
   {%- set found = run_query('select ' ~ counts | join(', ') ~ ' from (' ~ vcmt._user_sql(sql) ~ ') '
-      ~ vcmt._read_settings()).rows[0] -%}
+      ~ vcmt._read_settings(holder_of)).rows[0] -%}
   {%- for ch in checks -%}{%- set bad_rows = found[loop.index0] | int -%}{%- if bad_rows > 0 -%}
     {#- One thread reads the input in order, so the row number is its position. -#}
     {%- set settings = vcmt._pinned_query_settings() -%}

@@ -93,6 +93,11 @@
     {{ exceptions.raise_compiler_error("vcmt_upsert: `insert_settings` must be a dict of ClickHouse settings, e.g. "
         ~ "{'max_insert_threads': 2}; got `" ~ settings ~ "`.") }}
   {%- endif -%}
+  {%- if 'log_comment' in settings -%}
+    {{ exceptions.raise_compiler_error("vcmt_upsert: `insert_settings` cannot set `log_comment`: vcmt sets it on "
+        ~ "every statement of a load to the load's name, by which another load of the model sees that this one "
+        ~ "still runs (see docs/design.md#one-load-at-a-time). Remove it from `insert_settings`.") }}
+  {%- endif -%}
   {%- set pinned = vcmt._pinned_insert_settings() -%}
   {%- for name, value in settings.items() if name in pinned and (value | string) != (pinned[name] | string) -%}
     {{ exceptions.raise_compiler_error("vcmt_upsert: `insert_settings` cannot set `" ~ name ~ "` to `" ~ value
@@ -115,18 +120,37 @@
 
 
 {#- The SETTINGS clause of the loader's INSERTs: the user's `insert_settings`,
-    then the pinned ones. -#}
-{% macro _stage_insert_settings(cfg, fanout=false) %}
+    then the pinned ones, then the name of the load (`holder_of`, its
+    model's relation: _holder_settings). -#}
+{% macro _stage_insert_settings(cfg, fanout=false, holder_of=none) %}
   {%- set settings = {} -%}
   {%- do settings.update(cfg.insert_settings) -%}
   {%- do settings.update(vcmt._pinned_insert_settings()) -%}
   {#- Through the fan-out, the views of virtual shards run at once (virtual_shards.sql). -#}
   {%- if fanout -%}{%- do settings.update({'parallel_view_processing': 1}) -%}{%- endif -%}
+  {%- do settings.update(vcmt._holder_settings(holder_of)) -%}
   {{ return(vcmt._settings_clause(settings)) }}
 {% endmacro %}
 
 
-{#- The SETTINGS clause of vcmt's own reads (stats, watermark, lookups). -#}
-{% macro _read_settings() %}
-  {{ return(vcmt._settings_clause(vcmt._pinned_query_settings())) }}
+{#- The SETTINGS clause of vcmt's own reads (stats, watermark, lookups); with
+    `holder_of`, a read under the lock of that relation's model, named as
+    the load's (_holder_settings). -#}
+{% macro _read_settings(holder_of=none) %}
+  {%- set settings = vcmt._pinned_query_settings() -%}
+  {%- do settings.update(vcmt._holder_settings(holder_of)) -%}
+  {{ return(vcmt._settings_clause(settings)) }}
+{% endmacro %}
+
+
+{#- What names a statement as one of the load holding the lock of the model
+    `relation` belongs to (none: no setting): its `log_comment`, which
+    system.processes shows in `Settings` whatever the statement's length,
+    `log_queries_cut_to_length` or the server's `query_masking_rules`
+    (those cut and mask the statement's text only). The lock finds a
+    holder's running statements by it (lock_reads.sql `_holder_statements`).
+    A statement's own SETTINGS win over a profile's or session's; a model's
+    `insert_settings` may not set it (_validate_insert_settings). -#}
+{% macro _holder_settings(relation) %}
+  {{ return({} if relation is none else {'log_comment': vcmt._lock_holder(relation)}) }}
 {% endmacro %}

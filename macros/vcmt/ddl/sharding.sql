@@ -46,11 +46,13 @@
     rows of table `relation` where `condition` holds (run on each node), as
     its engine merges them (`final = 1`; a plain MergeTree or Null table is
     read as it is): the same whatever merges have run. -#}
-{% macro _checksums_by_node(relation, columns, condition) %}
+{% macro _checksums_by_node(relation, columns, condition, holder_of=none) %}
   {%- set node = vcmt._node_label_sql(vcmt._cluster_name()) -%}
+  {%- set settings = {'final': 1, 'skip_unavailable_shards': 0} -%}
+  {%- do settings.update(vcmt._holder_settings(holder_of)) -%}
   {%- set rows = run_query("select " ~ node ~ " as node, count(), sum(cityHash64(toString(tuple("
       ~ vcmt._column_list(columns | map(attribute='name') | list) ~ ")))) from " ~ vcmt._every_replica(relation)
-      ~ " where " ~ condition ~ " group by node settings final = 1, skip_unavailable_shards = 0").rows -%}
+      ~ " where " ~ condition ~ " group by node " ~ vcmt._settings_clause(settings)).rows -%}
   {%- set out = {} -%}
   {%- for row in rows -%}{%- do out.update({row[0]: (row[1] | int, row[2] | int)}) -%}{%- endfor -%}
   {{ return(out) }}

@@ -43,9 +43,12 @@
 
 
 {#- The condition on system.processes that finds the statements of `holder`:
-    its name in the statement's text (the fence), or, for loads of vcmt
-    0.3, its `log_comment`. The name is spelled in two pieces here, so this
-    statement (and another load's same check) never finds itself. -#}
+    its name as their `log_comment` (settings.sql `_holder_settings`), which
+    the engine neither cuts nor masks; or, for a load of vcmt 0.4, its name
+    in the statement's text (its fence), which `log_queries_cut_to_length`
+    and `query_masking_rules` can hide. The name is spelled in two pieces
+    here, so this statement (and another load's same check) never finds
+    itself. -#}
 {% macro _holder_statements(holder) %}
   {%- set name = 'concat(' ~ vcmt._sql_string(holder[:8]) ~ ', ' ~ vcmt._sql_string(holder[8:]) ~ ')' -%}
   {{ return('query_id != queryID() and (position(query, ' ~ name ~ ') > 0 or Settings[\'log_comment\'] = ' ~ name

@@ -567,6 +567,7 @@
         and (select throwIf(count() = 0, {{ vcmt._sql_string('vcmt: no table of the rebuild on this node: '
             ~ names | join(' or ')) }}) {{ vcmt._commented_tables_sql(own.schema, names, generation) }}) = 0
         and {{ vcmt._fenced(objs.target) }}
+      {{ vcmt._settings_clause(vcmt._holder_settings(objs.target)) }}
     {%- endcall -%}
     {%- do vcmt._check_mend_copy(objs, found_swap, role, rebuild_columns, here) -%}
     {%- do vcmt._check_fence(objs.target) -%}
@@ -609,8 +610,9 @@
   {%- set copies, sources = vcmt._mend_sets(objs) -%}
   {#- Fenced, so each read also names the lock's holder while it runs (a long one keeps the lock). -#}
   {%- set fenced = vcmt._fenced(objs.target) -%}
-  {%- set made = vcmt._checksums_by_node(copies[role], rebuild_columns, fenced) -%}
-  {%- set held = vcmt._checksums_by_node(sources[role], rebuild_columns, '_table in (' ~ here ~ ') and ' ~ fenced) -%}
+  {%- set made = vcmt._checksums_by_node(copies[role], rebuild_columns, fenced, objs.target) -%}
+  {%- set held = vcmt._checksums_by_node(sources[role], rebuild_columns, '_table in (' ~ here ~ ') and ' ~ fenced,
+                                        objs.target) -%}
   {%- set problems = [] -%}
   {%- for node in found_swap.swapped if made.get(node) != held.get(node) -%}
     {%- do problems.append(node ~ ' has ' ~ vcmt._checksum_text(made.get(node)) ~ ' in the copy where the rebuild has '

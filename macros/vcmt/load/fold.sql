@@ -8,7 +8,7 @@
   insert into {{ vcmt._all_shards(objs, 'stage') }} ({{ vcmt._column_list(cfg.key_columns + data + [cfg.version,
       cfg.sign]) }})
   {{ vcmt._fold_select_sql(cfg, data, events_sql, vcmt._fenced(objs.target)) }}
-  {{ vcmt._stage_insert_settings(cfg) }}
+  {{ vcmt._stage_insert_settings(cfg, holder_of=objs.target) }}
 {% endmacro %}
 
 
@@ -41,7 +41,7 @@
     {{ create }} engine = MergeTree order by tuple() {{ vcmt._load_table_comment() }} as
     select *, toUInt64(1) as _vcmt_round, rowNumberInAllBlocks() as _vcmt_pos from ({{ vcmt._fold_select_sql(cfg, data,
         events_sql, vcmt._fenced(objs.target)) }})
-    {{ vcmt._stage_insert_settings(cfg) }}
+    {{ vcmt._stage_insert_settings(cfg, holder_of=objs.target) }}
   {%- endset -%}
   {%- call statement('vcmt_batch') -%}{{ batch_sql }}{%- endcall -%}
   {%- set k = cfg.virtual_shards -%}

@@ -23,7 +23,7 @@
 
   {%- if cfg.foldable -%}
     {%- set stats_sql = 'select count(), countIf(_vcmt_sign < 0), uniqExact(' ~ keys ~ '), ' ~ wm ~ ' from ('
-        ~ events_sql ~ ') ' ~ vcmt._read_settings() -%}
+        ~ events_sql ~ ') ' ~ vcmt._read_settings(holder_of=objs.target) -%}
     {%- set stats = run_query(stats_sql).rows[0] -%}
     {%- set ran = [stats_sql] -%}
     {%- if stats[0] | int > 0 and cfg.virtual_shards == 1 -%}
@@ -53,12 +53,11 @@
 {% macro _load(cfg, objs, columns, select_columns, sql, lock_for=none, move_watermark=true) %}
   {%- set started = modules.datetime.datetime.now() -%}
   {%- set sql = vcmt._unsent_as_defaults(cfg, objs, columns, select_columns, sql) -%}
-  {#- Every statement that reads the SELECT carries the load's name (lock.sql):
-      a long read keeps the lock alive as a long write does. -#}
-  {%- set sql = '/* ' ~ vcmt._lock_holder(objs.target) ~ ' */\n' ~ sql -%}
-  {#- Every value is checked before the first write, truncates included. -#}
+  {#- Every value is checked before the first write, truncates included. Every statement that reads the
+      SELECT carries the load's name (settings.sql `_holder_settings`): a long read keeps the lock alive as a
+      long write does. -#}
   {%- do vcmt._check_event_values(cfg, columns, select_columns, vcmt._without_truncates(cfg, sql), 'vcmt_upsert '
-      ~ objs.target.identifier) -%}
+      ~ objs.target.identifier, holder_of=objs.target) -%}
   {%- if lock_for -%}
     {%- do vcmt._acquire_lock(objs, cfg.lock_timeout, lock_for) -%}
     {%- do vcmt._refuse_interrupted_swap(cfg, objs, columns, lock_for) -%}

@@ -88,7 +88,7 @@
     group by {{ keys }}, {{ v }}, _vcmt_sign
   )
   where {{ vcmt._fenced(objs.target) }}
-  {{ vcmt._read_settings() }}
+  {{ vcmt._read_settings(holder_of=objs.target) }}
 {% endmacro %}
 
 
@@ -106,7 +106,7 @@
   select {{ vcmt._column_list(events) }}, _vcmt_sign{% if shard_of %}, {{ shard_of }}{% endif %}
   from {{ objs.batch }}
   where _vcmt_round = {{ r }} and {{ vcmt._fenced(objs.target) }}
-  {{ vcmt._stage_insert_settings(cfg, fanout=shard_of is not none) }}
+  {{ vcmt._stage_insert_settings(cfg, fanout=shard_of is not none, holder_of=objs.target) }}
 {% endmacro %}
 
 
@@ -187,5 +187,5 @@
       )
       group by {{ keys }}, _vcmt_after
     )
-    {{ vcmt._read_settings() }}
+    {{ vcmt._read_settings(holder_of=objs.target) }}
 {% endmacro %}

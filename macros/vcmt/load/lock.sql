@@ -17,10 +17,11 @@
     the fence (`_lock_fence`), which the engine evaluates when the statement
     starts and which fails it unless the highest generation is still the
     load's own. A holder that was paused past its lease and taken over can
-    therefore write nothing more, whatever it sends. The fence also puts the
-    holder's name in the text of each write, which system.processes shows:
-    a long statement keeps the lock however long it takes, and no setting a
-    user can set hides it.
+    therefore write nothing more, whatever it sends. Each of its writes, and
+    each read of its SELECT, carries its name as `log_comment`
+    (settings.sql `_holder_settings`), which system.processes shows in
+    `Settings` uncut and unmasked: a long statement keeps the lock however
+    long it takes.
 
     A failed run stops its loads' statements still running and releases
     their locks in the package's on-run-end hook; a killed one holds it until
@@ -64,10 +65,11 @@
 
 {#- Who holds a model's lock: this dbt invocation's load of that model
     (`relation` is the model's target, or one of its full refresh's staging
-    objects). Every statement the load sends while it holds the lock carries
-    this name in its text (the fence, `_lock_fence`), so system.processes
-    shows the load's statements whatever settings a profile or a model sets.
-    Plain ASCII: it appears in SQL text as it is. -#}
+    objects). Every write the load sends while it holds the lock, and every
+    read of its SELECT, carries this name as its `log_comment`
+    (settings.sql `_holder_settings`), so system.processes shows the load's
+    statements whatever a profile, a model or the server sets. Plain ASCII:
+    it appears in SQL text as it is. -#}
 {% macro _lock_holder(relation) %}
   {%- set model = vcmt._model_relation(relation) -%}
   {{ return('vcmt load by dbt invocation ' ~ invocation_id ~ ' of ' ~ local_md5(model.schema ~ '.'
@@ -201,7 +203,9 @@
   select {{ vcmt._sql_string(vcmt._lock_holder(relation)) }} as holder, {{ vcmt._sql_string(kind) }} as kind,
     {{ vcmt._sql_string(what) }} as what, now64(3) as at
   where {{ vcmt._fenced(relation) }}
-  {{ vcmt._settings_clause({'load_balancing': 'in_order'}) if vcmt._lock_cluster(relation) }}
+  {%- set settings = {'load_balancing': 'in_order'} if vcmt._lock_cluster(relation) else {} -%}
+  {%- do settings.update(vcmt._holder_settings(relation)) %}
+  {{ vcmt._settings_clause(settings) }}
 {% endmacro %}
 
 

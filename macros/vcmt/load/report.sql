@@ -157,5 +157,6 @@
   {%- call statement('vcmt_log_load') -%}
     insert into {{ objs.loads }} ({{ names | join(', ') }})
     select {{ values | join(', ') }} where {{ vcmt._fenced(objs.target) }}
+    {{ vcmt._settings_clause(vcmt._holder_settings(objs.target)) }}
   {%- endcall -%}
 {% endmacro %}

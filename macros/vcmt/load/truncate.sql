@@ -60,7 +60,7 @@
         ~ 'countIf(_vcmt_t and _vcmt_v is not null and (_vcmt_floor is null or _vcmt_v > _vcmt_floor)), countIf('
         ~ below ~ '), '
         ~ vcmt._highest_as_text('_vcmt_w') ~ ', countIf(' ~ below ~ ' and _vcmt_del)' ~ ' from (' ~ rows ~ ') '
-        ~ vcmt._read_settings()).rows[0] -%}
+        ~ vcmt._read_settings(holder_of=objs.target)).rows[0] -%}
   {%- if seen[1] | int > 0 -%}
     {{ vcmt._refuse_under_lock(objs, "vcmt_upsert " ~ objs.target.identifier ~ ": " ~ seen[1] ~ " truncate event(s) "
         ~ "(rows where `truncate_when`: " ~ cfg.truncate_when ~ ") have a `" ~ cfg.version
@@ -75,7 +75,7 @@
       insert into {{ objs.truncates }} (version, applied_at, invocation_id, rows_deleted)
       select maxIf(_vcmt_v, _vcmt_t), now64(3), {{ vcmt._sql_string(invocation_id) }}, null from ({{ rows }})
       where {{ vcmt._fenced(objs.target) }}
-      {{ vcmt._read_settings() }}
+      {{ vcmt._read_settings(holder_of=objs.target) }}
     {%- endcall -%}
   {%- endif -%}
   {%- set pending = run_query('select maxOrNull(version) as f, f is not null and (maxIfOrNull(version, '
@@ -94,12 +94,13 @@
       insert into {{ objs.truncates }} (version, applied_at, invocation_id, rows_deleted)
       select max(version), now64(3), {{ vcmt._sql_string(invocation_id) }}, {{ deleted }} from {{ truncates }}
       where {{ vcmt._fenced(objs.target) }}
+      {{ vcmt._settings_clause(vcmt._holder_settings(objs.target)) }}
     {%- endcall -%}
     {%- do result.update({'truncated_to': pending[2], 'truncated_rows': deleted}) -%}
     {%- if seen[2] | int > 0 -%}
       {%- set ignored = run_query('with ' ~ floor ~ ' as _vcmt_floor select countIf(' ~ below ~ '), countIf(' ~ below
           ~ ' and _vcmt_del) from ('
-                                  ~ rows ~ ') ' ~ vcmt._read_settings()).rows[0] -%}
+                                  ~ rows ~ ') ' ~ vcmt._read_settings(holder_of=objs.target)).rows[0] -%}
       {%- do result.update({'ignored': ignored[0] | int, 'ignored_deletes': ignored[1] | int}) -%}
     {%- endif -%}
   {%- endif -%}
@@ -129,5 +130,5 @@
   from {{ vcmt._all_shards(objs, 'target') }} final
   where {{ vcmt._quote(cfg.sign) }} = 1 and {{ vcmt._quote(cfg.version) }} <= {{ floor }}
     and {{ vcmt._fenced(objs.target) }}
-  {{ vcmt._stage_insert_settings(cfg) }}
+  {{ vcmt._stage_insert_settings(cfg, holder_of=objs.target) }}
 {% endmacro %}
