@@ -29,10 +29,10 @@ def _insert_into_stage(project, events: list[dict]) -> None:
 
 def _objects(project, m: str = "m") -> dict[str, str]:
     """name -> uuid of every object of model `m` (and of its full-refresh staging names); not the lock's tables,
-    of which every run, failed or not, creates a new generation (macros/vcmt/load/lock.sql)."""
+    which every model has from its first run on, whatever else happens to it (macros/vcmt/load/lock.sql)."""
     rows = project.query(
         f"select name, toString(uuid) from system.tables where database = '{project.schema}' "
-        f"and (name = '{m}' or startsWith(name, '{m}__')) and not startsWith(name, '{m}__lock_')"
+        f"and (name = '{m}' or startsWith(name, '{m}__')) and not startsWith(name, '{m}__lock')"
     )
     return dict(rows)
 

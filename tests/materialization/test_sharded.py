@@ -947,8 +947,8 @@ def test_a_split_swap_that_cannot_be_mended_is_refused_naming_why(on_cluster, cl
             _next_runs_repair(p, cluster, m, "split")
             return
 
-        def objects():  # the model's, the staging and the mend's (not its lock's: each run takes one)
-            return [[t for t in node if "__lock_" not in t] for node in _tables(cluster, p, f"^{m}")]
+        def objects():  # the model's, the staging and the mend's (not its lock's)
+            return [[t for t in node if "__lock" not in t] for node in _tables(cluster, p, f"^{m}")]
 
         before = objects()
         p.model(m, SHARDED.format(extra="") + f"select id, a, _version, toInt64(0) as b from {m}_src")

@@ -30,7 +30,7 @@ from vcmt_lab.faults.inject import sent_statements, statement_label
 SCHEDULES = [
     Schedule("rounds", "kill", "create m__batch_N#1", "load"),
     Schedule("fold", "cut", "insert m__stage#1", "run"),
-    Schedule("rounds", "pause", "insert m__lock_N acquired#1", "full-refresh"),
+    Schedule("rounds", "pause", "insert m__lock acquired#1", "full-refresh"),
     Schedule("shards", "kill", "insert m__fanout_N#1", "run"),
 ]
 
@@ -94,26 +94,19 @@ def test_the_sweep_enumerates_the_loads_statements_from_its_log(module_project):
     statements = enumerate_statements(module_project, "rounds")
     # From the lock on, every write of the load is there, each once, by its stable name.
     for name in [
-        "create m__lock_N#1",
-        "insert m__lock_N acquired#1",
+        "insert m__lock acquired#1",
         "create m__batch_N#1",
         "insert m__batch_N#1",
         "insert m__stage#1",
         "insert m__loads#1",
-        "insert m__lock_N released#1",
+        "insert m__lock released#1",
     ]:
         assert name in statements, statements
-    # From its claim: the lock's state read back (its holder is this load), its first row, the state again, the
-    # older generations' batch tables looked for (none is left: the setup's load dropped its own), and the older
-    # generation dropped; the lock's state is one statement (`select merge`), its counts run on from the polls
-    # before the claim.
-    assert statements[:4] == [
-        "create m__lock_N#1",
-        "select merge#2",
-        "insert m__lock_N acquired#1",
-        "select merge#3",
-    ], statements
-    assert statements[4].startswith("select tables#") and statements[5] == "drop m__lock_N#1", statements
+    # From its claim: the lock's state read back (its holder is this load), then the older generations' batch
+    # tables looked for (none is left: the setup's load dropped its own). Taking the lock sends no DDL.
+    assert statements[:2] == ["insert m__lock acquired#1", "select m__lock#2"], statements
+    assert statements[2].startswith("select tables#"), statements
+    assert not [s for s in statements if s.split()[0] in ("create", "drop") and "__lock" in s], statements
     # The load's own batch table, named by its lock generation, is created once and dropped once.
     assert statements.count("create m__batch_N#1") == 1 and [
         s for s in statements if s.startswith("drop m__batch")
@@ -125,16 +118,16 @@ def test_the_statements_a_run_sent_are_read_one_a_line(tmp_path):
     run paused after recording its load, then rebuilt over by a full refresh, for one that recorded nothing."""
     log = tmp_path / "sent"
     assert sent_statements(log) == []
-    log.write_text("create m__lock_N#1\ninsert m__loads#1\nselect merge#7\n")
-    assert sent_statements(log) == ["create m__lock_N#1", "insert m__loads#1", "select merge#7"]
+    log.write_text("insert m__lock acquired#1\ninsert m__loads#1\nselect m__lock#7\n")
+    assert sent_statements(log) == ["insert m__lock acquired#1", "insert m__loads#1", "select m__lock#7"]
 
 
 def test_statement_names_are_stable_and_drop_comments_databases_and_generations():
     sql = (
-        "/* {\"app\": \"dbt\"} */\ninsert into `db`.`m__lock_17` select 'x' as holder, 'renewed' as kind, "
-        "'dbt run' as what"
+        '/* {"app": "dbt"} */\ninsert into `db`.`m__lock` (gen, holder, kind, what) select gen, \'x\' as holder, '
+        "'renewed' as kind, '' as what"
     )
-    assert statement_label(sql) == "insert m__lock_N renewed"
+    assert statement_label(sql) == "insert m__lock renewed"
     assert statement_label("create table if not exists `db`.`m__lock_3` (a Int8)") == "create m__lock_N"
     assert statement_label("drop table if exists `db`.`m__batch_12` sync") == "drop m__batch_N"
     assert (

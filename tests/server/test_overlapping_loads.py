@@ -114,11 +114,11 @@ def test_staggered_runs_and_loads_of_one_model_never_corrupt_it(project):
         _assert_exact(project, {k: tuple(v) for k, v in expected.items()})
     # The loads did overlap: the three of each batch waited.
     assert waits >= 6, waits
-    # Generations only grow; the holder drops the older ones.
+    # The lock is one table, its generations rows; the 0.4 lock's sentinel generation beside it.
     locks = project.query(
-        "select name from system.tables where database = currentDatabase() and name like 'm\\_\\_lock\\_%'"
+        "select name from system.tables where database = currentDatabase() and name like 'm\\_\\_lock%' order by name"
     )
-    assert len(locks) == 1, locks
+    assert locks == [("m__lock",), ("m__lock_999999999999999999",)], locks
 
 
 @pytest.mark.engines("http")
@@ -132,7 +132,8 @@ def test_a_load_killed_holding_the_lock_blocks_the_next_only_for_the_lease(proje
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         if project.query(
-            "select name from system.tables where database = currentDatabase() and name like 'm\\_\\_lock\\_%'"
+            "select query_id from system.processes where startsWith(Settings['log_comment'], 'vcmt load by') "
+            "and query_id != queryID()"
         ):
             break
         time.sleep(0.1)
@@ -160,23 +161,18 @@ def test_a_live_holder_is_waited_for_and_a_silent_one_taken_over(project):
     project.model("m", MODEL.replace("lock_timeout=240", "lock_timeout=2"))
     project.dbt("run")
     project.command("insert into src values (1, 2, 2)")
-    # A holder that renewed just now and another load's lock on the next generation.
-    gen = project.scalar(
-        "select max(toUInt64(substring(name, 9))) from system.tables where database = currentDatabase() "
-        "and name like 'm\\_\\_lock\\_%'"
-    )
-    lock = f"m__lock_{gen + 1}"
+    # Another load's claim of the next generation, just now.
     project.command(
-        f"create table {lock} (holder String, kind String, what String, at DateTime64(3)) "
-        "engine = MergeTree order by tuple() comment 'vcmt load by dbt invocation other'"
+        "insert into m__lock (gen, holder, kind, what) "
+        "select max(gen) + 1, 'vcmt load by dbt invocation other', 'acquired', 'dbt run' from m__lock"
     )
-    project.command(f"insert into {lock} select 'vcmt load by dbt invocation other', 'acquired', 'dbt run', now64(3)")
     run = project.dbt("run", expect_pass=False)
     assert "another load of this model is running (dbt run; vcmt load by dbt invocation other; since" in run.log
     assert "waited 2 s (`lock_timeout` = 2). Nothing was changed." in run.log
     assert project.query("select n, _version from m final where sign = 1") == [(5, 1)]
-    # The same holder, silent for longer than the lease and with nothing running: taken over.
-    project.command(f"alter table {lock} update at = now64(3) - interval 1 hour where 1 settings mutations_sync = 2")
+    # The same holder, silent for longer than the lease (1 s here) and with nothing running: taken over.
+    project.vars = {"vcmt_lock_lease_s": 1}
+    time.sleep(2)
     run = project.dbt("run")
     assert "took over the lock of vcmt load by dbt invocation other (dbt run, silent for" in run.log
     assert project.query("select n, _version from m final where sign = 1") == [(7, 2)]
@@ -235,13 +231,17 @@ def test_no_profile_setting_hides_a_running_load(tmp_path, chdb_path, lab_dir, e
         "--select",
         "m",
         program=inject_program(),
-        env={"VCMT_FAULT": "pause@select merge#1"},
+        env={"VCMT_FAULT": "pause@select m__lock#1"},
     )
     deadline = time.monotonic() + 120
     assert wait_until_stopped(second, 120), second.communicate()[0][-3000:]
     first = _start(project, "first", "run", "--select", "m")
-    # The statement's text is cut to nothing by the profile: the only INSERT on the node is the first load's.
-    running = "select count() from system.processes where query_kind = 'Insert' and query_id != queryID()"
+    # The statement's text is cut to nothing by the profile: the first load's stage INSERT is the one INSERT that
+    # runs with the model's insert_settings.
+    running = (
+        "select count() from system.processes where query_kind = 'Insert' and Settings['max_threads'] = '1' "
+        "and query_id != queryID()"
+    )
     # Rows read: past its analysis, so it read its pause before `slow` is emptied.
     while time.monotonic() < deadline and not project.scalar(running + " and read_rows > 0"):
         time.sleep(0.05)
@@ -269,8 +269,16 @@ def test_a_model_whose_name_is_not_ascii_takes_and_releases_its_lock(project):
     project.command("insert into src values (1, 2, 2)")
     project.dbt("run")
     assert project.query("select n, _version from `commandes_été` final where sign = 1") == [(7, 2)]
-    locks = project.query("select name from system.tables where database = currentDatabase() and name like '%lock%'")
-    assert locks == [("commandes_été__lock_2",)], locks
+    locks = project.query(
+        "select name from system.tables where database = currentDatabase() and name like '%lock%' order by name"
+    )
+    assert locks == [("commandes_été__lock",), ("commandes_été__lock_999999999999999999",)], locks
+    assert project.query("select gen, kind from `commandes_été__lock` where kind != 'renewed' order by gen, kind") == [
+        (1, "acquired"),
+        (1, "released"),
+        (2, "acquired"),
+        (2, "released"),
+    ]
 
 
 @pytest.mark.engines("http")
@@ -369,3 +377,67 @@ def test_a_full_refresh_killed_between_its_exchanges_is_finished_by_the_next_run
     # Finished, the model takes external loads again.
     project.load_rows("m", [{"id": 1, "n": 9, "_version": 9}])
     assert project.query("select n, _version from m final where sign = 1 and id = 1") == [(9, 9)]
+
+
+# The comment of a 0.4 lock generation table, as a 0.4 load wrote it (its holder); the table's rows record its events.
+LEGACY_LOCK = "(holder String, kind String, what String, at DateTime64(3)) engine = MergeTree order by tuple()"
+
+
+@pytest.mark.engines("chdb")
+def test_a_model_loaded_by_0_4_waits_for_its_holder_then_retires_its_lock(project):
+    """Until 0.4 the lock was a generation of tables `m__lock_<n>` (one CREATE per load). The first load by this
+    version waits for a 0.4 load that holds one (`lock_timeout`), then creates the sentinel generation, which
+    fences out every 0.4 load and which a 0.4 load waits for and names in its error (the upgrade); it drops the
+    old generations and loads."""
+    project.command("create table src (id UInt64, n Int64, _version UInt64) engine = MergeTree order by id")
+    project.command("insert into src values (1, 5, 1)")
+    project.model("m", MODEL.replace("lock_timeout=240", "lock_timeout=2"))
+    project.dbt("run")
+    # The model as 0.4 left it: no lock table of this version, a 0.4 generation held by a load that runs now.
+    project.command("drop table m__lock")
+    project.command("drop table m__lock_999999999999999999")
+    holder = "vcmt load by dbt invocation old-0-4 of 0123456789ab"
+    project.command(f"create table m__lock_7 {LEGACY_LOCK} comment '{holder}'")
+    project.command(f"insert into m__lock_7 select '{holder}', 'acquired', 'dbt run', now64(3)")
+    project.command("insert into src values (1, 2, 2)")
+    run = project.dbt("run", expect_pass=False)
+    assert f"a load by vcmt 0.4 holds this model's lock ({holder}); waited 2 s" in run.log, run.log[-3000:]
+    assert project.query("select n, _version from m final where sign = 1") == [(5, 1)]
+    tables = "select name from system.tables where database = currentDatabase() and name like 'm\\_\\_lock%' order by 1"
+    assert project.query(tables) == [("m__lock",), ("m__lock_7",)]
+    # The 0.4 load ends: this version retires the old lock and loads.
+    project.command(f"insert into m__lock_7 select '{holder}', 'released', 'dbt run', now64(3)")
+    project.dbt("run")
+    assert project.query("select n, _version from m final where sign = 1") == [(7, 2)]
+    assert project.query(tables) == [("m__lock",), ("m__lock_999999999999999999",)]
+    # What a 0.4 load reads as its lock's holder from now on: the highest generation of 18 digits at most, the
+    # sentinel, whose comment names the upgrade; the next generation it would create has 19 digits, which it never
+    # reads, so it waits for the sentinel and fails after its lock_timeout.
+    comment = project.scalar(
+        "select argMax(comment, toUInt64(substring(name, 9))) from system.tables where database = currentDatabase() "
+        "and match(name, '^m__lock_[0-9]{1,18}$')"
+    )
+    assert comment.startswith("vcmt 0.5 or later loads this model: upgrade every process"), comment
+
+
+@pytest.mark.engines("chdb")
+def test_a_lock_whose_rows_were_deleted_is_refused_naming_the_fix(project):
+    """A claim is written once per generation (its deduplication token names it): with the lock's rows deleted
+    (TRUNCATE also forgets the tokens, a DELETE does not), a claim of generation 1 again is dropped as a repeat
+    and no load could ever take the lock. The run says so and how to get out: drop the table, which the next run
+    creates again."""
+    project.command("create table src (id UInt64, n Int64, _version UInt64) engine = MergeTree order by id")
+    project.command("insert into src values (1, 5, 1)")
+    project.model("m", MODEL)
+    project.dbt("run")
+    project.dbt("run")
+    project.command("truncate table m__lock")
+    project.dbt("run")
+    project.command("delete from m__lock where 1")
+    run = project.dbt("run", expect_pass=False)
+    assert "the claim of generation 1 of this model's lock was dropped as a repeat of an earlier one" in run.log
+    assert "drop that table (DROP TABLE" in run.log and "the next run creates it again" in run.log
+    project.command("drop table m__lock")
+    project.command("insert into src values (1, 2, 2)")
+    project.dbt("run")
+    assert project.query("select n, _version from m final where sign = 1") == [(7, 2)]

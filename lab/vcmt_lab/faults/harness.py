@@ -55,9 +55,12 @@ from vcmt_lab.faults.inject import sent_statements
 from vcmt_lab.oracle import Event, Oracle
 
 LEASE_S = 3
+# The name of a load's claim of its model's lock (vcmt_lab.faults.inject.statement_label).
+CLAIM = "insert m__lock acquired#"
 # A holder renews at a step of its load once silent for max(lease // 5, 1) s (macros/vcmt/load/lock.sql): the
-# enumerating run and a run faulted at a renewal wait longer before each step (VCMT_FAULT_RENEW_WAIT), so that each
-# renews at every step and `insert m__lock_N renewed#n` names the same statement in both, whatever the machine's speed.
+# enumerating run and a run faulted at a renewal wait longer before each statement (VCMT_FAULT_RENEW_WAIT), so that
+# each renews at every step and `insert m__lock renewed#n` names the same statement in both, whatever the machine's
+# speed.
 RENEW_WAIT_S = max(LEASE_S // 5, 1) + 0.5
 STEP_TIMEOUT_S = 300.0
 KEYS = 600
@@ -270,8 +273,8 @@ def enumerate_statements(project: DbtProject, shape: str) -> list[str]:
         if code != 0:
             raise AssertionError(f"the clean run failed:\n{out[-4000:]}")
         sent = sent_statements(log)
-    # Before its lock a load only reads: its statements from its first on the lock on are the ones to fault.
-    first = next(i for i, name in enumerate(sent) if "__lock_N" in name)
+    # Before its lock a load only reads: its statements from its claim of the lock on are the ones to fault.
+    first = next(i for i, name in enumerate(sent) if name.startswith(CLAIM))
     return sent[first:]
 
 

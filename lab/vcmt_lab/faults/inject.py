@@ -18,13 +18,13 @@ The environment says what to do:
 - VCMT_FAULT_PROXY: `<listen port>:<server port>` for `cut`: this process
   reaches the server through a forwarder of its own on 127.0.0.1, which the
   cut breaks (new connections go through again afterwards);
-- VCMT_FAULT_RENEW_WAIT: seconds this process waits, once its load holds the
-  lock, right before each read of the lock's state (the statement naming
-  `r_silent`). A holder renews its lease at such a step only if it has been
-  silent for a while (macros/vcmt/load/lock.sql `_renew_lock`): waiting longer
-  than that makes every step renew, so the renewals are the same statements
-  run after run, as the sweep needs, instead of depending on how fast the
-  machine was.
+- VCMT_FAULT_RENEW_WAIT: seconds this process waits, once its load has sent
+  its claim of the lock, right before each statement. A holder renews its
+  lease at a step of its load only if it has been silent for a while, by its
+  own clock (macros/vcmt/load/lock.sql `_renew_lock`): waiting longer than
+  that before each statement makes every step renew, so the renewals are the
+  same statements run after run, as the sweep needs, instead of depending on
+  how fast the machine was.
 
 Nothing here changes what dbt or vcmt send: the fault is the only difference
 (and with VCMT_FAULT_RENEW_WAIT, when the statements are sent).
@@ -162,7 +162,7 @@ def install(
 
     def before(sql: str) -> None:
         name = statement_label(sql)
-        if renew_wait and "r_silent" in sql and any(n.endswith(" acquired") for n in seen):
+        if renew_wait and any(n.endswith(" acquired") for n in seen):
             time.sleep(renew_wait)
         seen[name] += 1
         if log is not None:

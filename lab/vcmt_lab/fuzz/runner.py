@@ -130,10 +130,10 @@ def _reset(project: DbtProject, spec: ModelSpec, target: str) -> None:
     on_cluster = _on_cluster(project)
     project.command(f"system start merges{on_cluster} `{target}`")
     # Every table that stores something: the model's own (whatever vcmt.objects names them) and the fuzz inputs;
-    # not the load lock's (a lock emptied of its rows would look held by a silent load).
+    # not the load lock's (its claims are deduplicated against the generations it has seen: macros/vcmt/load/lock.sql).
     tables = project.client.query(
         "select name from system.tables where database = currentDatabase()"
-        " and engine not in ('MaterializedView', 'Null') and not match(name, '__lock_[0-9]+$')"
+        " and engine not in ('MaterializedView', 'Null') and not match(name, '__lock(_[0-9]+)?$')"
         " and (name in ({m:String}, {src:String}, {steps:String}) or startsWith(name, {helpers:String}))",
         parameters={
             "m": spec.name,

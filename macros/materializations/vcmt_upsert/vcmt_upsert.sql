@@ -7,19 +7,21 @@
   {%- set existing = load_cached_relation(this) -%}
   {%- set rebuild = existing is none or should_full_refresh() -%}
 
-  {#- Everything about the SELECT is checked before any DDL. -#}
+  {#- Everything about the SELECT is checked before any DDL, from one
+      observation of the model's objects (engine/observe.sql). -#}
   {%- do vcmt._check_contract(sql) -%}
   {%- set select_columns = adapter.get_column_schema_from_query(sql) -%}
   {%- set columns = vcmt._target_columns(cfg, select_columns) -%}
-  {%- do vcmt._check_syntax(cfg, target) -%}
   {%- set cfg = vcmt._sorting_key_default(cfg, columns, none if rebuild else objs.target) -%}
+  {%- set obs = vcmt._observe_model(cfg, objs, columns, rebuild, vcmt._syntax_probes(cfg)) -%}
+  {%- do vcmt._check_syntax(cfg, target, obs) -%}
   {%- do vcmt._check_sharding_key(cfg, columns, target) -%}
   {%- do vcmt._check_projections(cfg) -%}
-  {%- set found = vcmt._existing_objects(objs) -%}
+  {%- set found = obs.found -%}
   {#- A --full-refresh that stopped while it swapped its tables in leaves
       the nodes serving other tables than `found` says: the stored layout
       is checked once the swap is finished or refused (under the lock). -#}
-  {%- set interrupted = none if rebuild else vcmt._interrupted_swap(cfg, objs, columns) -%}
+  {%- set interrupted = none if rebuild else vcmt._interrupted_swap(cfg, objs, columns, obs.nodes) -%}
   {%- set swapping = interrupted is not none and interrupted.state != 'unswapped' -%}
   {#- A model on a cluster is on every node, a --full-refresh's too (lifecycle.sql). -#}
   {%- if existing is not none -%}
@@ -27,7 +29,7 @@
   {%- endif -%}
   {%- if not rebuild -%}
     {%- do vcmt._check_existing_is_vcmt(objs, found) -%}
-    {%- if not swapping -%}{%- do vcmt._check_stored_layout(cfg, objs, columns, found) -%}{%- endif -%}
+    {%- if not swapping -%}{%- do vcmt._check_stored_layout(cfg, objs, columns, found, obs) -%}{%- endif -%}
   {%- endif -%}
 
   {{ run_hooks(pre_hooks, inside_transaction=False) }}
@@ -38,8 +40,14 @@
   {%- if rebuild -%}
     {%- do vcmt._check_build(cfg, objs, columns) -%}
   {%- endif -%}
-  {#- One load of the model at a time, from its first DDL to its last write (lock.sql). -#}
-  {%- do vcmt._acquire_lock(objs, cfg.lock_timeout, 'dbt run') -%}
+  {#- One load of the model at a time, from its first DDL to its last write (lock.sql). A load that waited for
+      another, or took its lock over, observes again: the other may have changed the model's objects. -#}
+  {%- set lock = vcmt._acquire_lock(cfg, objs, 'dbt run', obs) -%}
+  {%- if lock.waited -%}
+    {%- set cfg = vcmt._sorting_key_default(cfg, columns, none if rebuild else objs.target) -%}
+    {%- set obs = vcmt._observe_model(cfg, objs, columns, rebuild, vcmt._syntax_probes(cfg)) -%}
+    {%- set found = obs.found -%}
+  {%- endif -%}
   {#- The lake files this load reads, claimed under the lock (lake_files.sql). -#}
   {%- do vcmt._claim_lake_files(cfg, objs, sql, rebuild) -%}
   {#- Both paths check their DDL with the engine before changing anything
@@ -51,19 +59,21 @@
     {%- set load_into = vcmt._build_objects(cfg, objs, columns, found) -%}
   {%- else -%}
     {#- Finished on every node, or refused naming the nodes, before any write (lifecycle.sql). -#}
-    {%- if vcmt._finish_interrupted_swap(cfg, objs, columns) or swapping -%}
-      {#- The target may now be the rebuild's: its sorting key decides the default again. -#}
+    {%- if vcmt._finish_interrupted_swap(cfg, objs, columns, obs.nodes) or swapping -%}
+      {#- The catalog changed: observed again, once. The target may now be the rebuild's: its sorting key
+          decides the default again. -#}
       {%- set cfg = vcmt._sorting_key_default(cfg, columns, objs.target) -%}
-      {%- set found = vcmt._existing_objects(objs) -%}
-      {%- do vcmt._check_stored_layout(cfg, objs, columns, found) -%}
+      {%- set obs = vcmt._observe_model(cfg, objs, columns, rebuild, vcmt._syntax_probes(cfg)) -%}
+      {%- set found = obs.found -%}
+      {%- do vcmt._check_stored_layout(cfg, objs, columns, found, obs) -%}
     {%- endif -%}
-    {%- set reconciled = vcmt._reconcile_objects(cfg, objs, columns, found) -%}
+    {%- set reconciled = vcmt._reconcile_objects(cfg, objs, columns, found, obs) -%}
     {#- The config the load runs with: the plan's merge policies for kept columns. -#}
     {%- set cfg = reconciled.cfg -%}
     {%- set columns = reconciled.columns -%}
   {%- endif -%}
 
-  {%- set stats = vcmt._load(cfg, load_into, columns, select_columns, sql) -%}
+  {%- set stats = vcmt._load(cfg, load_into, columns, select_columns, sql, obs=none if rebuild else obs) -%}
   {#- A full refresh loads beside the old tables and swaps last: a failed load leaves the old data serving. -#}
   {%- if load_into.target.identifier != objs.target.identifier -%}
     {%- do vcmt._swap_in_new_objects(cfg, objs, load_into, columns, found) -%}

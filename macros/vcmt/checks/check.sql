@@ -44,9 +44,26 @@
 
 {#- Syntax first, before any other check reads the config's SQL: every
     expression of the config through formatQueryOrNull (NULL instead of an
-    error), in one query, so the message names the setting that is wrong
-    rather than showing the statement the expression was spliced into. -#}
-{% macro _check_syntax(cfg, target) %}
+    error), in the run's observation (observe.sql, `probes`: the list of
+    _syntax_probes, 1 where it failed), so the message names the setting that
+    is wrong rather than showing the statement the expression was spliced
+    into. -#}
+{% macro _check_syntax(cfg, target, obs) %}
+  {%- set probes = vcmt._syntax_probes(cfg) -%}
+  {%- for i in range(probes | length) if obs.probes[i] | int == 1 -%}
+    {%- set what, fix = probes[i][0], probes[i][2] -%}
+    {{ exceptions.raise_compiler_error("vcmt_upsert: " ~ what ~ " is not valid SQL: ClickHouse cannot parse it. "
+        ~ "Nothing was created or changed for " ~ target ~ "; " ~ fix ~ ".") }}
+  {%- endfor -%}
+  {#- What the parsed text means (config.sql). -#}
+  {%- do vcmt._check_sorting_key(cfg, obs.order_items) -%}
+  {%- do vcmt._check_ttl_keeps_rows(cfg.ttl) -%}
+{% endmacro %}
+
+
+{#- The statements that show whether the engine parses the config's SQL, as
+    (what, SQL, fix). -#}
+{% macro _syntax_probes(cfg) %}
   {%- set probes = [] -%}
   {#- The options with a `probe` (model/options.sql): their text in its statement. -#}
   {%- for opt in vcmt._options() if opt.get('probe') and cfg[opt['name']] -%}
@@ -72,18 +89,7 @@
         ~ 'projection p (' ~ vcmt._user_sql(p['query']) ~ ')) engine = MergeTree order by tuple()',
         'fix its `query`')) -%}
   {%- endfor -%}
-  {%- set parts = [] -%}
-  {%- for what, sql, fix in probes -%}{%- do parts.append('formatQueryOrNull(' ~ vcmt._sql_string(sql)
-      ~ ') is null') -%}{%- endfor -%}
-  {%- set row = run_query('select ' ~ parts | join(', ')).rows[0] -%}
-  {%- for i in range(probes | length) if row[i] | int == 1 -%}
-    {%- set what, fix = probes[i][0], probes[i][2] -%}
-    {{ exceptions.raise_compiler_error("vcmt_upsert: " ~ what ~ " is not valid SQL: ClickHouse cannot parse it. "
-        ~ "Nothing was created or changed for " ~ target ~ "; " ~ fix ~ ".") }}
-  {%- endfor -%}
-  {#- What the parsed text means (config.sql). -#}
-  {%- do vcmt._check_sorting_key(cfg) -%}
-  {%- do vcmt._check_ttl_keeps_rows(cfg.ttl) -%}
+  {{ return(probes) }}
 {% endmacro %}
 
 

@@ -14,14 +14,16 @@
 
     Both sides go through the engine's formatter: the stored CREATE is the
     engine's own text, the wanted one is the DDL this config would run,
-    formatted by the same formatQuery, so only a real change counts. -#}
-{% macro _check_stored_layout(cfg, objs, columns, found) %}
+    formatted by the same formatQuery (`obs.create_target`: the run's
+    observation, observe.sql), so only a real change counts. -#}
+{% macro _check_stored_layout(cfg, objs, columns, found, obs) %}
   {%- set target = objs.target -%}
   {%- set refresh = vcmt._refresh_advice(objs) -%}
 
   {#- The key: the tombstones table is ordered by exactly the key columns. -#}
   {%- if objs.tombstones.identifier in found -%}
-    {%- set stored_keys = vcmt._sorting_key_columns(objs.tombstones) -%}
+    {%- set stored_keys = vcmt._observed_columns(obs, objs.tombstones.identifier) | selectattr('sorting', 'equalto',
+        '1') | map(attribute='name') | list -%}
     {%- if stored_keys and stored_keys | sort != cfg.key_columns | sort -%}
       {{ exceptions.raise_compiler_error("vcmt_upsert: `unique_key` changed, but " ~ target
           ~ " and its tombstones are keyed by " ~ stored_keys ~ ": rows and deletes recorded under the old key cannot "
@@ -30,12 +32,10 @@
   {%- endif -%}
 
   {%- do vcmt._check_stored_routing(cfg, objs, found, refresh) -%}
-  {%- do vcmt._check_stored_indexes(cfg, objs, refresh) -%}
+  {%- do vcmt._check_stored_indexes(cfg, objs, refresh, obs) -%}
 
   {%- set stored = vcmt._ddl_clauses(found[target.identifier].create_table_query) -%}
-  {%- set wanted_sql = run_query("select formatQuerySingleLine(" ~ vcmt._sql_string(vcmt.create_target_sql(cfg, target,
-      columns)) ~ ")").columns[0].values()[0] -%}
-  {%- set wanted = vcmt._ddl_clauses(wanted_sql) -%}
+  {%- set wanted = vcmt._ddl_clauses(obs.create_target) -%}
 
   {#- The options stored as a clause of the CREATE (model/options.sql). -#}
   {%- for opt in vcmt._options() if opt.get('clause') -%}
@@ -63,7 +63,8 @@
   {%- for name in stored_settings.keys() if name not in wanted_settings
       and name not in managed -%}{%- do dropped.append(name) -%}{%- endfor -%}
   {%- if dropped -%}
-    {%- set defaults = vcmt._merge_tree_setting_defaults(dropped) -%}
+    {%- set defaults = {} -%}
+    {%- for d in obs.defaults -%}{%- do defaults.update({d.name: d.value}) -%}{%- endfor -%}
     {%- for name in dropped if stored_settings[name] | replace("'", '') != defaults.get(name) -%}
       {%- do changes.append([name, stored_settings[name], none]) -%}
     {%- endfor -%}
@@ -111,10 +112,10 @@
     INDEX for the parts already written); it is never added in silence. An
     index the table has and the config does not list is left alone: one added
     by hand is allowed (schema changes check the columns it uses). -#}
-{% macro _check_stored_indexes(cfg, objs, refresh) %}
+{% macro _check_stored_indexes(cfg, objs, refresh, obs) %}
   {%- if not cfg.indexes -%}{{ return(none) }}{%- endif -%}
   {%- set target = objs.target -%}
-  {%- set stored = vcmt._skip_indexes(target) -%}
+  {%- set stored = obs.indexes | map(attribute='name') | list -%}
   {%- set missing = [] -%}
   {%- for index in cfg.indexes if index.name not in stored -%}{%- do missing.append(index) -%}{%- endfor -%}
   {%- if missing -%}

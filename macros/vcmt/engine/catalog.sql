@@ -301,30 +301,18 @@
 {% endmacro %}
 
 
-{#- The columns of `relation`'s sorting key, in the order of its columns. -#}
-{% macro _sorting_key_columns(relation) %}
-  {{ return(run_query("select name from system.columns where database = " ~ vcmt._sql_string(relation.schema)
-      ~ " and table = " ~ vcmt._sql_string(relation.identifier) ~ " and is_in_sorting_key order by position")
-      .columns[0].values() | list) }}
-{% endmacro %}
-
-
-{#- Which keys of `relation` each of the columns `names` is part of, as
-    [(name, [labels])] for the columns that are in at least one. -#}
-{% macro _columns_in_keys(relation, names) %}
-  {%- set quoted = [] -%}
-  {%- for n in names -%}{%- do quoted.append(vcmt._sql_string(n)) -%}{%- endfor -%}
-  {%- set rows = run_query("select name, is_in_partition_key, is_in_sorting_key, is_in_primary_key, "
-      ~ "is_in_sampling_key from system.columns where database = " ~ vcmt._sql_string(relation.schema)
-      ~ " and table = " ~ vcmt._sql_string(relation.identifier) ~ " and name in (" ~ quoted | join(', ') ~ ")") -%}
+{#- Which keys each of the columns `names` is part of, as [(name, [labels])]
+    for the columns that are in at least one, from a table's observed
+    columns (observe.sql `_observed_columns`). -#}
+{% macro _columns_in_keys(columns, names) %}
   {%- set out = [] -%}
-  {%- for row in rows.rows -%}
+  {%- for c in columns if c.name in names -%}
     {%- set keys = [] -%}
-    {%- for flag, label in [(row[1], 'partition key'), (row[2], 'sorting key'), (row[3], 'primary key'), (row[4],
-        'sampling key')] if flag | int == 1 -%}
+    {%- for flag, label in [(c.partition, 'partition key'), (c.sorting, 'sorting key'), (c.primary, 'primary key'),
+        (c.sampling, 'sampling key')] if flag | int == 1 -%}
       {%- do keys.append(label) -%}
     {%- endfor -%}
-    {%- if keys -%}{%- do out.append((row[0], keys)) -%}{%- endif -%}
+    {%- if keys -%}{%- do out.append((c.name, keys)) -%}{%- endif -%}
   {%- endfor -%}
   {{ return(out) }}
 {% endmacro %}
@@ -340,30 +328,6 @@
       ~ quoted | join(', ') ~ ") group by table").rows -%}
   {%- set out = {} -%}
   {%- for row in rows -%}{%- do out.update({row[0]: row[1]}) -%}{%- endfor -%}
-  {{ return(out) }}
-{% endmacro %}
-
-
-{#- The skip indexes of `relation`, as {name: expression}. -#}
-{% macro _skip_indexes(relation) %}
-  {%- set out = {} -%}
-  {%- for row in run_query("select name, expr from system.data_skipping_indices where database = "
-      ~ vcmt._sql_string(relation.schema) ~ " and table = " ~ vcmt._sql_string(relation.identifier)).rows -%}
-    {%- do out.update({row[0]: row[1]}) -%}
-  {%- endfor -%}
-  {{ return(out) }}
-{% endmacro %}
-
-
-{#- The engine's defaults of the MergeTree settings `names`, as {name: value}. -#}
-{% macro _merge_tree_setting_defaults(names) %}
-  {%- set quoted = [] -%}
-  {%- for n in names -%}{%- do quoted.append(vcmt._sql_string(n)) -%}{%- endfor -%}
-  {%- set out = {} -%}
-  {%- for row in run_query("select name, value from system.merge_tree_settings where name in ("
-      ~ quoted | join(', ') ~ ")").rows -%}
-    {%- do out.update({row[0]: row[1]}) -%}
-  {%- endfor -%}
   {{ return(out) }}
 {% endmacro %}
 

@@ -1,14 +1,17 @@
 {#- What the lock (load/lock.sql, docs/design.md#one-load-at-a-time) reads
-    from the engine: its generations in system.tables, on the lock's node,
-    and the holder's statements in system.processes, on every node. -#}
+    from the engine's catalog: the 0.4 lock's generations in system.tables,
+    on the lock's node, and the holder's statements in system.processes, on
+    every node. -#}
 
 
-{#- The generations of the model `target`'s lock, as SQL rows (gen, comment,
-    seconds since its CREATE, name). The generation is cut from the table's
-    name in SQL, in bytes on both sides, so any model name works. `local`:
-    this node's system.tables, for SQL that runs on the lock's node itself. -#}
-{% macro _lock_generations_sql(target, local=false) %}
-  {%- set prefix = vcmt._sql_string(vcmt._lock_table(target, '').identifier) -%}
+{#- The generations of the model `target`'s 0.4 lock (load/lock.sql
+    `_legacy_lock_table`), as SQL rows (gen, comment, seconds since its
+    CREATE, name): those a 0.4 load reads (18 digits at most). The
+    generation is cut from the table's name in SQL, in bytes on both sides,
+    so any model name works. `local`: this node's system.tables, for SQL that
+    runs on the lock's node itself. -#}
+{% macro _legacy_lock_generations_sql(target, local=false) %}
+  {%- set prefix = vcmt._sql_string(vcmt._legacy_lock_table(target, '').identifier) -%}
   {%- set tail = 'substring(name, length(' ~ prefix ~ ') + 1)' -%}
   {%- set source = 'system.tables where' if local else vcmt._lock_source(target, 'system', 'tables') -%}
   {{ return("select toUInt64(" ~ tail ~ ") as gen, comment, dateDiff('second', metadata_modification_time, now()) "
@@ -16,6 +19,31 @@
       ~ "from " ~ source ~ " database = " ~ vcmt._sql_string(target.schema)
       ~ " and startsWith(name, " ~ prefix ~ ") and match(" ~ tail ~ ", '^[0-9]{1,18}$')"
       ~ ('' if local else vcmt._lock_read_settings(target))) }}
+{% endmacro %}
+
+
+{#- `from ... where ...` of every table named like a generation of the 0.4
+    lock of `target` (any number of digits: a 0.4 load that found the
+    sentinel creates one past it), on the node that runs it. -#}
+{% macro _legacy_lock_tables_sql(target) %}
+  {{ return("from system.tables where database = " ~ vcmt._sql_string(target.schema) ~ " and match(name, "
+      ~ vcmt._sql_string('^' ~ modules.re.escape(vcmt._legacy_lock_table(target, '').identifier) ~ '[0-9]+$') ~ ")") }}
+{% endmacro %}
+
+
+{#- The names of those tables, read on the lock's node. -#}
+{% macro _legacy_lock_generations(target) %}
+  {%- set sql = 'select name ' ~ vcmt._legacy_lock_tables_sql(target) -%}
+  {%- set cluster = vcmt._lock_cluster(target) -%}
+  {%- if cluster -%}
+    {%- set sql = 'select name from cluster(' ~ vcmt._sql_string(cluster) ~ ', view(select *, ' ~ vcmt._lock_slot()
+        ~ ' as _vcmt_slot from (' ~ sql ~ ')), _vcmt_slot) where _vcmt_slot = ' ~ vcmt._lock_slot()
+        ~ vcmt._lock_read_settings(target, {'optimize_skip_unused_shards': 1,
+                                            'force_optimize_skip_unused_shards': 1}) -%}
+  {%- endif -%}
+  {%- set names = [] -%}
+  {%- for row in run_query(sql).rows -%}{%- do names.append(row[0]) -%}{%- endfor -%}
+  {{ return(names) }}
 {% endmacro %}
 
 

@@ -34,8 +34,12 @@
     does. None if the engine cannot parse it (check.sql then says so, naming
     the option). -#}
 {% macro _sql_list_items(value) %}
-  {%- set formatted = run_query('select formatQuerySingleLineOrNull(' ~ vcmt._sql_string('select '
-      ~ vcmt._user_sql_list(value)) ~ ')').rows[0][0] -%}
+  {{ return(vcmt._formatted_list_items(run_query('select formatQuerySingleLineOrNull(' ~ vcmt._sql_string('select '
+      ~ vcmt._user_sql_list(value)) ~ ')').rows[0][0])) }}
+{% endmacro %}
+
+{#- The same from `select <items>` as formatQuerySingleLineOrNull gave it (none: none). -#}
+{% macro _formatted_list_items(formatted) %}
   {%- if formatted is none -%}{{ return(none) }}{%- endif -%}
   {{ return(vcmt._split_top_level(formatted[('SELECT ' | length):])) }}
 {% endmacro %}

@@ -261,9 +261,10 @@
       --full-refresh that dropped a split swap's staging tables, then
       failed): nothing is left to mend from.
     `rows` is what it read: every node's catalog rows for the model's,
-    the staging and the mend's names. Leftovers of a mend count as staging
+    the staging and the mend's names (`nodes`: the run's observation of them,
+    observe.sql; none: read now). Leftovers of a mend count as staging
     objects (docs/design.md#sharded-clusters). -#}
-{% macro _interrupted_swap(cfg, objs, columns) %}
+{% macro _interrupted_swap(cfg, objs, columns, nodes=none) %}
   {%- set leftover_sets = [vcmt._staging_objects(objs)] + vcmt._mend_sets(objs) -%}
   {%- set names = [] -%}
   {%- set staging = [] -%}
@@ -272,7 +273,8 @@
     {%- for rel in set.values() -%}{%- do names.append(rel.identifier) -%}{%- do staging.append(rel.identifier)
         -%}{%- endfor -%}
   {%- endfor -%}
-  {%- set rows = vcmt._objects_on_every_node(objs.target, names) -%}
+  {%- set rows = vcmt._objects_on_every_node(objs.target, names) if nodes is none
+      else nodes | selectattr('name', 'in', names) | list -%}
   {%- set st = namespace(generation='') -%}
   {%- set leftovers = {} -%}
   {%- set serving = {} -%}
@@ -326,10 +328,11 @@
     model): a swap interrupted after its load succeeded is finished on every
     node, a split one mended first (_mend_split); staging objects no node
     swapped in are dropped. A split that cannot be mended fails the run,
-    naming each node, what it serves, why, and what to run.
+    naming each node, what it serves, why, and what to run. `nodes`: the
+    run's observation of the catalog (_interrupted_swap).
     Returns whether it finished a swap. -#}
-{% macro _finish_interrupted_swap(cfg, objs, columns) %}
-  {%- set found_swap = vcmt._interrupted_swap(cfg, objs, columns) -%}
+{% macro _finish_interrupted_swap(cfg, objs, columns, nodes) %}
+  {%- set found_swap = vcmt._interrupted_swap(cfg, objs, columns, nodes) -%}
   {%- if found_swap is none -%}{{ return(false) }}{%- endif -%}
   {%- set new = vcmt._staging_objects(objs) -%}
   {%- set model = vcmt._public_relation(objs).identifier -%}
@@ -539,7 +542,7 @@
   {%- set copies, sources = vcmt._mend_sets(objs) -%}
   {%- set generation = found_swap.generation -%}
   {%- for role in found_swap.split -%}
-    {%- do vcmt._renew_lock(objs) -%}
+    {%- do vcmt._renew_lock(cfg, objs) -%}
     {%- set own = objs[role] -%}
     {%- set names = [own.identifier, new[role].identifier] -%}
     {#- On each node that runs it, the one of the two names that holds the rebuild there (the first by name,
@@ -707,9 +710,13 @@
     created or changed in place (MODIFY QUERY); columns dropped (stage, then
     target); projections added and materialized.
     Returns {cfg, columns}: the config the load runs with (with the plan's
-    merge policies) and the target's columns. -#}
-{% macro _reconcile_objects(cfg, objs, columns, found) %}
-  {%- set plan = vcmt._schema_change_plan(cfg, objs, columns, found) -%}
+    merge policies) and the target's columns. `obs`: the run's observation
+    (observe.sql), which compared each view with what this config would
+    write, for the run's own columns and policies: a plan that changes
+    either compares again. -#}
+{% macro _reconcile_objects(cfg, objs, columns, found, obs) %}
+  {%- set plan = vcmt._schema_change_plan(cfg, objs, columns, found, obs) -%}
+  {%- set observed = not plan.changed and not plan.merge -%}
   {%- set cfg = vcmt._config_for_plan(cfg, plan) -%}
   {%- set columns = plan.columns -%}
   {%- if plan.changed and cfg.on_schema_change != 'ignore' -%}
@@ -731,8 +738,8 @@
     {%- set exists = objs[role].identifier in found -%}
     {%- if not vcmt._object(role).get('modify_when_changed') -%}
       {%- if not exists -%}{%- do kept.append((role, to, select_sql)) -%}{%- endif -%}
-    {%- elif not exists or plan.refresh_transform or vcmt._sql_differs(found[objs[role].identifier].as_select,
-        select_sql) -%}
+    {%- elif not exists or plan.refresh_transform or (obs.views_same.get(role) != '1' if observed
+        else vcmt._sql_differs(found[objs[role].identifier].as_select, select_sql)) -%}
       {%- do rewritten.append((role, to, select_sql, exists)) -%}
     {%- endif -%}
   {%- endfor -%}

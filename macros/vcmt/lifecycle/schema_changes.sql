@@ -23,9 +23,10 @@
       'refresh_transform': the transform must be rewritten even if its text
                   is unchanged (its stored column types follow the stage),
     }
-    Each step is {'on': 'target' | 'stage', 'action': ALTER clause, 'name': text}. -#}
-{% macro _schema_change_plan(cfg, objs, wanted, found) %}
-  {%- set current = vcmt._relation_columns(objs.target) -%}
+    Each step is {'on': 'target' | 'stage', 'action': ALTER clause, 'name': text}.
+    The catalog is the run's observation (`obs`, observe.sql). -#}
+{% macro _schema_change_plan(cfg, objs, wanted, found, obs) %}
+  {%- set current = vcmt._observed_columns(obs, objs.target.identifier) -%}
   {%- set current_types = vcmt._types_by_name(current) -%}
   {%- set wanted_types = vcmt._types_by_name(wanted) -%}
   {%- set added = [] -%}{%- set removed = [] -%}{%- set changed = [] -%}
@@ -75,10 +76,11 @@
       and result_types[c.name] != c.data_type -%}{%- do retyped.append(c.name) -%}{%- endfor -%}
 
   {#- Projections: which exist, which are configured, which block a column change. -#}
-  {%- set existing = vcmt._existing_projections(objs.target) -%}
+  {%- set existing = {} -%}
+  {%- for p in obs.projections -%}{%- do existing.update({p.name: p.query}) -%}{%- endfor -%}
   {%- set wanted_projections = {} -%}
   {%- for p in cfg.projections -%}{%- do wanted_projections.update({p['name']: p['query']}) -%}{%- endfor -%}
-  {%- do vcmt._check_column_changes_allowed(cfg, objs, found, dropped, retyped, wanted_projections, describe) -%}
+  {%- do vcmt._check_column_changes_allowed(cfg, objs, found, dropped, retyped, wanted_projections, describe, obs) -%}
   {%- do vcmt._check_stored_values_fit(cfg, objs, current_types, result, retyped) -%}
 
   {%- set before = [] -%}{%- set after = [] -%}
@@ -112,7 +114,7 @@
 
   {#- The stage is compared on its own: an interrupted run may have left it
       different from the target. -#}
-  {%- set stage_types = vcmt._types_by_name(vcmt._relation_columns(objs.stage)) -%}
+  {%- set stage_types = vcmt._types_by_name(vcmt._observed_columns(obs, objs.stage.identifier)) -%}
   {%- set stage_drops = [] -%}
   {%- for c in result -%}
     {%- if c.name not in stage_types -%}
@@ -185,17 +187,19 @@
 {#- Refuse, before any DDL, a column change ClickHouse would refuse halfway:
     a dropped or retyped column used by a key, a skip index or the TTL, and a
     dropped column still used by a configured projection. -#}
-{% macro _check_column_changes_allowed(cfg, objs, found, dropped, retyped, wanted_projections, describe) %}
+{% macro _check_column_changes_allowed(cfg, objs, found, dropped, retyped, wanted_projections, describe, obs) %}
   {%- if not (dropped or retyped) -%}{{ return(none) }}{%- endif -%}
-  {%- for name, keys in vcmt._columns_in_keys(objs.target, dropped + retyped) -%}
+  {%- for name, keys in vcmt._columns_in_keys(vcmt._observed_columns(obs, objs.target.identifier),
+                                             dropped + retyped) -%}
     {{ exceptions.raise_compiler_error("vcmt_upsert: cannot "
         ~ ('drop' if name in dropped else 'change the type of') ~ " column `" ~ name ~ "` of " ~ objs.target
         ~ " in place: it is part of the table's " ~ keys | join(' and ') ~ " (" ~ describe
         ~ "). Nothing was changed. Keep returning the column with its type, or run with --full-refresh to rebuild "
         ~ "the table.") }}
   {%- endfor -%}
-  {%- for index, expr in vcmt._skip_indexes(objs.target).items() -%}
-    {%- set uses = vcmt._columns_used_by(expr, dropped + retyped) -%}
+  {%- for ix in obs.indexes -%}
+    {%- set index = ix.name -%}
+    {%- set uses = vcmt._columns_used_by(ix.expr, dropped + retyped) -%}
     {%- if uses -%}
       {{ exceptions.raise_compiler_error("vcmt_upsert: cannot change column(s) " ~ uses ~ " of " ~ objs.target
           ~ ": skip index `" ~ index ~ "` uses them (" ~ describe ~ "). Nothing was changed. "

@@ -50,7 +50,7 @@
     (_refuse_interrupted_swap). An
     external load (`vcmt.load_stage`) passes `move_watermark=false` unless
     asked (docs/design.md#watermark). -#}
-{% macro _load(cfg, objs, columns, select_columns, sql, lock_for=none, move_watermark=true) %}
+{% macro _load(cfg, objs, columns, select_columns, sql, lock_for=none, move_watermark=true, obs=none) %}
   {%- set started = modules.datetime.datetime.now() -%}
   {%- set sql = vcmt._unsent_as_defaults(cfg, objs, columns, select_columns, sql) -%}
   {#- Every value is checked before the first write, truncates included. Every statement that reads the
@@ -59,10 +59,10 @@
   {%- do vcmt._check_event_values(cfg, columns, select_columns, vcmt._without_truncates(cfg, sql), 'vcmt_upsert '
       ~ objs.target.identifier, holder_of=objs.target) -%}
   {%- if lock_for -%}
-    {%- do vcmt._acquire_lock(objs, cfg.lock_timeout, lock_for) -%}
+    {%- do vcmt._acquire_lock(cfg, objs, lock_for) -%}
     {%- do vcmt._refuse_interrupted_swap(cfg, objs, columns, lock_for) -%}
   {%- else -%}
-    {%- do vcmt._renew_lock(objs) -%}
+    {%- do vcmt._renew_lock(cfg, objs) -%}
   {%- endif -%}
   {#- Under the lock, before the first write: the placement checked before
       any DDL may have changed since; the one recorded is the one checked. -#}
@@ -71,13 +71,23 @@
     {%- do vcmt._refuse_under_lock(objs, vcmt._placement_refusal(objs, placed, (lock_for or 'vcmt_upsert') ~ ' '
         ~ vcmt._public_relation(objs).identifier)) -%}
   {%- endif -%}
-  {%- set before = vcmt._applied_totals(objs) -%}
+  {#- The run's observation read them before it took the lock, which no load has held since (observe.sql). -#}
+  {%- set before = vcmt._applied_totals(objs) if not obs or not obs.get('applied') else {
+      'inserted': obs.applied[0].inserted | int, 'updated': obs.applied[0].updated | int,
+      'deleted': obs.applied[0].deleted | int} -%}
   {%- set truncated = vcmt._apply_truncates(cfg, objs, columns, select_columns, sql) -%}
   {%- set fed = vcmt._load_events(cfg, objs, columns, select_columns, truncated.sql) -%}
   {#- With truncates, the watermark is the highest over every row read, ignored ones included. -#}
   {%- set batch_watermark = truncated.watermark if cfg.truncate_when else fed.watermark -%}
   {%- set recorded = batch_watermark if move_watermark else none -%}
-  {%- set after = vcmt._applied_totals(objs, vcmt._next_watermark_sql(cfg, objs, columns, select_columns, recorded)) -%}
+  {#- A load that wrote nothing and moves no watermark leaves the totals as they were: not read again. -#}
+  {%- if fed.rounds > 0 or truncated.get('ran') or recorded is not none -%}
+    {%- set after = vcmt._applied_totals(objs, vcmt._next_watermark_sql(cfg, objs, columns, select_columns,
+        recorded)) -%}
+  {%- else -%}
+    {%- set after = {'inserted': before.inserted, 'updated': before.updated, 'deleted': before.deleted,
+                     'watermark': none} -%}
+  {%- endif -%}
   {%- set truncated_rows = truncated.truncated_rows -%}
   {%- set stats = {
       'events': fed.events + truncated.ignored,

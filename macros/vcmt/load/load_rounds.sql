@@ -37,7 +37,7 @@
     {%- endif -%}
     {%- set sql = vcmt._round_insert_sql(cfg, objs, data, r, vcmt._hash_shard(cfg, shards) if shards > 1 else none) -%}
     {#- Round 1 on virtual shards follows _create_fanout's check and renewal at once. -#}
-    {%- if r > 1 or shards == 1 -%}{%- do vcmt._renew_lock(objs) -%}{%- endif -%}
+    {%- if r > 1 or shards == 1 -%}{%- do vcmt._renew_lock(cfg, objs) -%}{%- endif -%}
     {%- call statement('vcmt_load') -%}{{ sql }}{%- endcall -%}
     {%- if r == 1 -%}
       {%- do ran.append(sql) -%}

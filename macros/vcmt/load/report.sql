@@ -88,7 +88,8 @@
 
 
 {% macro _applied_totals_sql(objs, watermark_sql=none) %}
-  {{ return('select sum(inserted), sum(updated), sum(deleted)' ~ (', ' ~ watermark_sql if watermark_sql else '')
+  {{ return('select sum(inserted) as inserted, sum(updated) as updated, sum(deleted) as deleted'
+            ~ (', ' ~ watermark_sql ~ ' as watermark' if watermark_sql else '')
             ~ ' from ' ~ vcmt._all_shards(objs, 'applied') ~ ' ' ~ vcmt._read_settings()) }}
 {% endmacro %}
 

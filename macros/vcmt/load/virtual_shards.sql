@@ -54,7 +54,7 @@
     lock is renewed first: a takeover never finds this load silent while it
     makes them. -#}
 {% macro _create_fanout(cfg, objs, data, k) %}
-  {%- do vcmt._renew_lock(objs) -%}
+  {%- do vcmt._renew_lock(cfg, objs) -%}
   {%- set events = vcmt._column_list(cfg.key_columns + data + [cfg.version]) -%}
   {%- set ran = ['create table ' ~ objs.fanout ~ ' engine = Null ' ~ vcmt._load_table_comment() ~ ' as select ' ~ events
       ~ ', _vcmt_sign, toUInt32(0) as _vcmt_shard from ' ~ objs.batch ~ ' limit 0'] -%}

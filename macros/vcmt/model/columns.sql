@@ -124,8 +124,17 @@
     session setting changes (`_calendar_type`). The prefix stops before the
     first other expression, and a model that allows a nullable sorting key
     keeps the plain lookup. One EXPLAIN AST, only for models whose sorting
-    key has such an expression. `columns`: the model's, for their types. -#}
+    key has such an expression, once per run and sorting key (`cfg._run`).
+    `columns`: the model's, for their types. -#}
 {% macro _lookup_key(cfg, columns) %}
+  {%- set memo = vcmt._run_state(cfg).setdefault('lookup_key', {}) -%}
+  {%- set memo_key = tojson([cfg.order_by, cfg.key_columns, vcmt._types_by_name(columns), (cfg.settings or {}).get(
+      'allow_nullable_key') | string]) -%}
+  {%- if memo_key not in memo -%}{%- do memo.update({memo_key: vcmt._lookup_key_parsed(cfg, columns)}) -%}{%- endif -%}
+  {{ return(memo[memo_key]) }}
+{% endmacro %}
+
+{% macro _lookup_key_parsed(cfg, columns) %}
   {%- set plain = {'left': vcmt._key_tuple(cfg.key_columns), 'select': vcmt._column_list(cfg.key_columns),
       'expressions': 0} -%}
   {%- set written = [] -%}

@@ -15,13 +15,26 @@
       delete of version 0 still removes a row that a later event re-sends),
       nor with unsent columns (each event keeps what it did not send). -#}
   {%- set folds = cfg.delete_mode == 'versioned' and not cfg.unavailable_column -%}
+  {#- `_run`: what the run keeps about itself beside its config, shared by every copy of `cfg` (lock.sql
+      `_run_state`, columns.sql `_lookup_key`). -#}
   {%- do cfg.update({
+      '_run': {},
       'sign_required': source.get('sign') is not none,
       'order_by_set': source.get('order_by') not in [none, '', []],
       'folds': folds,
       'foldable': vcmt._folds_to_last_event(folds, cfg.merge),
   }) -%}
   {{ return(cfg) }}
+{% endmacro %}
+
+
+{#- What a run keeps about itself beside its config (`cfg._run`, shared by
+    every copy of `cfg`): when it last wrote a row of its lock (lock.sql
+    `_renew_lock`), the engine's reading of its sorting key (columns.sql
+    `_lookup_key`). -#}
+{% macro _run_state(cfg) %}
+  {%- if cfg.get('_run') is none -%}{%- do cfg.update({'_run': {}}) -%}{%- endif -%}
+  {{ return(cfg._run) }}
 {% endmacro %}
 
 
@@ -194,11 +207,12 @@
 
 
 {#- `order_by` holds every `unique_key` column, as the engine reads the
-    DDL's text (_sql_list_items: a comment cannot hide or fake one). Called
+    DDL's text (`formatted`: `select <order_by>` as the engine formats it,
+    from the run's observation; a comment cannot hide or fake one). Called
     by the syntax check (check.sql), once the text parses. -#}
-{% macro _check_sorting_key(cfg) %}
+{% macro _check_sorting_key(cfg, formatted) %}
   {%- set order_cols = [] -%}
-  {%- for item in vcmt._sql_list_items(cfg.order_by) or [] -%}
+  {%- for item in vcmt._formatted_list_items(formatted) or [] -%}
     {%- do order_cols.append(vcmt._unquote(item | trim)) -%}
   {%- endfor -%}
   {%- for k in cfg.key_columns if k not in order_cols -%}

@@ -193,8 +193,9 @@
     holder of generation `gen`, which fenced every older one out. Only
     objects of the declared engine, and numbered tables only with the load
     table's comment (_load_table_marker): another model may be named like
-    one. -#}
-{% macro _drop_older_load_tables(objs, gen) %}
+    one. `nodes`: the run's observation of the catalog (observe.sql), or
+    none to read it now. -#}
+{% macro _drop_older_load_tables(objs, gen, nodes=none) %}
   {%- set bases = {} -%}
   {%- for o in vcmt._roles_of('load_table') -%}
     {%- do bases.update({vcmt._generation_object(objs, o.role, none).identifier: o}) -%}
@@ -202,7 +203,9 @@
   {%- set prefixes = [] -%}
   {%- for base in bases -%}{%- do prefixes.append(base ~ '_') -%}{%- endfor -%}
   {%- set older = [] -%}
-  {%- for row in vcmt._objects_on_every_node(objs.target, bases.keys() | list, prefixes=prefixes) -%}
+  {%- set rows = vcmt._objects_on_every_node(objs.target, bases.keys() | list, prefixes=prefixes) if nodes is none
+      else nodes -%}
+  {%- for row in rows -%}
     {%- for base, o in bases.items() if row.name == base or row.name.startswith(base ~ '_') -%}
       {#- `<gen>`, or `<gen>_<i>` for a view of a load table that has views (_load_view). -#}
       {%- set parts = row.name[(base | length) + 1:].split('_') -%}
