@@ -194,7 +194,8 @@
   {%- set lock = vcmt._lock_relation(target) -%}
   {%- set sentinel = vcmt._sql_string(vcmt._legacy_sentinel(target).identifier) -%}
   {%- set sql = "select l_gen as gen, l_holder as holder, l_what as what, l_acquired as acquired, "
-      ~ "l_renewed as renewed, l_released as released, l_silent_s as silent_s, l_rows as rows, l_legacy as legacy, l_retired as retired "
+      ~ "l_renewed as renewed, l_released as released, l_silent_s as silent_s, l_rows as rows, l_legacy as legacy, "
+      ~ "l_retired as retired "
       ~ "from (select max(gen) as l_gen, anyIf(holder, kind = 'acquired') as l_holder, "
       ~ "anyIf(what, kind = 'acquired') as l_what, toString(minIf(at, kind = 'acquired')) as l_acquired, "
       ~ "toString(max(at)) as l_renewed, countIf(kind = 'released') > 0 as l_released, "
