@@ -192,3 +192,29 @@
 {% macro _observed_columns(obs, name) %}
   {{ return(obs.columns | selectattr('table', 'equalto', name) | list) }}
 {% endmacro %}
+
+
+{#- For the lifecycle's fast tests (tests/lifecycle): logs `vcmt_observation {...}`, what a run of the model
+    `model` would observe now (its config read as the run reads it, its columns as its target stores them), as
+    JSON. Nothing is written.
+      dbt run-operation vcmt._log_observation --args '{model: fct_orders}' -#}
+{% macro _log_observation(model, rebuild=false) %}
+  {%- set nodes = graph.nodes.values() | selectattr('resource_type', 'equalto', 'model')
+      | selectattr('name', 'equalto', model) | list -%}
+  {%- set cfg = vcmt._read_config(nodes[0].config) -%}
+  {%- set objs = vcmt.objects(vcmt._node_target(nodes[0]), cfg.sharding_key) -%}
+  {%- set columns = vcmt._catalog_columns(objs.target) -%}
+  {%- set cfg = vcmt._sorting_key_default(cfg, columns, none if rebuild else objs.target) -%}
+  {%- set obs = vcmt._observe_model(cfg, objs, columns, rebuild, vcmt._syntax_probes(cfg)) -%}
+  {%- set shown = {} -%}
+  {%- do shown.update(obs) -%}
+  {%- if obs.lock -%}
+    {%- set lock = {} -%}{%- do lock.update(obs.lock) -%}{%- do lock.pop('relation') -%}
+    {%- do shown.update({'lock': lock}) -%}
+  {%- endif -%}
+  {%- set names = {} -%}
+  {%- for role, rel in objs.items() -%}{%- do names.update({role: rel.identifier}) -%}{%- endfor -%}
+  {%- set config = {} -%}{%- do config.update(cfg) -%}{%- do config.pop('_run') -%}
+  {{ log('vcmt_observation ' ~ tojson({'model': model, 'schema': objs.target.schema, 'objects': names,
+      'cfg': config, 'columns': columns, 'obs': shown}), info=true) }}
+{% endmacro %}
