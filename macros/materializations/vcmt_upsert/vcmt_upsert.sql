@@ -56,10 +56,10 @@
   {%- set downstream = [] -%}
   {%- if rebuild -%}
     {%- set downstream = vcmt._downstream_views(objs) if objs.target.identifier in found else [] -%}
-    {%- set load_into = vcmt._build_objects(cfg, objs, columns, found) -%}
+    {%- set load_into = vcmt._build_objects(cfg, objs, columns, found, vcmt._leftovers_in(objs, obs.nodes)) -%}
   {%- else -%}
     {#- Finished on every node, or refused naming the nodes, before any write (lifecycle.sql). -#}
-    {%- if vcmt._finish_interrupted_swap(cfg, objs, columns, obs.nodes) or swapping -%}
+    {%- if vcmt._finish_interrupted_swap(cfg, objs, columns, obs.nodes, found) or swapping -%}
       {#- The catalog changed: observed again, once. The target may now be the rebuild's: its sorting key
           decides the default again. -#}
       {%- set cfg = vcmt._sorting_key_default(cfg, columns, objs.target) -%}

@@ -228,3 +228,15 @@
   {%- endif -%}
   {{ get_assert_columns_equivalent(sql) }}
 {% endmacro %}
+
+
+{#- The columns the config builds the table `role` with, as DESCRIBE gives
+    them: created as the temporary table `chk` (_check_relations), read,
+    dropped. -#}
+{% macro _built_columns(cfg, role, chk, columns) %}
+  {%- call statement('vcmt_check_' ~ role) -%}{{ vcmt._as_temporary(vcmt._create_role_sql(cfg, role, chk,
+      columns)) }}{%- endcall -%}
+  {%- set built = vcmt._described_columns(chk) -%}
+  {%- call statement('vcmt_check_drop') -%}drop temporary table {{ chk }}{%- endcall -%}
+  {{ return(built) }}
+{% endmacro %}

@@ -130,3 +130,28 @@
         ~ "Add them in place: " ~ statements | join(' ') ~ refresh) }}
   {%- endif -%}
 {% endmacro %}
+
+
+{#- Refuse, before any DDL, a type change the stored rows cannot take, by the
+    loader's own rule for incoming values (event_values.sql): MODIFY COLUMN
+    would wrap or round them (a narrower number or decimal scale), or fail
+    half-way through its mutation and leave FINAL failing (text that is no
+    number). Every stored row counts, cancel rows included. -#}
+{% macro _check_stored_values_fit(cfg, objs, current_types, result, retyped) %}
+  {%- set checks = vcmt._value_checks(cfg, result | selectattr('name', 'in', retyped) | list, current_types) -%}
+  {%- if not checks -%}{{ return(none) }}{%- endif -%}
+  {%- set counts = [] -%}
+  {%- for ch in checks -%}{%- do counts.append('countIf(' ~ ch.bad ~ ')') -%}{%- endfor -%}
+  {%- set found = run_query('select ' ~ counts | join(', ') ~ ' from ' ~ objs.target ~ ' '
+      ~ vcmt._read_settings()).rows[0] -%}
+  {%- for ch in checks -%}{%- if found[loop.index0] | int > 0 -%}
+    {%- set sample = run_query('select toString(' ~ vcmt._quote(ch.name) ~ ') from ' ~ objs.target ~ ' where ' ~ ch.bad
+        ~ ' limit 1').rows[0][0] -%}
+    {{ exceptions.raise_compiler_error("vcmt_upsert: cannot change the type of column `" ~ ch.name ~ "` of `"
+        ~ objs.target ~ "` from "
+        ~ current_types[ch.name] ~ " to " ~ ch.type ~ ": " ~ found[loop.index0] ~ " stored row(s) "
+        ~ "cannot take it without losing or changing their value, e.g. "
+        ~ (sample if sample is not none else 'NULL') ~ ". Nothing was changed. Keep returning the column with its type "
+        ~ "(cast in the SELECT), or run with --full-refresh to reload it from the SELECT.") }}
+  {%- endif -%}{%- endfor -%}
+{% endmacro %}

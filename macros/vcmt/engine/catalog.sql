@@ -242,6 +242,13 @@
 {% endmacro %}
 
 
+{#- The first by name of the tables `names` in `schema` whose comment is
+    `comment`, on the dbt node ('' when none). -#}
+{% macro _first_commented_table(schema, names, comment) %}
+  {{ return(run_query("select min(name) " ~ vcmt._commented_tables_sql(schema, names, comment)).rows[0][0]) }}
+{% endmacro %}
+
+
 {#- SQL giving where the Distributed engine sends a key on `cluster`: the
     weights of the shards that take rows, in shard order, e.g. '1,1' (a
     shard of weight 0 owns no slot); a sharded model's placement

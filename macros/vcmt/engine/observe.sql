@@ -91,13 +91,14 @@
   {#- Every node's: ON CLUSTER DDL may have run on some nodes only. -#}
   {%- set label = vcmt._node_label_sql(cluster) -%}
   {%- if cluster -%}
-    {%- do parts.append({'key': 'nodes', 'json': true, 'sql': vcmt._json_rows_sql({'node': 'node', 'name': 'name',
+    {%- do parts.append({'key': 'nodes', 'json': true, 'sql': vcmt._json_rows_sql({'node': label, 'name': 'name',
         'comment': 'comment', 'engine': 'engine'}, 'from clusterAllReplicas(' ~ vcmt._sql_string(cluster)
-        ~ ', view(select ' ~ label ~ ' as node, name, comment, engine ' ~ tables ~ ')) settings '
-        ~ 'skip_unavailable_shards = 0')}) -%}
+        ~ ', system.tables) where ' ~ vcmt._observed_tables_condition(schema, observed)
+        ~ ' settings skip_unavailable_shards = 0')}) -%}
   {%- endif -%}
   {%- do parts.append({'key': 'node', 'json': false, 'sql': 'select ' ~ vcmt._node_label_sql(none)}) -%}
   {%- set own = [objs.target.identifier, objs.stage.identifier, objs.tombstones.identifier, objs.loads.identifier] -%}
+  {%- for role, local in vcmt._distributed_pairs() if role in objs -%}{%- do own.append(objs[role].identifier) -%}{%- endfor -%}
   {%- set quoted = [] -%}
   {%- for name in own -%}{%- do quoted.append(vcmt._sql_string(name)) -%}{%- endfor -%}
   {%- do parts.append({'key': 'columns', 'json': true, 'sql': vcmt._json_rows_sql({'table': 'table', 'name': 'name',

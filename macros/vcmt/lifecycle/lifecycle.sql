@@ -32,55 +32,17 @@
 {% endmacro %}
 
 
-{#- First run or --full-refresh. Everything has been checked with the engine
-    (check.sql, called by the materialization before it takes the lock), so a
-    bad config fails with no object created or changed.
-    Returns the objects the load writes into. A full refresh builds a
-    complete second set of objects under staging names, views included, and
-    returns it: the load fills it while the old objects keep serving, and
-    `_swap_in_new_objects` swaps it in only once the load has succeeded
-    (docs/design.md#lifecycle). A first run creates the objects in place. -#}
-{% macro _build_objects(cfg, objs, columns, found) %}
-  {%- do vcmt._check_fence(objs.target) -%}
-  {%- set new = vcmt._staging_objects(objs) -%}
-  {#- Leftovers of an earlier attempt go from every node (an interrupted
-      swap may have left them on some nodes only). -#}
-  {%- do vcmt._drop_leftovers(objs) -%}
-  {%- if vcmt._swaps_on_full_refresh(objs, found) -%}
-    {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': full refresh: building and loading new tables beside the old '
-        ~ 'ones (' ~ new.target.identifier ~ ', ...); the old ones serve until the load has succeeded', info=true) }}
-    {%- do vcmt._create_objects(cfg, new, columns, guarded=false, generation=vcmt._generation_comment()) -%}
-    {#- The load's batch and fan-out are its lock generation's (_generation_object). -#}
-    {%- for o in vcmt._roles_of('load_table') -%}{%- do new.update({o.role: objs[o.role]}) -%}{%- endfor -%}
-    {{ return(new) }}
-  {%- endif -%}
-  {#- No target: nothing to keep (leftovers of an earlier attempt go). -#}
-  {%- do vcmt._drop_objects(objs) -%}
-  {%- do vcmt._create_objects(cfg, objs, columns) -%}
-  {{ return(objs) }}
+{#- First run or --full-refresh (plans.sql `_plan_build`), applied.
+    Returns the objects the load writes into. -#}
+{% macro _build_objects(cfg, objs, columns, found, anywhere) %}
+  {%- set build = vcmt._plan_build(cfg, objs, columns, found, anywhere) -%}
+  {%- do vcmt._apply(cfg, objs, build.steps) -%}
+  {{ return(build.into) }}
 {% endmacro %}
 
 
 {% macro _swaps_on_full_refresh(objs, found) %}
   {{ return(objs.target.identifier in found and adapter.can_exchange(objs.target.schema, 'table')) }}
-{% endmacro %}
-
-
-{#- Create every object of a model, after everything has been checked, each
-    statement right after a check of the lock (lock.sql, `_check_fence`).
-    `generation` (a full refresh's): written as the comment of each table
-    the swap exchanges, so that each node's catalog says which generation
-    its tables belong to (_interrupted_swap). -#}
-{% macro _create_objects(cfg, objs, columns, guarded=none, generation=none) %}
-  {%- set guarded = adapter.can_exchange(objs.target.schema, 'table') if guarded is none else guarded -%}
-  {%- set marked = [] -%}
-  {%- for role in vcmt._swapped_roles(cfg, objs, columns) -%}{%- do marked.append('vcmt_create_'
-      ~ role) -%}{%- endfor -%}
-  {%- for name, create_sql in vcmt._create_statements(cfg, objs, columns, guarded) -%}
-    {%- do vcmt._check_fence(objs.target) -%}
-    {%- call statement(name) -%}{{ create_sql }}{{ '\n  comment ' ~ vcmt._sql_string(generation) if generation
-        and name in marked }}{%- endcall -%}
-  {%- endfor -%}
 {% endmacro %}
 
 
@@ -167,78 +129,31 @@
     dropped with the staging views. Until the first exchange a failure leaves
     the old objects and data untouched. -#}
 {% macro _swap_in_new_objects(cfg, objs, new, columns, found) %}
-  {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': full refresh: new tables loaded, swapping them in', info=true) }}
-  {%- do vcmt._exchange_tables(objs, new, vcmt._swapped_roles(cfg, new, columns), found) -%}
+  {%- do vcmt._apply(cfg, objs, vcmt._plan_exchange(objs, new, vcmt._swapped_roles(cfg, new, columns), found,
+      log='vcmt_upsert ' ~ objs.target.identifier ~ ': full refresh: new tables loaded, swapping them in')) -%}
   {%- do vcmt._finish_swap(cfg, objs, new, columns, found) -%}
 {% endmacro %}
 
 
-{#- Each of `roles`' new table exchanged with the model's (renamed to the
-    model's name where it had none): the one step of a swap that is not
-    idempotent (an EXCHANGE run again swaps back). -#}
-{% macro _exchange_tables(objs, new, roles, found) %}
-  {%- for role in roles -%}
-    {%- do vcmt._check_fence(objs.target) -%}
-    {%- call statement('vcmt_swap_' ~ role) -%}
-      {%- if objs[role].identifier in found %}
-      exchange tables {{ new[role] }} and {{ objs[role] }} {{ on_cluster_clause(objs[role]) }}
-      {%- else %}
-      rename table {{ new[role] }} to {{ objs[role] }} {{ on_cluster_clause(objs[role]) }}
-      {%- endif -%}
-    {%- endcall -%}
-  {%- endfor -%}
-{% endmacro %}
-
-
-{#- The rest of a swap, once every table is exchanged: each step can run
-    again with the same outcome, so a run that finds a swap interrupted
-    after its exchanges finishes it with this (_resume_swap). -#}
+{#- The rest of a swap (plans.sql `_plan_finish_swap`), applied once the
+    staging and mend names left on every node are read again: the exchanges
+    changed the catalog. -#}
 {% macro _finish_swap(cfg, objs, new, columns, found) %}
-  {#- A sharded model's Distributed tables reach every shard's local tables by
-      name, so they now serve the new ones; each is replaced (atomically) by
-      one with the new tables' columns, which it copies at creation. -#}
-  {%- if vcmt._sharded(objs) -%}
-    {%- for role, local in vcmt._distributed_pairs() -%}
-      {%- do vcmt._check_fence(objs.target) -%}
-      {%- call statement('vcmt_replace_' ~ role) -%}{{ vcmt._create_distributed_sql(cfg, objs[role], objs[local],
-          replace=true) }}{%- endcall -%}
-    {%- endfor -%}
-  {%- endif -%}
-  {#- The transform (the view modified when changed) first: until it is
-      rewritten, it applies the old query to the new tables. -#}
-  {%- set views = [] -%}
-  {%- for view in vcmt._views(cfg, objs, columns) -%}
-    {%- if vcmt._object(view[0]).get('modify_when_changed') -%}{%- do views.insert(0,
-        view) -%}{%- else -%}{%- do views.append(view) -%}{%- endif -%}
-  {%- endfor -%}
-  {%- for role, to, select_sql in views -%}
-    {%- do vcmt._check_fence(objs.target) -%}
-    {%- if found.get(objs[role].identifier, {}).get('engine') == 'MaterializedView' -%}
-      {%- call statement('vcmt_modify_' ~ role) -%}
-        {{ vcmt._modify_view_sql(objs[role], select_sql) }}
-      {%- endcall -%}
-    {%- else -%}
-      {%- call statement('vcmt_drop_' ~ role) -%}{{ vcmt._drop_sql(objs[role]) }}{%- endcall -%}
-      {%- call statement('vcmt_create_' ~ role) -%}{{ vcmt._create_view_sql(objs[role], to,
-          select_sql) }}{%- endcall -%}
-    {%- endif -%}
-  {%- endfor -%}
-  {%- for role in vcmt._unwanted_views(cfg) -%}
-    {%- do vcmt._check_fence(objs.target) -%}
-    {%- call statement('vcmt_drop_' ~ role) -%}{{ vcmt._drop_sql(objs[role]) }}{%- endcall -%}
-  {%- endfor -%}
-  {#- The staging names now hold the old tables, and the staging views (dropped first) serve them. -#}
-  {%- do vcmt._drop_leftovers(objs) -%}
+  {%- do vcmt._apply(cfg, objs, vcmt._plan_finish_swap(cfg, objs, new, columns, found,
+      vcmt._existing_anywhere(vcmt._mend_sets(objs) + [new]))) -%}
 {% endmacro %}
 
 
-{#- Drop, on every node where they are, a full refresh's staging objects and
-    a mend's copies and Merge tables (_mend_split): the mend's first, so a
-    run stopped in between still finds the staging objects and finishes. -#}
-{% macro _drop_leftovers(objs) %}
-  {%- set sets = vcmt._mend_sets(objs) + [vcmt._staging_objects(objs)] -%}
-  {%- set found = vcmt._existing_anywhere(sets) -%}
-  {%- for set in sets -%}{%- do vcmt._drop_objects(set, found) -%}{%- endfor -%}
+{#- The staging and mend names of the model `objs` and the nodes holding
+    each, from the run's observation of every node (`nodes`). -#}
+{% macro _leftovers_in(objs, nodes) %}
+  {%- set names = [] -%}
+  {%- for set in vcmt._mend_sets(objs) + [vcmt._staging_objects(objs)] -%}
+    {%- for rel in set.values() -%}{%- do names.append(rel.identifier) -%}{%- endfor -%}
+  {%- endfor -%}
+  {%- set anywhere = {} -%}
+  {%- for row in nodes if row.name in names -%}{%- do anywhere.setdefault(row.name, []).append(row.node) -%}{%- endfor -%}
+  {{ return(anywhere) }}
 {% endmacro %}
 
 
@@ -328,10 +243,10 @@
     model): a swap interrupted after its load succeeded is finished on every
     node, a split one mended first (_mend_split); staging objects no node
     swapped in are dropped. A split that cannot be mended fails the run,
-    naming each node, what it serves, why, and what to run. `nodes`: the
-    run's observation of the catalog (_interrupted_swap).
+    naming each node, what it serves, why, and what to run. `nodes` and
+    `found`: the run's observation of the catalog (observe.sql).
     Returns whether it finished a swap. -#}
-{% macro _finish_interrupted_swap(cfg, objs, columns, nodes) %}
+{% macro _finish_interrupted_swap(cfg, objs, columns, nodes, found) %}
   {%- set found_swap = vcmt._interrupted_swap(cfg, objs, columns, nodes) -%}
   {%- if found_swap is none -%}{{ return(false) }}{%- endif -%}
   {%- set new = vcmt._staging_objects(objs) -%}
@@ -342,8 +257,7 @@
     {{ log('vcmt_upsert ' ~ model ~ ': a --full-refresh stopped before it swapped any table in; '
         ~ 'the model serves its own tables on every node, and the staging objects it left ('
         ~ found_swap.leftovers | list | join(', ') ~ ') are dropped on every node', info=true) }}
-    {%- do vcmt._check_fence(objs.target) -%}
-    {%- do vcmt._drop_leftovers(objs) -%}
+    {%- do vcmt._apply(cfg, objs, vcmt._plan_drop_leftovers(objs, found_swap.leftovers)) -%}
   {%- endif -%}
   {%- if found_swap.state in ['unswapped', 'mixed'] and found_swap.mixed -%}
     {%- do vcmt._refuse_mixed(objs, found_swap) -%}
@@ -359,7 +273,9 @@
         ~ 'rebuild of ' ~ named | join(', ') ~ ' from the table that holds it there, and the copy is swapped in on '
         ~ 'every node', info=true) }}
     {%- do vcmt._mend_split(cfg, objs, columns, found_swap) -%}
+    {#- The mend changed the catalog: read again, once. -#}
     {%- set found_swap = vcmt._interrupted_swap(cfg, objs, columns) -%}
+    {%- set found = vcmt._existing_objects(objs) -%}
     {%- if found_swap is none or found_swap.state != 'resumable' -%}
       {{ exceptions.raise_compiler_error("vcmt_upsert " ~ model ~ ": after mending the swap of " ~ named | join(', ')
           ~ ", the nodes' catalogs read '" ~ (found_swap.state if found_swap else 'no staging object') ~ "' where "
@@ -374,8 +290,7 @@
       ~ 'while it swapped its new tables in; every node serves the same tables, so its swap is finished on every node ('
          ~ ('exchanging ' ~ named | join(', ') ~ ', then ' if found_swap.pending else '')
          ~ 'its Distributed tables and views, and its staging objects dropped)', info=true) }}
-  {%- set found = vcmt._existing_objects(objs) -%}
-  {%- do vcmt._exchange_tables(objs, new, found_swap.pending, found) -%}
+  {%- do vcmt._apply(cfg, objs, vcmt._plan_exchange(objs, new, found_swap.pending, found)) -%}
   {%- do vcmt._finish_swap(cfg, objs, new, columns, found) -%}
   {{ return(true) }}
 {% endmacro %}
@@ -429,10 +344,7 @@
     {%- if not rebuild -%}
       {{ return('the node dbt connects to holds the rebuild of ' ~ objs[role].identifier ~ ' under no name') }}
     {%- endif -%}
-    {%- call statement('vcmt_check_' ~ role) -%}{{ vcmt._as_temporary(vcmt._create_role_sql(cfg, role, chk[role],
-        columns)) }}{%- endcall -%}
-    {%- set built = vcmt._described_columns(chk[role]) -%}
-    {%- call statement('vcmt_check_drop') -%}drop temporary table {{ chk[role] }}{%- endcall -%}
+    {%- set built = vcmt._built_columns(cfg, role, chk[role], columns) -%}
     {%- if built != rebuild -%}
       {%- do why.append('the model changed since that --full-refresh: its config now builds '
           ~ objs[role].identifier ~ ' with columns ' ~ vcmt._columns_ddl(built) | join(', ')
@@ -456,9 +368,8 @@
     identifier '' when neither does). -#}
 {% macro _rebuild_relation(objs, role, generation) %}
   {%- set names = [objs[role].identifier, vcmt._staging_objects(objs)[role].identifier] -%}
-  {%- set here = run_query("select min(name) " ~ vcmt._commented_tables_sql(objs[role].schema, names,
-      generation)).rows[0][0] -%}
-  {{ return(objs[role].incorporate(path={'identifier': here})) }}
+  {{ return(objs[role].incorporate(path={'identifier': vcmt._first_commented_table(objs[role].schema, names,
+      generation)})) }}
 {% endmacro %}
 
 {#- Its columns, as the dbt node's catalog has them (none when it has none). -#}
@@ -539,7 +450,6 @@
     holder, so a long one keeps the lock (lock.sql, `_holder_busy`). -#}
 {% macro _mend_split(cfg, objs, columns, found_swap) %}
   {%- set new = vcmt._staging_objects(objs) -%}
-  {%- set copies, sources = vcmt._mend_sets(objs) -%}
   {%- set generation = found_swap.generation -%}
   {%- for role in found_swap.split -%}
     {%- do vcmt._renew_lock(cfg, objs) -%}
@@ -548,55 +458,26 @@
     {#- On each node that runs it, the one of the two names that holds the rebuild there (the first by name,
         as _rebuild_holders lists them). -#}
     {%- set here = 'select min(name) ' ~ vcmt._commented_tables_sql(own.schema, names, generation) -%}
-    {%- do vcmt._drop_mend_tables(objs, role) -%}
     {%- set rebuild_columns = vcmt._rebuild_columns(objs, role, generation) -%}
-    {%- set alternatives = [] -%}
-    {%- for name in names -%}{%- do alternatives.append(modules.re.escape(name)) -%}{%- endfor -%}
-    {%- do vcmt._check_fence(objs.target) -%}
-    {%- call statement('vcmt_mend_source') -%}
-      create table {{ sources[role] }} {{ on_cluster_clause(sources[role]) }} (
-        {{ vcmt._columns_ddl(rebuild_columns) | join(',\n    ') }}
-      ) engine = Merge({{ vcmt._sql_string(own.schema) }}, {{ vcmt._sql_string('^(' ~ alternatives | join('|')
-          ~ ')$') }})
-    {%- endcall -%}
-    {%- do vcmt._check_fence(objs.target) -%}
     {#- Sorted as the rebuild is (_sorting_key_default: a table from before keeps the key alone). -#}
     {%- set built = vcmt._sorting_key_default(cfg, columns, vcmt._rebuild_relation(objs, role, generation)) -%}
-    {%- call statement('vcmt_mend_copy') -%}
-      {{ vcmt._create_role_sql(built, role, copies[role], columns) }}
-      comment {{ vcmt._sql_string(generation) }}
-      as select {{ vcmt._column_list(rebuild_columns | map(attribute='name') | list) }} from {{ sources[role] }}
-      where _table in ({{ here }})
-        and (select throwIf(count() = 0, {{ vcmt._sql_string('vcmt: no table of the rebuild on this node: '
-            ~ names | join(' or ')) }}) {{ vcmt._commented_tables_sql(own.schema, names, generation) }}) = 0
-        and {{ vcmt._fenced(objs.target) }}
-      {{ vcmt._settings_clause(vcmt._holder_settings(objs.target)) }}
-    {%- endcall -%}
-    {%- do vcmt._check_mend_copy(objs, found_swap, role, rebuild_columns, here) -%}
-    {%- do vcmt._check_fence(objs.target) -%}
-    {%- call statement('vcmt_mend_drop') -%}{{ vcmt._drop_sql(sources[role]) }}{%- endcall -%}
+    {%- do vcmt._apply(cfg, objs, vcmt._plan_mend_copy(cfg, built, objs, columns, role, generation, rebuild_columns,
+        here)) -%}
+    {%- set problems = vcmt._mend_copy_problems(objs, found_swap, role, rebuild_columns, here) -%}
+    {%- if problems -%}
+      {%- do vcmt._apply(cfg, objs, vcmt._plan_drop_mend(objs, role)) -%}
+      {{ exceptions.raise_compiler_error("vcmt_upsert " ~ vcmt._public_relation(objs).identifier ~ ": mending the "
+          ~ "split swap of " ~ objs[role].identifier ~ ": the copy of the rebuild `" ~ found_swap.generation
+          ~ "` does not match it: " ~ problems | join('; ') ~ ". That copy was dropped and not swapped in. Run `dbt "
+          ~ "run --select " ~ vcmt._public_relation(objs).identifier ~ "` again to mend it again; if it fails the "
+          ~ "same way, run it with --full-refresh, which drops the staging objects on every node and rebuilds the "
+          ~ "model.") }}
+    {%- endif -%}
     {#- A split RENAME (the model had no such table before that --full-refresh) leaves the model's name on some
         nodes only: an empty table of it where it is missing, for the EXCHANGE. -#}
-    {%- if found_swap.rows | selectattr('name', 'equalto', own.identifier) | map(attribute='node') | unique | list
-        | length < found_swap.swapped | length -%}
-      {%- do vcmt._check_fence(objs.target) -%}
-      {%- call statement('vcmt_mend_placeholder') -%}
-        {{ vcmt._if_not_exists(vcmt._create_role_sql(cfg, role, own, columns)) }}
-      {%- endcall -%}
-    {%- endif -%}
-    {%- do vcmt._check_fence(objs.target) -%}
-    {%- call statement('vcmt_mend_swap') -%}
-      exchange tables {{ copies[role] }} and {{ own }} {{ on_cluster_clause(own) }}
-    {%- endcall -%}
-  {%- endfor -%}
-{% endmacro %}
-
-
-{#- A mend's copy of `role` and its Merge table dropped on every node. -#}
-{% macro _drop_mend_tables(objs, role) %}
-  {%- for set in vcmt._mend_sets(objs) | reverse -%}
-    {%- do vcmt._check_fence(objs.target) -%}
-    {%- call statement('vcmt_mend_drop') -%}{{ vcmt._drop_sql(set[role]) }}{%- endcall -%}
+    {%- do vcmt._apply(cfg, objs, vcmt._plan_mend_swap(cfg, objs, columns, role, found_swap.rows
+        | selectattr('name', 'equalto', own.identifier) | map(attribute='node') | unique | list
+        | length < found_swap.swapped | length)) -%}
   {%- endfor -%}
 {% endmacro %}
 
@@ -606,10 +487,8 @@
     (`here`, run on each node) give the same count and checksum as their
     engine merges them (`final = 1`: a collapsing, summing or aggregating
     table reads the same whatever its merges have done; the copy may have
-    been merged on insert). Else the mend's tables of `role` are dropped and
-    the run fails, naming the difference. -#}
-{% macro _check_mend_copy(objs, found_swap, role, rebuild_columns, here) %}
-  {%- set model = vcmt._public_relation(objs).identifier -%}
+    been merged on insert). Returns the differences, one line per node. -#}
+{% macro _mend_copy_problems(objs, found_swap, role, rebuild_columns, here) %}
   {%- set copies, sources = vcmt._mend_sets(objs) -%}
   {#- Fenced, so each read also names the lock's holder while it runs (a long one keeps the lock). -#}
   {%- set fenced = vcmt._fenced(objs.target) -%}
@@ -621,14 +500,7 @@
     {%- do problems.append(node ~ ' has ' ~ vcmt._checksum_text(made.get(node)) ~ ' in the copy where the rebuild has '
         ~ vcmt._checksum_text(held.get(node))) -%}
   {%- endfor -%}
-  {%- if problems -%}
-    {%- do vcmt._drop_mend_tables(objs, role) -%}
-    {{ exceptions.raise_compiler_error("vcmt_upsert " ~ model ~ ": mending the split swap of " ~ objs[role].identifier
-        ~ ": the copy of the rebuild `" ~ found_swap.generation ~ "` does not match it: " ~ problems | join('; ')
-        ~ ". That copy was dropped and not swapped in. Run `dbt run --select " ~ model ~ "` again to mend it "
-        ~ "again; if it fails the same way, run it with --full-refresh, which drops the staging objects on every "
-        ~ "node and rebuilds the model.") }}
-  {%- endif -%}
+  {{ return(problems) }}
 {% endmacro %}
 
 {% macro _checksum_text(sums) %}
@@ -716,6 +588,7 @@
     either compares again. -#}
 {% macro _reconcile_objects(cfg, objs, columns, found, obs) %}
   {%- set plan = vcmt._schema_change_plan(cfg, objs, columns, found, obs) -%}
+  {%- do vcmt._check_stored_values_fit(cfg, objs, plan.current_types, plan.columns, plan.retyped) -%}
   {%- set observed = not plan.changed and not plan.merge -%}
   {%- set cfg = vcmt._config_for_plan(cfg, plan) -%}
   {%- set columns = plan.columns -%}
@@ -752,55 +625,8 @@
         ~ ": a sharded model (`sharding_key`) does not change its tables in place; this run would apply: "
         ~ plan.describe ~ ". Nothing was changed. Run with --full-refresh to rebuild every shard from the SELECT.") }}
   {%- endif -%}
-  {%- for step in plan.before -%}
-    {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': schema step: ' ~ step.name) }}
-    {%- do vcmt._check_fence(objs.target) -%}
-    {%- call statement('vcmt_schema_step') -%}{{ vcmt._plan_step_sql(step, objs[step.on]) }}{%- endcall -%}
-  {%- endfor -%}
-
-  {%- for role, create_sql in vcmt._helper_tables(cfg, objs, columns) -%}
-    {%- if objs[role].identifier not in found -%}
-      {%- call statement('vcmt_create_' ~ role) -%}{{ create_sql }}{%- endcall -%}
-    {%- endif -%}
-  {%- endfor -%}
-  {%- do vcmt._add_missing_loads_columns(objs, found) -%}
-  {#- delete_mode: the new writer is attached before the old one goes, so no
-      delete is ever left without a tombstone. -#}
-  {%- for role, to, select_sql in kept -%}
-    {%- call statement('vcmt_create_' ~ role) -%}{{ vcmt._create_view_sql(objs[role], to, select_sql) }}{%- endcall -%}
-  {%- endfor -%}
-
-  {%- for role, to, select_sql, exists in rewritten -%}
-    {%- if not exists -%}
-      {%- call statement('vcmt_create_' ~ role) -%}{{ vcmt._create_view_sql(objs[role], to,
-          select_sql) }}{%- endcall -%}
-    {%- else -%}
-      {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': ' ~ role ~ ' changed, updating it in place (MODIFY QUERY)',
-          info=true) }}
-      {%- do vcmt._check_fence(objs.target) -%}
-      {%- call statement('vcmt_modify_' ~ role) -%}{{ vcmt._modify_view_sql(objs[role], select_sql) }}{%- endcall -%}
-    {%- endif -%}
-  {%- endfor -%}
-  {%- if vcmt._sharded(objs) -%}
-    {%- for role, local in vcmt._distributed_pairs() if objs[role].identifier not in found -%}
-      {%- call statement('vcmt_create_' ~ role) -%}{{ vcmt._create_distributed_sql(cfg, objs[role],
-          objs[local]) }}{%- endcall -%}
-    {%- endfor -%}
-    {%- do vcmt._repair_distributed(cfg, objs) -%}
-  {%- endif -%}
-  {%- for role in vcmt._unwanted_views(cfg) if objs[role].identifier in found -%}
-    {%- call statement('vcmt_drop_' ~ role) -%}{{ vcmt._drop_sql(objs[role], if_exists=false) }}{%- endcall -%}
-  {%- endfor -%}
-
-  {%- for step in plan.after -%}
-    {%- if step.log is defined -%}
-      {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': ' ~ step.log, info=true) }}
-    {%- else -%}
-      {{ log('vcmt_upsert ' ~ objs.target.identifier ~ ': schema step: ' ~ step.name) }}
-    {%- endif -%}
-    {%- do vcmt._check_fence(objs.target) -%}
-    {%- call statement('vcmt_schema_step') -%}{{ vcmt._plan_step_sql(step, objs[step.on]) }}{%- endcall -%}
-  {%- endfor -%}
+  {%- do vcmt._apply(cfg, objs, vcmt._plan_reconcile(cfg, objs, columns, found, plan, kept, rewritten,
+      vcmt._distributed_to_repair(objs, found, obs))) -%}
   {{ return({'cfg': cfg, 'columns': columns}) }}
 {% endmacro %}
 
@@ -809,17 +635,19 @@
     creation. A `--full-refresh` that failed after swapping the local tables
     in and before replacing the Distributed ones (a node lost in between)
     leaves them with the old columns: each is replaced again, as that full
-    refresh would have, so the rerun repairs it (docs/design.md#sharded-clusters). -#}
-{% macro _repair_distributed(cfg, objs) %}
-  {%- set pairs = vcmt._distributed_pairs() -%}
-  {%- set names = [] -%}
-  {%- for role, local in pairs -%}{%- do names.extend([objs[role].identifier, objs[local].identifier]) -%}{%- endfor -%}
-  {#- One query per run: each table's columns, in order. -#}
-  {%- set columns = vcmt._column_signatures(objs.target.schema, names) -%}
-  {%- for role, local in pairs if columns.get(objs[role].identifier) != columns.get(objs[local].identifier) -%}
-    {{ log('vcmt_upsert ' ~ objs[role].identifier ~ ': its columns differ from ' ~ objs[local].identifier
-        ~ "'s (an interrupted --full-refresh); replacing it", info=true) }}
-    {%- call statement('vcmt_replace_' ~ role) -%}{{ vcmt._create_distributed_sql(cfg, objs[role], objs[local],
-        replace=true) }}{%- endcall -%}
+    refresh would have, so the rerun repairs it (docs/design.md#sharded-clusters).
+    The (Distributed role, local role) pairs whose columns differ, from the
+    run's observation. -#}
+{% macro _distributed_to_repair(objs, found, obs) %}
+  {%- set pairs = [] -%}
+  {%- if not vcmt._sharded(objs) -%}{{ return(pairs) }}{%- endif -%}
+  {%- for role, local in vcmt._distributed_pairs() if objs[role].identifier in found -%}
+    {%- set mine = [] -%}{%- set theirs = [] -%}
+    {%- for c in vcmt._observed_columns(obs, objs[role].identifier) -%}{%- do mine.append((c.name,
+        c.data_type)) -%}{%- endfor -%}
+    {%- for c in vcmt._observed_columns(obs, objs[local].identifier) -%}{%- do theirs.append((c.name,
+        c.data_type)) -%}{%- endfor -%}
+    {%- if mine != theirs -%}{%- do pairs.append((role, local)) -%}{%- endif -%}
   {%- endfor -%}
+  {{ return(pairs) }}
 {% endmacro %}

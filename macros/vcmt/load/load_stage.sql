@@ -41,7 +41,7 @@
   {%- endif -%}
   {%- do vcmt._check_on_every_node(objs, 'vcmt.load_stage ' ~ model) -%}
   {%- set found = vcmt._existing_objects(objs) -%}
-  {%- do vcmt._add_missing_loads_columns(objs, found) -%}
+  {%- do vcmt._apply(cfg, objs, vcmt._plan_loads_columns(objs, found)) -%}
   {%- do vcmt._check_stored_routing(cfg, objs, found, vcmt._refresh_advice(objs), 'vcmt.load_stage ' ~ model) -%}
   {%- set columns = [] -%}
   {%- for c in adapter.get_columns_in_relation(objs.target) -%}{%- do columns.append({'name': c.name,

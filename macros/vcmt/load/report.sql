@@ -126,20 +126,6 @@
 {% endmacro %}
 
 
-{#- A `<model>__loads` made by an earlier version gets the fields added since
-    (read from its stored CREATE: no catalog query). -#}
-{% macro _add_missing_loads_columns(objs, found) %}
-  {%- set stored = found.get(objs.loads.identifier, {}).get('create_table_query') -%}
-  {%- if not stored -%}{{ return(none) }}{%- endif -%}
-  {%- for name, type, _ in vcmt._loads_fields() if not vcmt._stored_has_column(stored, name) -%}
-    {%- call statement('vcmt_loads_add_' ~ name) -%}
-      alter table {{ objs.loads }} {{ on_cluster_clause(objs.loads) }}
-      add column if not exists {{ vcmt._quote(name) }} {{ type }}
-    {%- endcall -%}
-  {%- endfor -%}
-{% endmacro %}
-
-
 {#- Record one load in `<model>__loads`, by column name, from the run's stats
     (the keys of `stats` are the field names). -#}
 {% macro _record_load(objs, stats) %}

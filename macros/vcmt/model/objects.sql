@@ -32,7 +32,7 @@
       generation (that name is dropped as an older generation's);
     - views: a load table with views of its own, named after it
       (_load_view), dropped with it (_drop_load_table), never by
-      `_drop_objects`: the virtual shards' fan-out (virtual_shards.sql);
+      lifecycle/plans.sql `_plan_drop`: the virtual shards' fan-out (virtual_shards.sql);
     - swap: where a --full-refresh exchanges it, in this order;
     - drop: where it is dropped, in this order (views before their stage).
     With a `sharding_key` (on a dbt-clickhouse `cluster`) the target and the
@@ -129,19 +129,6 @@
         can_on_cluster=target.can_on_cluster)}) -%}
   {%- endfor -%}
   {{ return(objs) }}
-{% endmacro %}
-
-
-{#- Drop every object of the model (only those in `found` when given), in
-    their declared drop order: views first, so no writer ever sees a stage
-    without its transform. -#}
-{% macro _drop_objects(objs, found=none) %}
-  {%- for role in vcmt._roles_by(objs, 'drop') if found is none or objs[role].identifier in found -%}
-    {%- do vcmt._check_fence(objs.target) -%}
-    {%- call statement('vcmt_drop_' ~ role) -%}
-      {{ vcmt._drop_sql(objs[role]) }}
-    {%- endcall -%}
-  {%- endfor -%}
 {% endmacro %}
 
 
