@@ -98,7 +98,9 @@
   {%- endif -%}
   {%- do parts.append({'key': 'node', 'json': false, 'sql': 'select ' ~ vcmt._node_label_sql(none)}) -%}
   {%- set own = [objs.target.identifier, objs.stage.identifier, objs.tombstones.identifier, objs.loads.identifier] -%}
-  {%- for role, local in vcmt._distributed_pairs() if role in objs -%}{%- do own.append(objs[role].identifier) -%}{%- endfor -%}
+  {%- for role, local in vcmt._distributed_pairs() if role in objs -%}
+    {%- do own.append(objs[role].identifier) -%}
+  {%- endfor -%}
   {%- set quoted = [] -%}
   {%- for name in own -%}{%- do quoted.append(vcmt._sql_string(name)) -%}{%- endfor -%}
   {%- do parts.append({'key': 'columns', 'json': true, 'sql': vcmt._json_rows_sql({'table': 'table', 'name': 'name',

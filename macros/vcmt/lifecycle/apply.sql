@@ -6,7 +6,7 @@
     the statement is DDL on the model's objects (lock.sql `_check_fence`:
     DDL takes no WHERE), names the statement after its step so the fault
     harness and the logs can point at it, and keeps it in the run's record
-    (`cfg._run.applied`). No other macro under lifecycle/ sends a statement
+    (`cfg._run.steps`). No other macro under lifecycle/ sends a statement
     (tests/lifecycle keeps it so). -#}
 
 
@@ -24,7 +24,7 @@
     before it did stays done, and each plan is written so that the next run
     finds a state it knows (lifecycle.sql). -#}
 {% macro _apply(cfg, objs, steps) %}
-  {%- set record = vcmt._run_state(cfg).setdefault('applied', []) -%}
+  {%- set record = vcmt._run_state(cfg).setdefault('steps', []) -%}
   {%- for step in steps -%}
     {%- if step.log -%}{{ log(step.log, info=step.info) }}{%- endif -%}
     {%- if step.fence -%}{%- do vcmt._check_fence(objs.target) -%}{%- endif -%}

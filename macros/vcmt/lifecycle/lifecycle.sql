@@ -152,7 +152,9 @@
     {%- for rel in set.values() -%}{%- do names.append(rel.identifier) -%}{%- endfor -%}
   {%- endfor -%}
   {%- set anywhere = {} -%}
-  {%- for row in nodes if row.name in names -%}{%- do anywhere.setdefault(row.name, []).append(row.node) -%}{%- endfor -%}
+  {%- for row in nodes if row.name in names -%}
+    {%- do anywhere.setdefault(row.name, []).append(row.node) -%}
+  {%- endfor -%}
   {{ return(anywhere) }}
 {% endmacro %}
 

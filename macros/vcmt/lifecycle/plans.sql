@@ -196,21 +196,6 @@
 {% endmacro %}
 
 
-{#- A `<model>__loads` created by an older version lacks the fields added
-    since (report.sql `_loads_fields`): each is added, from the table's
-    stored CREATE in `found`. -#}
-{% macro _plan_loads_columns(objs, found) %}
-  {%- set stored = found.get(objs.loads.identifier, {}).get('create_table_query') -%}
-  {%- set steps = [] -%}
-  {%- for name, type, _ in vcmt._loads_fields() if stored and not vcmt._stored_has_column(stored, name) -%}
-    {%- do steps.append(vcmt._step('vcmt_loads_add_' ~ name, 'alter table ' ~ objs.loads ~ ' '
-        ~ on_cluster_clause(objs.loads) ~ ' add column if not exists ' ~ vcmt._quote(name) ~ ' ' ~ type,
-        fence=false)) -%}
-  {%- endfor -%}
-  {{ return(steps) }}
-{% endmacro %}
-
-
 {#- A mend's copy of `role` and its Merge table dropped on every node. -#}
 {% macro _plan_drop_mend(objs, role) %}
   {%- set steps = [] -%}
