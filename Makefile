@@ -14,7 +14,7 @@ export DBT_VERSION_CHECK := false
 
 .DEFAULT_GOAL := help
 
-.PHONY: help demo test fuzz faults swap-sweep bench bench-server bench-staging bench-rows-read lint venv java clean capture-fixtures
+.PHONY: help demo test fuzz faults swap-sweep bench bench-server bench-staging bench-rows-read bench-statements lint venv java clean capture-fixtures
 
 help: ## this list (each target's `##` comment)
 	@awk -F':.*## ' '/^[a-z0-9-]+:.*## / { printf "  make %-18s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
@@ -65,6 +65,11 @@ bench: venv java ## every benchmark: ClickHouse, its server leg, Spark staging
 # One model loaded by dbt run on the embedded engine and on a served node (HTTP, native); ARGS (--help).
 bench-server: venv ## one model by dbt run on chDB and on a served node (HTTP, native)
 	@$(BIN)/python -m vcmt_lab.bench.server $(ARGS)
+
+# Statements and SQL time of a dbt run of one vcmt_upsert model next to dbt-clickhouse's incremental (delete+insert),
+# read from dbt's own log, and a project of 20 models of each kind with --threads 4; embedded and HTTP (ARGS: --help).
+bench-statements: venv ## statements and SQL time of a run, next to an incremental model
+	@$(BIN)/python -m vcmt_lab.bench.statements $(ARGS)
 
 # Rows a batch's lookups read against the granules holding its keys, per partition layout (issue 41);
 # rows, not time, so any machine will do; ARGS="--rows 10000000 --granularity 8192", "--engine http" for a served
