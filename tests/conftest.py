@@ -75,7 +75,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 MODULE_SECONDS = {
     "tests/materialization/test_sharded.py": 650,
     "tests/cdc/test_staged_lake.py": 420,
-    "tests/server/test_overlapping_loads.py": 280,
+    "tests/server/test_overlapping_loads.py": 330,
     "tests/materialization/test_semantics.py": 270,
     "tests/server/test_faults.py": 220,
     "tests/fuzz/test_fuzz.py": 200,
@@ -83,7 +83,7 @@ MODULE_SECONDS = {
     "tests/materialization/test_validation.py": 180,
     "tests/materialization/test_lifecycle.py": 170,
     "tests/cdc/test_python_models_session.py": 140,
-    "tests/materialization/test_reliability.py": 135,
+    "tests/materialization/test_reliability.py": 195,
     "tests/materialization/test_external_writer.py": 130,
     "tests/materialization/test_cdc_events.py": 120,
     "tests/materialization/test_crash.py": 100,

@@ -62,23 +62,25 @@
 
 
 {#- The engine-backed half of the projection check (see _validate_projection):
-    needs a connection, so the materialization calls it before any DDL. -#}
+    needs a connection, so the materialization calls it before any DDL, once
+    the syntax check passed. One read (engine/catalog.sql
+    `_projection_parses`): each projection's parse tree, and the kinds of the
+    functions its text names. -#}
 {% macro _check_projections(cfg) %}
   {%- if not cfg.projections or not execute -%}{{ return(none) }}{%- endif -%}
-  {%- set fns = vcmt._function_kinds() -%}
+  {%- set parsed = vcmt._projection_parses(cfg.projections) -%}
   {%- for p in cfg.projections -%}
-    {%- do vcmt._check_projection_exact(p, cfg.sign, fns) -%}
+    {%- do vcmt._check_projection_exact(p, cfg.sign, parsed.kinds, parsed.trees[loop.index0]) -%}
   {%- endfor -%}
 {% endmacro %}
 
 
-{% macro _check_projection_exact(projection, sign, fns) %}
+{% macro _check_projection_exact(projection, sign, fns, tree) %}
   {%- set name = projection['name'] -%}
   {%- set query = projection['query'] -%}
   {#- The engine's own parser (_explain_ast). A projection's query parses as a
       SELECT without FROM; that it also parses as a projection was checked
       first (_check_syntax). -#}
-  {%- set tree = vcmt._explain_ast(query) -%}
   {%- set selects = tree.children[0].children[0].children -%}
   {%- if selects | length != 1 or selects[0].kind != 'SelectQuery' -%}
     {{ exceptions.raise_compiler_error("vcmt_upsert: `projections`: projection `" ~ name ~ "` must be one `select ... "

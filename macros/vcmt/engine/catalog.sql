@@ -93,11 +93,15 @@
     nodes: the one reader of EXPLAIN AST. It runs as a subquery, so a client's
     `FORMAT` clause attaches to the outer SELECT and the answer is plain rows
     on every driver (EXPLAIN in a subquery only takes a SELECT). The root's
-    one child is the SelectWithUnionQuery. -#}
-{% macro _explain_ast(select_sql) %}
-  {%- set lines = run_query('select explain from (explain ast ' ~ vcmt._user_sql(select_sql)
-      ~ ')').columns[0].values() -%}
-  {{ return(vcmt._ast_tree(lines)) }}
+    one child is the SelectWithUnionQuery. `memo`: a dict kept for the run
+    (config.sql `_run_state`), so the same text is parsed once a run. -#}
+{% macro _explain_ast(select_sql, memo=none) %}
+  {%- set memo = {} if memo is none else memo.setdefault('explain_ast', {}) -%}
+  {%- if select_sql not in memo -%}
+    {%- do memo.update({select_sql: run_query('select explain from (explain ast ' ~ vcmt._user_sql(select_sql)
+        ~ ')').columns[0].values() | list}) -%}
+  {%- endif -%}
+  {{ return(vcmt._ast_tree(memo[select_sql])) }}
 {% endmacro %}
 
 
@@ -339,22 +343,38 @@
 {% endmacro %}
 
 
-{#- The engine's aggregate and non-deterministic functions, each split into
-    names matched exactly and case-insensitive names (lowered), and the
-    aggregate combinators: {'aggregates': {'exact', 'ci'}, 'volatile': {...},
-    'combinators': [...]}. -#}
-{% macro _function_kinds() %}
+{#- For projections' queries, in one read: each one's parse tree
+    (_explain_ast's shape; run once their syntax is known to parse), and the
+    kinds of the functions their text may call (every word before a `(`, and
+    what such a word starts with, for combinators: sumIf is sum): {trees,
+    kinds: {'aggregates': {'exact', 'ci'}, 'volatile': {...}, 'combinators':
+    [...]}}, names matched exactly and case-insensitive names lowered. -#}
+{% macro _projection_parses(projections) %}
+  {%- set words = [] -%}
+  {%- set asts = [] -%}
+  {%- for p in projections -%}
+    {%- for w in modules.re.findall('([A-Za-z_][A-Za-z0-9_]*)\\s*\\(', p['query']) -%}
+      {%- if w | lower not in words -%}{%- do words.append(w | lower) -%}{%- endif -%}
+    {%- endfor -%}
+    {%- do asts.append('(select toJSONString(groupArray(explain)) from (explain ast ' ~ vcmt._user_sql(p['query'])
+        ~ '))') -%}
+  {%- endfor -%}
+  {%- set quoted = [] -%}
+  {%- for w in words -%}{%- do quoted.append(vcmt._sql_string(w)) -%}{%- endfor -%}
+  {%- set row = run_query("select (select toJSONString(groupArray((name, case_insensitive, is_aggregate))) from "
+      ~ "system.functions where (is_aggregate or deterministic = 0) and arrayExists(w -> startsWith(w, lower(name)), ["
+      ~ quoted | join(', ') ~ "]::Array(String))), (select toJSONString(groupArray(name)) from "
+      ~ "system.aggregate_function_combinators), " ~ asts | join(', ')).rows[0] -%}
   {%- set aggregates = {'exact': [], 'ci': []} -%}
   {%- set volatile = {'exact': [], 'ci': []} -%}
-  {%- set rows = run_query("select name, case_insensitive, is_aggregate from system.functions where is_aggregate or "
-      ~ "deterministic = 0") -%}
-  {%- for row in rows.rows -%}
-    {%- set bucket = aggregates if row[2] | int == 1 else volatile -%}
-    {%- do bucket['ci' if row[1] | int == 1 else 'exact'].append(row[0] | lower if row[1] | int == 1 else row[0]) -%}
+  {%- for name, ci, aggregate in fromjson(row[0]) -%}
+    {%- set bucket = aggregates if aggregate | int == 1 else volatile -%}
+    {%- do bucket['ci' if ci | int == 1 else 'exact'].append(name | lower if ci | int == 1 else name) -%}
   {%- endfor -%}
-  {%- set combinators = run_query("select name from "
-      ~ "system.aggregate_function_combinators").columns[0].values() | list -%}
-  {{ return({'aggregates': aggregates, 'volatile': volatile, 'combinators': combinators}) }}
+  {%- set trees = [] -%}
+  {%- for lines in row[2:] -%}{%- do trees.append(vcmt._ast_tree(fromjson(lines))) -%}{%- endfor -%}
+  {{ return({'trees': trees, 'kinds': {'aggregates': aggregates, 'volatile': volatile,
+             'combinators': fromjson(row[1])}}) }}
 {% endmacro %}
 
 

@@ -141,6 +141,15 @@
     {%- endfor -%}
     {%- do parts.append({'key': 'views_same', 'json': true, 'sql': 'select toJSONString(map(' ~ same | join(', ')
         ~ '))'}) -%}
+    {#- Whether each configured projection is stored as configured (schema_changes.sql). -#}
+    {%- set same = [] -%}
+    {%- for p in cfg.projections -%}
+      {%- do same.append(vcmt._sql_string(p['name']) ~ ', toString(ifNull((select formatQueryOrNull(any(query)) '
+          ~ 'from system.projections where ' ~ target ~ ' and name = ' ~ vcmt._sql_string(p['name'])
+          ~ ') = formatQueryOrNull(' ~ vcmt._sql_string(p['query']) ~ '), 0))') -%}
+    {%- endfor -%}
+    {%- do parts.append({'key': 'projections_same', 'json': true, 'sql': 'select toJSONString(map('
+        ~ same | join(', ') ~ ')::Map(String, String))'}) -%}
   {%- endif -%}
   {#- The lock (lock.sql), on its node; its table exists from a model's first load of this version on. -#}
   {%- set lock = vcmt._lock_relation(vcmt._model_relation(objs.target)) -%}

@@ -33,9 +33,12 @@
     gone, quoting canonical, so _split_top_level splits it as the engine
     does. None if the engine cannot parse it (check.sql then says so, naming
     the option). -#}
-{% macro _sql_list_items(value) %}
-  {{ return(vcmt._formatted_list_items(run_query('select formatQuerySingleLineOrNull(' ~ vcmt._sql_string('select '
-      ~ vcmt._user_sql_list(value)) ~ ')').rows[0][0])) }}
+{% macro _sql_list_items(value, memo=none) %}
+  {%- set sql = 'select formatQuerySingleLineOrNull(' ~ vcmt._sql_string('select ' ~ vcmt._user_sql_list(value))
+      ~ ')' -%}
+  {%- set memo = {} if memo is none else memo.setdefault('formatted', {}) -%}
+  {%- if sql not in memo -%}{%- do memo.update({sql: run_query(sql).rows[0][0]}) -%}{%- endif -%}
+  {{ return(vcmt._formatted_list_items(memo[sql])) }}
 {% endmacro %}
 
 {#- The same from `select <items>` as formatQuerySingleLineOrNull gave it (none: none). -#}

@@ -91,7 +91,7 @@
       {%- do drop_projections.append(name) -%}
       {%- do before.append({'on': 'target', 'action': 'drop projection ' ~ q(name), 'name': 'drop projection ' ~ name
           ~ ' (no longer configured)'}) -%}
-    {%- elif vcmt._sql_differs(query, wanted_projections[name]) or uses -%}
+    {%- elif obs.projections_same.get(name) != '1' or uses -%}
       {%- do drop_projections.append(name) -%}
       {%- set why = 'its query changed' if not uses else 'it uses column(s) ' ~ uses ~ ', which change' -%}
       {%- do before.append({'on': 'target', 'action': 'drop projection ' ~ q(name), 'name': 'drop projection ' ~ name

@@ -142,7 +142,7 @@
   {%- if written | reject('in', cfg.key_columns) | list | length == 0 -%}{{ return(plain) }}{%- endif -%}
   {%- set prefix = [] -%}
   {%- set ns = namespace(missing=cfg.key_columns | list, cut=false) -%}
-  {%- for item in (vcmt._sql_list_items(cfg.order_by) or []) if ns.missing -%}
+  {%- for item in (vcmt._sql_list_items(cfg.order_by, vcmt._run_state(cfg)) or []) if ns.missing -%}
     {%- set name = vcmt._unquote(item | trim) -%}
     {%- do prefix.append({'key': name if name in cfg.key_columns else none, 'sql': item | trim}) -%}
     {%- set ns.missing = ns.missing | reject('equalto', name) | list -%}
@@ -153,7 +153,8 @@
   {%- endif -%}
   {%- set wrapped = [] -%}
   {%- for e in exprs -%}{%- do wrapped.append('(' ~ vcmt._user_sql(e.sql) ~ ')') -%}{%- endfor -%}
-  {%- set select_list = vcmt._explain_ast('select ' ~ wrapped | join(', ')).children[0].children[0].children[0]
+  {%- set select_list = vcmt._explain_ast('select ' ~ wrapped | join(', '),
+      vcmt._run_state(cfg)).children[0].children[0].children[0]
       .children[0] -%}
   {%- set allowed = vcmt._lookup_functions() -%}
   {%- set calendar = vcmt._calendar_functions() -%}
@@ -211,11 +212,12 @@
   {%- set keyed = [] -%}
   {%- for k in cfg.key_columns -%}{%- do keyed.append(vcmt._quote(k)) -%}{%- endfor -%}
   {%- set plain = {} -%}{%- do plain.update(cfg) -%}{%- do plain.update({'order_by': keyed}) -%}
-  {%- set parted = (vcmt._sql_list_items(cfg.partition_by) if cfg.partition_by else []) or [] -%}
+  {%- set parted = (vcmt._sql_list_items(cfg.partition_by, vcmt._run_state(cfg)) if cfg.partition_by else []) or [] -%}
   {%- if not parted -%}{{ return(plain) }}{%- endif -%}
   {%- set wrapped = [] -%}
   {%- for p in parted -%}{%- do wrapped.append('(' ~ vcmt._user_sql(p | trim) ~ ')') -%}{%- endfor -%}
-  {%- set parsed = vcmt._explain_ast('select ' ~ wrapped | join(', ')).children[0].children[0].children[0]
+  {%- set parsed = vcmt._explain_ast('select ' ~ wrapped | join(', '),
+      vcmt._run_state(cfg)).children[0].children[0].children[0]
       .children[0].children -%}
   {%- set texts = [] -%}
   {%- for node in parsed -%}{%- do texts.append(vcmt._ast_text(node)) -%}{%- endfor -%}
