@@ -5,6 +5,33 @@
     macros in macros/lake/, which run no query. -#}
 
 
+{#- The layout of `dataset`'s folder, from its two listings: {direct_files, direct_paths: up to 10 of the
+    files directly in it, partition_files, bad_batch_folders: up to 10 `_batch_id=<N>` folders whose N is
+    not a batch id (`_batch_id_ok_sql`), with their paths}. The names come as rows (an array's text is the
+    driver's). -#}
+{% macro _lake_layout(dataset, format) %}
+  {%- set batch = "extract(_path, '.*/_batch_id=([^/]*)/')" -%}
+  {%- set layout -%}
+    select kind, files, name from (
+      select 'direct' as kind, count() as files, arraySort(groupArray(10)(_path)) as names
+      from {{ vcmt._lake_table_function(dataset, format, 'One', '*') }}
+      union all
+      select 'partitioned', count(), arraySort(groupUniqArrayIf(10)(extract(_path, '(.*/_batch_id=[^/]*)/'),
+                                               {{ batch }} != '' and not {{ vcmt._batch_id_ok_sql(batch) }}))
+      from {{ vcmt._lake_table_function(dataset, format, 'One') }}
+    ) left array join names as name
+    {{ vcmt._read_settings() }}
+  {%- endset -%}
+  {%- set found = {'direct_files': 0, 'direct_paths': [], 'partition_files': 0, 'bad_batch_folders': []} -%}
+  {%- for row in run_query(layout).rows -%}
+    {%- set direct = row[0] == 'direct' -%}
+    {%- do found.update({'direct_files' if direct else 'partition_files': row[1] | int}) -%}
+    {%- if row[2] -%}{%- do found['direct_paths' if direct else 'bad_batch_folders'].append(row[2]) -%}{%- endif -%}
+  {%- endfor -%}
+  {{ return(found) }}
+{% endmacro %}
+
+
 {#- The files of `spec`'s dataset loaded by the model `model` (a relation)
     that are not listed now as they were loaded: one row each, (path,
     listed: whether it is still in the lake, size then, size now, time then,
