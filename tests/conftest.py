@@ -82,6 +82,7 @@ MODULE_SECONDS = {
     "tests/materialization/test_lifecycle_safety.py": 185,
     "tests/materialization/test_validation.py": 180,
     "tests/materialization/test_lifecycle.py": 170,
+    "tests/cdc/test_lake_records.py": 170,
     "tests/cdc/test_python_models_session.py": 140,
     "tests/materialization/test_reliability.py": 195,
     "tests/materialization/test_external_writer.py": 130,

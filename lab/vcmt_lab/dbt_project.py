@@ -152,6 +152,16 @@ class DbtProject:
             (self.root / sub).mkdir(exist_ok=True)
         self._write_yaml("dbt_project.yml", project)
         self._write_yaml("packages.yml", {"packages": [{"local": str(self.package_root)}]})
+        self._write_profiles()
+        self._deps_done = False
+
+    def use_custom_settings(self, settings: dict[str, Any]) -> None:
+        """From the next dbt command on, the ClickHouse target's `custom_settings` are `settings` (a profile
+        edited between runs)."""
+        self.custom_settings = dict(settings)
+        self._write_profiles()
+
+    def _write_profiles(self) -> None:
         spark_session_target = {
             "method": "session",
             "host": "localhost",
@@ -175,7 +185,6 @@ class DbtProject:
                 }
             },
         )
-        self._deps_done = False
 
     def _from_example(self, example: Path) -> dict[str, Any]:
         """Copy `example`'s models and macros here; its vars and model configs, for this project's name."""

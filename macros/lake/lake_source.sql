@@ -32,35 +32,82 @@
 
 {% macro default__lake_source(dataset, format='Parquet', new_files=false) %}
   {%- set files = '*=*/**/*' -%}
-  {#- A dataset written without partition folders holds its committed files directly in its folder (a glob
-      cannot say "partition folders or none"); one without any committed file cannot be read at all
-      (ClickHouse infers the columns from a file), which is what a mart meets before its staging model ran:
-      a run says so (a compile, a docs generate, goes on). -#}
+  {#- A run reads the dataset's layout first (no file is opened); a compile, a docs generate, goes on with
+      what it can read. -#}
   {%- if execute and flags.WHICH in ('run', 'build', 'show', 'retry') -%}
     {%- do vcmt._check_lake_on_server(dataset) -%}
   {%- endif -%}
   {%- if execute -%}
-    {%- set counts = run_query('select (select count() from ' ~ vcmt._lake_table_function(dataset, format, 'One', '*')
-                               ~ '), (select count() from ' ~ vcmt._lake_table_function(dataset, format, 'One', files)
-                               ~ ')').rows[0] -%}
-    {%- if counts[0] | int > 0 -%}
-      {%- set files = '*' -%}
-    {%- elif counts[1] | int == 0 and flags.WHICH in ('run', 'build', 'show', 'retry') -%}
-      {%- do exceptions.raise_compiler_error(
-            "vcmt.lake_source('" ~ dataset ~ "'): no staged " ~ format ~ " file under "
-            ~ vcmt._lake_root() ~ "/staged/" ~ dataset
-            ~ "/, so there is nothing to read: its staging model has not run, has staged no line yet, or writes "
-            ~ "elsewhere. Run it first, on your Spark target: `dbt run --select " ~ dataset
-            ~ " --target <spark target>`; "
-            ~ "it must write its table under <vcmt_lake_root>/staged/" ~ dataset ~ "/ with this run's vcmt_lake_root ("
-            ~ vcmt._lake_root() ~ ").") -%}
+    {%- set layout = vcmt._lake_files_to_read(dataset, format, vcmt._lake_layout(dataset, format)) -%}
+    {%- if layout.refusal and flags.WHICH in ('run', 'build', 'show', 'retry') -%}
+      {%- do exceptions.raise_compiler_error(layout.refusal) -%}
     {%- endif -%}
+    {%- set files = layout.files -%}
   {%- endif -%}
   {%- if new_files -%}
     {{ return(vcmt._lake_new_files_source(dataset, format, files)) }}
   {%- endif -%}
   {%- do vcmt._check_lake_batches(dataset, vcmt._lake_table_function(dataset, format, 'One', files)) -%}
   {{ return(vcmt._lake_table_function(dataset, format, format, files)) }}
+{% endmacro %}
+
+
+{#- Which files of `dataset` a mart reads, from its `layout` (engine/lake_reads.sql, `_lake_layout`):
+    {files: the glob under the dataset's folder, refusal: the error of a run, or none}. Runs no query.
+    - the files in its partition folders (`<name>=<value>/`, at any depth below the first), where Spark
+      commits a partitioned table's files;
+    - or, in a dataset without partition folders, the files directly in its folder;
+    - never both: a file directly beside partition folders is none that Spark wrote (it writes a
+      partitioned table's files in their folders only), and read instead of them it would hide every
+      batch; it is refused, named;
+    - a `_batch_id=<N>` folder whose N is not a whole number of 64 bits is refused, named: staging never
+      writes one, and ClickHouse would read `18446744073709551615` as batch -1 (docs/staging.md, "Batch ids");
+    - a dataset without any committed file cannot be read at all (ClickHouse infers the columns from a
+      file), which is what a mart meets before its staging model ran. -#}
+{% macro _lake_files_to_read(dataset, format, layout) %}
+  {%- set folder = vcmt._lake_root() ~ '/staged/' ~ dataset ~ '/' -%}
+  {%- set where = "vcmt.lake_source('" ~ dataset ~ "'): " -%}
+  {%- if layout.direct_files > 0 and layout.partition_files == 0 -%}
+    {{ return({'files': '*', 'refusal': none}) }}
+  {%- endif -%}
+  {%- set refusal = none -%}
+  {%- if layout.direct_files > 0 -%}
+    {%- set refusal = where ~ vcmt._count(layout.direct_files, 'file') ~ " directly in " ~ folder
+        ~ " beside its partition folders: " ~ layout.direct_paths | join(', ')
+        ~ (' and ' ~ (layout.direct_files - layout.direct_paths | length) ~ ' more'
+           if layout.direct_files > layout.direct_paths | length else '')
+        ~ ". A mart reads a dataset's partition folders or, when it has none, the files directly in its folder, "
+        ~ "never both; Spark writes a partitioned table's files in its partition folders only, so something else "
+        ~ "put these there. Move them into a batch folder (or remove them), then run again (docs/staging.md, "
+        ~ "\"Committed batches\"). Nothing was read or changed." -%}
+  {%- elif layout.bad_batch_folders -%}
+    {%- set refusal = where ~ "a staged batch folder must be named " ~ vcmt._batch_folder_rule() ~ "; "
+        ~ layout.bad_batch_folders | join(', ') ~ (" is not" if layout.bad_batch_folders | length == 1
+        else " are not") ~ ". Staging never writes such a folder (it refuses a landed one), and read as a batch it "
+        ~ "would be misnumbered (18446744073709551615 reads as -1). Remove or rename it, then run again "
+        ~ "(docs/staging.md, \"Batch ids\"). Nothing was read or changed." -%}
+  {%- elif layout.partition_files == 0 -%}
+    {%- set refusal = where ~ "no staged " ~ format ~ " file under " ~ folder
+        ~ ", so there is nothing to read: its staging model has not run, has staged no line yet, or writes "
+        ~ "elsewhere. Run it first, on your Spark target: `dbt run --select " ~ dataset
+        ~ " --target <spark target>`; "
+        ~ "it must write its table under <vcmt_lake_root>/staged/" ~ dataset ~ "/ with this run's vcmt_lake_root ("
+        ~ vcmt._lake_root() ~ ")." -%}
+  {%- endif -%}
+  {{ return({'files': '*=*/**/*', 'refusal': refusal}) }}
+{% endmacro %}
+
+
+{#- A batch folder's name, as staging names it too (vcmt_staging/topic.py, BATCH_FOLDER). -#}
+{% macro _batch_folder_rule() %}
+  {{ return('_batch_id=<N>, N a whole number that fits 64 bits (0 to 9223372036854775807)') }}
+{% endmacro %}
+
+
+{#- Whether `name` (SQL of a String) is a batch id as `_batch_folder_rule` says: digits only, up to
+    2^63 - 1. -#}
+{% macro _batch_id_ok_sql(name) %}
+  {{ return("(match(" ~ name ~ ", '^[0-9]+$') and ifNull(toUInt64OrNull(" ~ name ~ ") <= 9223372036854775807, 0))") }}
 {% endmacro %}
 
 
