@@ -20,10 +20,11 @@
 {% endmacro %}
 
 
+{#- Every scratch table of `chk` dropped, in one statement. -#}
 {% macro _drop_check_relations(chk) %}
-  {%- for role in chk.keys() -%}
-    {%- call statement('vcmt_check_drop') -%}drop temporary table if exists {{ chk[role] }}{%- endcall -%}
-  {%- endfor -%}
+  {%- set names = [] -%}
+  {%- for role in chk.keys() -%}{%- do names.append(chk[role] | string) -%}{%- endfor -%}
+  {%- call statement('vcmt_check_drop') -%}drop temporary table if exists {{ names | join(', ') }}{%- endcall -%}
 {% endmacro %}
 
 

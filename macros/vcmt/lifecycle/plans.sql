@@ -71,8 +71,8 @@
     {%- for o in vcmt._roles_of('load_table') -%}{%- do new.update({o.role: objs[o.role]}) -%}{%- endfor -%}
     {{ return({'steps': steps, 'into': new}) }}
   {%- endif -%}
-  {#- No target: nothing to keep. -#}
-  {%- do steps.extend(vcmt._plan_drop(objs)) -%}
+  {#- No target: nothing to keep (what an earlier attempt left goes). -#}
+  {%- do steps.extend(vcmt._plan_drop(objs, found)) -%}
   {%- do steps.extend(vcmt._plan_create(cfg, objs, columns)) -%}
   {{ return({'steps': steps, 'into': objs}) }}
 {% endmacro %}

@@ -298,10 +298,11 @@
   {%- set me = vcmt._lock_holder(target) -%}
   {%- set lease = vcmt._lock_lease_s() -%}
   {%- set state = obs.lock if obs is not none else vcmt._lock_state(target) -%}
+  {%- set legacy = false -%}
   {%- if state is none or not state.retired or state.legacy -%}
     {#- Once per model: the lock's table, and the 0.4 lock retired. -#}
     {%- call statement('vcmt_lock_table') -%}{{ vcmt._create_lock_sql(lock) }}{%- endcall -%}
-    {%- do vcmt._retire_legacy_lock(target, timeout_s) -%}
+    {%- set legacy = vcmt._retire_legacy_lock(target, timeout_s) -%}
     {%- do adapter.cache_added(lock) -%}
     {%- set state = vcmt._lock_state(target, known=true) -%}
   {%- endif -%}
@@ -378,7 +379,10 @@
   {%- endfor -%}
   {#- The observation is this run's view of the catalog while nothing changes it: taken with the lock free, and
       this claim the next one. After a wait or a takeover, the caller observes again. -#}
-  {%- set waited = st.previous is not none or obs is none or obs.lock is none or st.held.gen != obs.lock.gen + 1 -%}
+  {#- A first claim ever (the lock's table new, no 0.4 lock before it) follows no holder either. -#}
+  {%- set fresh = obs is not none and ((obs.lock is none and st.held.gen == 1 and not legacy)
+                                       or (obs.lock is not none and st.held.gen == obs.lock.gen + 1)) -%}
+  {%- set waited = st.previous is not none or not fresh -%}
   {%- do vcmt._drop_older_load_tables(objs, st.held.gen, none if waited or obs is none else obs.nodes) -%}
   {%- do st.held.update({'waited': waited}) -%}
   {{ return(st.held) }}
@@ -506,7 +510,8 @@
     loads of this version may run it at once. -#}
 {% macro _retire_legacy_lock(target, timeout_s) %}
   {%- set sentinel = vcmt._legacy_sentinel(target) -%}
-  {%- set st = namespace(state=vcmt._legacy_lock_state(target), waited=0, idle=0) -%}
+  {%- set names = vcmt._legacy_lock_generations(target) -%}
+  {%- set st = namespace(state=vcmt._legacy_lock_state(target, names=names), waited=0, idle=0) -%}
   {%- for second in range((timeout_s | int) + 3) if st.state is not none and st.state.holder
       != vcmt._legacy_sentinel_comment() and not st.state.released and st.idle < 2 -%}
     {%- set idle = st.state.silent_s >= vcmt._lock_lease_s() and not vcmt._holder_busy(st.state.holder, target) -%}
@@ -533,30 +538,35 @@
     comment {{ vcmt._sql_string(vcmt._legacy_sentinel_comment()) }}
   {%- endcall -%}
   {#- A 0.4 load that claimed a generation before the sentinel may still be writing. -#}
-  {%- set below = vcmt._legacy_lock_state(target, below_sentinel=true) -%}
+  {%- set names = vcmt._legacy_lock_generations(target) | reject('equalto', sentinel.identifier) | list -%}
+  {%- set below = vcmt._legacy_lock_state(target, below_sentinel=true, names=names) -%}
   {%- if below is not none and not below.released -%}
     {%- do vcmt._wait_for_statements_of(target, below, timeout_s) -%}
   {%- endif -%}
-  {%- for name in vcmt._legacy_lock_generations(target) if name != sentinel.identifier -%}
+  {%- for name in names -%}
     {%- set old = target.incorporate(path={'identifier': name}) -%}
     {%- call statement('vcmt_lock_cleanup') -%}
       drop table if exists {{ old }} {{ on_cluster_clause(old) }}
     {%- endcall -%}
   {%- endfor -%}
+  {{ return(names | length > 0) }}
 {% endmacro %}
 
 
 {#- The 0.4 lock's newest generation (below the sentinel with
     `below_sentinel`), as 0.4 read it: {gen, holder, what, released,
     silent_s}; none when there is none. -#}
-{% macro _legacy_lock_state(target, below_sentinel=false) %}
+{% macro _legacy_lock_state(target, below_sentinel=false, names=none) %}
   {%- set gens = vcmt._legacy_lock_generations_sql(target, local=true) -%}
   {%- if below_sentinel -%}
     {%- set gens = 'select * from (' ~ gens ~ ') where name != '
         ~ vcmt._sql_string(vcmt._legacy_sentinel(target).identifier) -%}
   {%- endif -%}
-  {#- merge() over no table fails: none is listed first (the sentinel has the same columns). -#}
-  {%- if vcmt._legacy_lock_generations(target) | length == 0 -%}{{ return(none) }}{%- endif -%}
+  {#- merge() over no table fails: none is listed first (`names`, when the caller has listed them; the sentinel
+      has the same columns). -#}
+  {%- if (vcmt._legacy_lock_generations(target) if names is none else names) | length == 0 -%}
+    {{ return(none) }}
+  {%- endif -%}
   {%- set prefix = modules.re.escape(vcmt._legacy_lock_table(target, '').identifier) -%}
   {%- set rows = "select _table as r_table, anyIf(what, kind = 'acquired') as r_what, "
       ~ "countIf(kind = 'released') > 0 as r_released, count() as r_count, dateDiff('second', max(at), now64(3)) "
