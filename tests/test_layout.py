@@ -334,7 +334,7 @@ def test_design_objects_table_lists_the_declared_objects() -> None:
     expected = {
         "m"
         + ("".join(suffix[r] for r in o["of"]) if "of" in o else o["suffix"])
-        + ("_<n>" if o["kind"] in ("load_table", "lock") else "")
+        + ("_<n>" if o["kind"] == "load_table" else "")
         for o in declared_objects()
     }
     assert listed == expected, f"design.md Objects table: missing {expected - listed}, not declared {listed - expected}"
