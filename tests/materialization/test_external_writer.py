@@ -389,15 +389,20 @@ def test_a_sign_that_is_no_integer_fails_the_load_naming_row_and_column(module_p
 
 @pytest.mark.engines("chdb")
 def test_a_data_directory_in_use_is_one_line(project, tmp_path, chdb_path):
-    """vcmt-load-stage on a chDB path another process holds (here: this one) printed a 43-line traceback."""
+    """vcmt-load-stage on a chDB path another process holds (here: this one) printed a 43-line traceback. With
+    the profile's `path_lock_timeout: 0` it fails at once, in one line naming the path and the process."""
     import os
     import subprocess
     import sys
     from pathlib import Path
 
-    from dbt.adapters.chdb.client import engine_locked_message
+    import yaml
 
     Scenario(project, COLS, {"unique_key": "id"}).run_batch([(1, 1, 1, 1)])
+    profiles = project.root / "profiles.yml"
+    profile = yaml.safe_load(profiles.read_text())
+    profile["vcmt_test"]["outputs"]["chdb"]["path_lock_timeout"] = 0
+    profiles.write_text(yaml.safe_dump(profile))
     path = tmp_path / "events.csv"
     path.write_text("id,x,_version,sign\n2,2,1,1\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("DBT_")}
@@ -420,5 +425,8 @@ def test_a_data_directory_in_use_is_one_line(project, tmp_path, chdb_path):
         timeout=300,
     )
     assert proc.returncode == 2
-    assert proc.stderr.strip() == engine_locked_message(os.path.abspath(chdb_path)), proc.stderr
+    message = proc.stderr.strip()
+    assert "\n" not in message and message.startswith(
+        f"chdb: the data directory '{os.path.abspath(chdb_path)}' is in use by process {os.getpid()} ("
+    ), proc.stderr
     assert _live(project) == [(1, 1, 1)]
