@@ -212,6 +212,15 @@ def release_engine() -> None:
         _release_kept()
 
 
+def stop_statements_of_thread(thread: int) -> None:
+    """Stop (KILL QUERY ... SYNC) the statements the kept engine runs for the OS thread `thread`: the thread
+    that sends a statement runs it, and the engine lists it among the statement's `thread_ids`."""
+    with _kept_lock:
+        handle = next(iter(_kept.values()), None)
+    if handle is not None:
+        handle.query(f"KILL QUERY WHERE has(thread_ids, {int(thread)}) SYNC", "TSV")
+
+
 def _release_kept() -> None:
     for handle in _kept.values():
         handle.close()
@@ -239,19 +248,44 @@ class ChdbClient(ChHttpClient):
     per query, the schema cache, the database after a dropped schema.
     """
 
+    # The native id of the thread whose statement this client runs now (None between statements), and whether
+    # dbt cancelled the connection (stop_statement).
+    _running_on: int | None = None
+    _cancelled = False
+
     def query(self, sql, **kwargs):
         self._refuse_multi_statements(sql)
-        with self._explain_access_errors():
+        with self._explain_access_errors(), self._statement():
             return super().query(sql, **kwargs)
 
     def command(self, sql, **kwargs):
         self._refuse_multi_statements(sql)
-        with self._explain_access_errors():
+        with self._explain_access_errors(), self._statement():
             return super().command(sql, **kwargs)
 
     def columns_in_query(self, sql: str, **kwargs):
         self._refuse_multi_statements(sql)
-        return super().columns_in_query(sql, **kwargs)
+        with self._statement():
+            return super().columns_in_query(sql, **kwargs)
+
+    @contextmanager
+    def _statement(self) -> Iterator[None]:
+        if self._cancelled:
+            raise DbtDatabaseError("chdb: the connection was cancelled (Ctrl-C, or dbt's --fail-fast)")
+        self._running_on = threading.get_native_id()
+        try:
+            yield
+        finally:
+            self._running_on = None
+
+    def stop_statement(self) -> None:
+        """Stop the statement this client runs, if any, and refuse any later one: dbt cancels a connection
+        (Ctrl-C, --fail-fast) from another thread. Closing the client alone, as dbt-clickhouse's cancel does,
+        waits for the statement to end: a load's INSERT went on for minutes (docs/adapters.md, "Ctrl-C")."""
+        self._cancelled = True
+        thread = self._running_on
+        if thread is not None:
+            stop_statements_of_thread(thread)
 
     @staticmethod
     def _refuse_multi_statements(sql) -> None:
