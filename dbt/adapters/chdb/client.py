@@ -135,7 +135,7 @@ class _PathWait:
             self.started = time.monotonic()
             if self.timeout_s > 0:
                 logger.info(
-                    f"chdb: the data directory '{self.path}' is in use by {holder}; waiting for it to close it, "
+                    f"the data directory '{self.path}' is in use by {holder}; waiting for it to close it, "
                     f"up to {self.timeout_s} s (the profile's `path_lock_timeout`)"
                 )
         if self.waited_s() >= self.timeout_s:
@@ -144,7 +144,7 @@ class _PathWait:
 
     def done(self) -> None:
         if self.started is not None:
-            logger.info(f"chdb: the data directory '{self.path}' is free; going on after {self.waited_s()} s")
+            logger.info(f"the data directory '{self.path}' is free; going on after {self.waited_s()} s")
 
 
 @contextmanager
