@@ -7,13 +7,16 @@ path other than the session's runs dbt in another OS process.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import clickhouse_connect
 import yaml
-from dbt.adapters.chdb.client import engine_locked_message
+
+from vcmt_lab.faults.harness import inject_program, wait_until_stopped
+from vcmt_lab.faults.inject import sent_statements
 
 # The `dbt` entry point installed next to this interpreter.
 DBT = Path(sys.executable).with_name("dbt")
@@ -21,8 +24,9 @@ DBT = Path(sys.executable).with_name("dbt")
 TABLE_MODEL = "{{ config(materialized='table', order_by='id') }} select toUInt32(number) as id from numbers(3)"
 
 
-def _write_project(root: Path, chdb_path: str) -> Path:
-    """A package-free dbt project: one table model, a test that it has 3 rows, a test of custom_settings."""
+def _write_project(root: Path, chdb_path: str, **target_keys) -> Path:
+    """A package-free dbt project: one table model, a test that it has 3 rows, a test of custom_settings;
+    `target_keys` are added to its profile's target."""
     (root / "models").mkdir(parents=True)
     (root / "tests").mkdir()
     project = {"name": "chdb_path", "version": "1.0", "config-version": 2, "profile": "chdb_path"}
@@ -32,6 +36,7 @@ def _write_project(root: Path, chdb_path: str) -> Path:
         "schema": "sub",
         "threads": 1,
         "custom_settings": {"max_threads": 3},
+        **target_keys,
     }
     profile = {"chdb_path": {"target": "chdb", "outputs": {"chdb": target}}}
     (root / "dbt_project.yml").write_text(yaml.safe_dump(project))
@@ -46,14 +51,17 @@ def _write_project(root: Path, chdb_path: str) -> Path:
     return root
 
 
-def _start_dbt(root: Path, command: str) -> subprocess.Popen:
+def _start_dbt(
+    root: Path, command: str, program: list[str] | None = None, env: dict[str, str] | None = None
+) -> subprocess.Popen:
+    """`dbt <command>` on the project at `root`; `program` runs instead of `dbt` (the fault harness's)."""
     # A developer's DBT_TARGET, DBT_PROFILES_DIR, ... must not redirect the subprocess.
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DBT_")}
-    env.update(DBT_USE_COLORS="false", DBT_SEND_ANONYMOUS_USAGE_STATS="false")
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("DBT_")}
+    environment.update(DBT_USE_COLORS="false", DBT_SEND_ANONYMOUS_USAGE_STATS="false", **(env or {}))
     return subprocess.Popen(
-        [str(DBT), command, "--project-dir", str(root), "--profiles-dir", str(root)],
+        [*(program or [str(DBT)]), command, "--project-dir", str(root), "--profiles-dir", str(root)],
         cwd=root,
-        env=env,
+        env=environment,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -66,8 +74,9 @@ def _finish(proc: subprocess.Popen) -> tuple[int, str]:
 
 
 def test_second_process_on_held_path_fails_with_one_line(tmp_path, chdb_path):
-    """`dbt debug` and `dbt run` on a path this process holds exit non-zero with one line naming it."""
-    root = _write_project(tmp_path / "proj", str(chdb_path))
+    """With `path_lock_timeout: 0`, `dbt debug` and `dbt run` on a path this process holds exit non-zero at
+    once, with one line naming the path and this process."""
+    root = _write_project(tmp_path / "proj", str(chdb_path), path_lock_timeout=0)
     holder = clickhouse_connect.get_client(interface="chdb", path=str(chdb_path))
     try:
         assert holder.command("select 1") == 1
@@ -76,13 +85,50 @@ def test_second_process_on_held_path_fails_with_one_line(tmp_path, chdb_path):
     finally:
         holder.close()
 
-    expected = engine_locked_message(os.path.abspath(chdb_path))
+    held = f"chdb: the data directory '{os.path.abspath(chdb_path)}' is in use by process {os.getpid()} ("
     for command, (returncode, output) in results.items():
         assert returncode != 0, f"dbt {command} succeeded:\n{output}"
-        assert expected in [line.strip() for line in output.splitlines()], f"dbt {command}:\n{output}"
-        assert "Traceback" not in output
+        lines = [line.strip() for line in output.splitlines() if held in line]
+        assert len(lines) == 1 and "; waited 0 s (the profile's `path_lock_timeout` = 0)" in lines[0], output
+        assert "Traceback" not in output and "waiting for it" not in output
         # The engine's own lock message goes to fd 2; the adapter folds it into the line above.
         assert "Cannot lock file" not in output
+
+
+def test_a_second_dbt_process_waits_for_the_data_directory(tmp_path):
+    """Issue 60: a second `dbt run` on a chDB path that another `dbt run` had open failed at once (exit 2),
+    where the README says a second run waits. It waits (up to the profile's `path_lock_timeout`), says once
+    which process holds the path, and runs once that process has ended."""
+    root = _write_project(tmp_path / "proj", str(tmp_path / "chdb"))
+    log = tmp_path / "statements.log"
+    assert _finish(_start_dbt(root, "run", program=inject_program(), env={"VCMT_FAULT_LOG": str(log)}))[0] == 0
+    # The first run stops right before its second statement: the engine is open once the first has run.
+    first = _start_dbt(root, "run", program=inject_program(), env={"VCMT_FAULT": f"pause@{sent_statements(log)[1]}"})
+    second = None
+    try:
+        assert wait_until_stopped(first, 180), _finish(first)[1]
+        second = _start_dbt(root, "run")
+        said = []
+        assert second.stdout is not None
+        for line in second.stdout:  # until it says it waits, or ends
+            said.append(line)
+            if "waiting for it to close it" in line:
+                break
+        first.send_signal(signal.SIGCONT)
+        (code1, out1), (code2, out2) = _finish(first), _finish(second)
+    finally:
+        for proc in (first, second):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+    out2 = "".join(said) + out2
+    assert code1 == 0 and code2 == 0, out1[-3000:] + out2[-3000:]
+    waiting = [line for line in out2.splitlines() if "waiting for it to close it" in line]
+    assert len(waiting) == 1, out2
+    assert (
+        f"is in use by process {first.pid} (" in waiting[0]
+        and "up to 600 s (the profile's `path_lock_timeout`)" in waiting[0]
+    )
+    assert "is free; going on after" in out2 and "PASS=1" in out2, out2
 
 
 def test_memory_path_builds_and_tests_model(tmp_path):

@@ -46,15 +46,20 @@ def _dbt(project: DbtProject, *args: str) -> str:
     return done.stdout
 
 
-def _kill_during_round(project: DbtProject, round_no: int) -> str:
-    """Start `dbt run` and SIGKILL it as soon as it logs the INSERT of round `round_no`."""
-    proc = subprocess.Popen(
+def _start_debug_run(project: DbtProject) -> subprocess.Popen:
+    """`dbt run --debug`, which logs each statement before it sends it, in its own process."""
+    return subprocess.Popen(
         _dbt_cli(project, "run", "--debug"),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
         env={**os.environ, "DO_NOT_TRACK": "1"},
     )
+
+
+def _kill_during_round(project: DbtProject, round_no: int) -> str:
+    """Start `dbt run` and SIGKILL it as soon as it logs the INSERT of round `round_no`."""
+    proc = _start_debug_run(project)
     deadline = time.monotonic() + TIMEOUT
     seen = []
     try:
@@ -143,3 +148,65 @@ def test_kill_between_rounds_then_rerun_is_exact(tmp_path, lab_dir, shards):
     ) == [[name] for name in sorted(decoys)]
     grouped = _query(chdb_path, "crash", "select sum(x * sign), sum(sign) from m")
     assert grouped == [[sum(r[1] for r in expected), KEYS]]
+
+
+# Slow only in the load's INSERT (its insert_settings), 40 us a row on one thread: a block of 65409 rows sleeps
+# under the engine's 3 s limit per block.
+SLOW_INSERT = """
+{{ config(materialized='vcmt_upsert', unique_key='id', insert_settings={'log_comment': 'slow', 'max_threads': 1}) }}
+select id, n, _version from src where sleepEachRow(if(getSetting('log_comment') = 'slow', 0.00004, 0)) = 0
+"""
+
+
+def test_ctrl_c_during_a_load_ends_dbt_and_keeps_a_killed_loads_guarantees(tmp_path, lab_dir):
+    """Issue 60: Ctrl-C (SIGINT) during a load's INSERT. dbt cancels its connections by closing them, which on
+    chDB waited for the running statement to end: dbt went on for as long as the INSERT ran (here ten minutes),
+    then failed. The adapter now stops the statement: dbt exits at once, the INSERT applied nothing, the lock
+    stays held as a killed load's does, and the next run takes it over after the lease and loads exact."""
+    chdb_path = tmp_path / "chdb"
+    project = DbtProject(
+        root=tmp_path / "proj", package_root=PACKAGE_ROOT, chdb_path=chdb_path, schema="crash", lab_dir=lab_dir
+    )
+    _query(chdb_path, "default", "create database crash")
+    _query(chdb_path, "crash", "create table src (id UInt64, n Int64, _version UInt64) engine = MergeTree order by id")
+    _query(chdb_path, "crash", "insert into src select number, 1, 1 from numbers(300)")
+    project.model("m", SLOW_INSERT)
+    _dbt(project, "deps")
+    _dbt(project, "run")
+    _query(chdb_path, "crash", "insert into src select number % 300, 2, 2 from numbers(15000000)")  # 600 s
+
+    proc = _start_debug_run(project)
+    seen = []
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:  # the INSERT's SETTINGS clause, logged right before it is sent
+            seen.append(line)
+            if "log_comment = 'slow'" in line:
+                break
+        time.sleep(3)  # the INSERT runs
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=TIMEOUT)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    out = "".join(seen) + out
+    assert proc.returncode == 2 and "Exited because of keyboard interrupt" in out, out[-3000:]
+    assert "QUERY_WAS_CANCELLED" in out, out[-3000:]
+    # Nothing of the batch was applied, and the lock is still the interrupted load's, as a killed one's.
+    assert _query(chdb_path, "crash", "select n, _version, count() from m final where sign = 1 group by 1, 2") == [
+        [1, 1, 300]
+    ]
+    holder = _query(
+        chdb_path,
+        "crash",
+        "select comment from system.tables where database = 'crash' and name like 'm\\_\\_lock\\_%' "
+        "order by toUInt64(substring(name, 9)) desc limit 1",
+    )[0][0]
+    assert holder.startswith("vcmt load by dbt invocation ") and holder.split()[-3] in out, holder
+
+    project.model("m", SLOW_INSERT.replace("'log_comment': 'slow', ", ""))
+    rerun = _dbt(project, "run", "--vars", '{"vcmt_lock_lease_s": 2}')
+    assert f"took over the lock of {holder}" in rerun, rerun[-3000:]
+    assert _query(chdb_path, "crash", "select n, _version, count() from m final where sign = 1 group by 1, 2") == [
+        [2, 2, 300]
+    ]

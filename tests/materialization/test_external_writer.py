@@ -388,16 +388,51 @@ def test_a_sign_that_is_no_integer_fails_the_load_naming_row_and_column(module_p
 
 
 @pytest.mark.engines("chdb")
+def test_a_repeated_block_is_applied_at_a_target_that_keeps_a_deduplication_log(project):
+    """A Replicated target keeps a log of its latest blocks and drops what a view writes for an INSERT whose
+    block repeats an earlier one. Under unconditional deletes a delete sent again is a real event (README,
+    "Guarantees and limits"): it removes the row a later upsert put back. On ClickHouse 26.9
+    `insert_deduplicate = 0` no longer turns that off (`deduplicate_insert`, default `enable`, supersedes it);
+    `deduplicate_blocks_in_dependent_materialized_views = 0` does: vcmt pins it, and a writer into `m__stage`
+    sets it (docs/servers.md, "Replicated tables"). The target here keeps the same log without replication
+    (`non_replicated_deduplication_window`)."""
+    project.command("create table src (id Int32, x Int64, _version UInt64, sign Int8) engine = MergeTree order by id")
+    project.model(
+        "m",
+        "{{ config(materialized='vcmt_upsert', unique_key='id', delete_mode='unconditional', "
+        "settings={'non_replicated_deduplication_window': 100}) }}\nselect id, x, _version, sign from src",
+    )
+    # upsert, delete, upsert of a newer version, the same delete again: the key ends deleted.
+    events = [(5, 1, 1), (0, 0, -1), (6, 2, 1), (0, 0, -1)]
+    for step, (x, version, sign) in enumerate(events):  # through vcmt's loads
+        project.command("truncate table src")
+        project.command(f"insert into src values (1, {x}, {version}, {sign})")
+        project.dbt("run")
+        assert _live(project) == ([(1, 6, 2)] if step == 2 else [(1, 5, 1)] if step == 0 else []), step
+    for step, (x, version, sign) in enumerate(events):  # a writer's own INSERTs, with docs/servers.md's settings
+        project.command(
+            "insert into m__stage (id, x, _version, sign) settings insert_deduplicate = 0, "
+            f"deduplicate_blocks_in_dependent_materialized_views = 0 values (2, {x}, {version}, {sign})"
+        )
+        assert _live(project) == ([(2, 6, 2)] if step == 2 else [(2, 5, 1)] if step == 0 else []), step
+
+
+@pytest.mark.engines("chdb")
 def test_a_data_directory_in_use_is_one_line(project, tmp_path, chdb_path):
-    """vcmt-load-stage on a chDB path another process holds (here: this one) printed a 43-line traceback."""
+    """vcmt-load-stage on a chDB path another process holds (here: this one) printed a 43-line traceback. With
+    the profile's `path_lock_timeout: 0` it fails at once, in one line naming the path and the process."""
     import os
     import subprocess
     import sys
     from pathlib import Path
 
-    from dbt.adapters.chdb.client import engine_locked_message
+    import yaml
 
     Scenario(project, COLS, {"unique_key": "id"}).run_batch([(1, 1, 1, 1)])
+    profiles = project.root / "profiles.yml"
+    profile = yaml.safe_load(profiles.read_text())
+    profile["vcmt_test"]["outputs"]["chdb"]["path_lock_timeout"] = 0
+    profiles.write_text(yaml.safe_dump(profile))
     path = tmp_path / "events.csv"
     path.write_text("id,x,_version,sign\n2,2,1,1\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("DBT_")}
@@ -420,5 +455,8 @@ def test_a_data_directory_in_use_is_one_line(project, tmp_path, chdb_path):
         timeout=300,
     )
     assert proc.returncode == 2
-    assert proc.stderr.strip() == engine_locked_message(os.path.abspath(chdb_path)), proc.stderr
+    message = proc.stderr.strip()
+    assert "\n" not in message and message.startswith(
+        f"chdb: the data directory '{os.path.abspath(chdb_path)}' is in use by process {os.getpid()} ("
+    ), proc.stderr
     assert _live(project) == [(1, 1, 1)]

@@ -231,6 +231,40 @@ def test_watermark_value_with_a_backslash(project):
     assert _loads(project) == [(1, "a\\b'c"), (1, "b"), (0, None)]
 
 
+@pytest.mark.engines("chdb")
+@pytest.mark.parametrize(
+    ("column_type", "first", "second"),
+    [
+        ("UInt256", "toUInt256(pow(2, 200)) + 1", "toUInt256(pow(2, 200)) + 2"),
+        ("Int128", "toInt128(-pow(2, 100)) + 1", "toInt128(-pow(2, 100)) + 2"),
+        ("Float32", "toFloat32(149 / 7)", "toFloat32(150 / 7)"),
+        ("String", "'1'", "'2'"),
+    ],
+)
+def test_watermark_of_any_type_reads_each_batch_once(project, column_type, first, second):
+    """vcmt.watermark() rendered a recorded number as a number literal, which the engine reads as a 64-bit
+    number: a UInt256 watermark skipped the next batch, an Int128 or a Float32 one read its last batch again,
+    and a String one made of digits failed the run (no supertype for String and UInt8). It gives the recorded
+    text, which the engine converts to the column's type where the column is compared with it."""
+    project.command(
+        f"create table src (id Int32, x Int32, _version UInt64, _batch {column_type}) engine = MergeTree order by id"
+    )
+    project.model(
+        "m",
+        """
+        {{ config(materialized='vcmt_upsert', unique_key='id', watermark='_batch') }}
+        select id, x, _version, _batch from src
+        {% if vcmt.is_incremental() %} where _batch > {{ vcmt.watermark() }} {% endif %}
+    """,
+    )
+    project.command(f"insert into src select 1, 1, 1, {first}")
+    project.dbt("run")
+    project.command(f"insert into src select 2, 2, 1, {second}")
+    project.dbt("run")
+    assert [events for events, _ in _loads(project)] == [1, 1]
+    assert project.query("select id from m final where sign = 1 order by id") == [(1,), (2,)]
+
+
 # -- SQL text the user writes --------------------------------------------------
 def test_model_ending_in_a_line_comment_loads_on_every_run(project):
     project.command("create table src (id Int32, x Int32, _version UInt64) engine = MergeTree order by id")

@@ -122,6 +122,48 @@ def test_staggered_runs_and_loads_of_one_model_never_corrupt_it(project):
 
 
 @pytest.mark.engines("http")
+def test_a_run_that_waited_for_another_load_reads_only_what_that_load_left(project):
+    """Issue 60: a run that waited for another load of its model read that load's batch again (`100 events
+    read ... 100 skipped`): dbt rendered its `vcmt.watermark()` when it compiled the model, before the run took
+    the lock. The watermark is now read by each statement of the load when it runs, under the lock."""
+    project.command(
+        "create table src (id UInt64, n Int64, _version UInt64, _batch_id UInt64) engine = MergeTree order by id"
+    )
+    project.command("insert into src select number, 1, 1, 1 from numbers(100)")
+    project.model(
+        "m",
+        "{{ config(materialized='vcmt_upsert', unique_key='id', watermark='_batch_id', lock_timeout=240) }}\n"
+        "select id, n, _version, _batch_id from src\n"
+        "{% if vcmt.is_incremental() %} where _batch_id > {{ vcmt.watermark() }} {% endif %}",
+    )
+    project.dbt("run")
+    project.command("insert into src select number, 2, 2, 2 from numbers(100)")
+    # The first run holds the lock, stopped before it loads batch 2; the second, compiled meanwhile, waits.
+    first = project.dbt_process(
+        "first", "run", "--select", "m", program=inject_program(), env={"VCMT_FAULT": "pause@insert m__stage#1"}
+    )
+    assert wait_until_stopped(first, TIMEOUT), first.communicate()[0][-3000:]
+    second = _start(project, "second", "run", "--select", "m")
+    deadline = time.monotonic() + TIMEOUT
+    while time.monotonic() < deadline and not project.scalar(
+        "select count() from system.processes where current_database = currentDatabase() "
+        "and query_id != queryID() and position(query, concat('select sle', 'ep(1)')) > 0"
+    ):
+        time.sleep(0.05)
+    first.send_signal(signal.SIGCONT)
+    out1, _ = first.communicate(timeout=TIMEOUT)
+    out2, _ = second.communicate(timeout=TIMEOUT)
+    assert first.returncode == 0 and second.returncode == 0, out1[-3000:] + out2[-3000:]
+    assert "waiting for another load of this model" in out2, out2[-3000:]
+    assert project.query("select events, watermark from m__loads order by loaded_at") == [
+        (100, "1"),
+        (100, "2"),
+        (0, None),
+    ]
+    _assert_exact(project, {k: (2, 2) for k in range(100)})
+
+
+@pytest.mark.engines("http")
 def test_a_load_killed_holding_the_lock_blocks_the_next_only_for_the_lease(project):
     project.command("create table src (id UInt64, n Int64, _version UInt64) engine = MergeTree order by id")
     project.command("insert into src select number, 1, 1 from numbers(100)")

@@ -1,8 +1,10 @@
 import os
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import clickhouse_connect
 from clickhouse_connect.driver._chdbclient import build_connection_string
@@ -10,12 +12,18 @@ from clickhouse_connect.driver.exceptions import ClickHouseError
 from dbt.adapters.chdb.statements import multi_statement_message, second_statement_at
 from dbt.adapters.clickhouse.httpclient import ChHttpClient
 from dbt.adapters.clickhouse.query import quote_identifier
+from dbt.adapters.events.logging import AdapterLogger
 from dbt.adapters.exceptions import FailedToConnectError
 from dbt_common.exceptions import DbtDatabaseError
 
 import chdb
 
+logger = AdapterLogger("chdb")
+
 _LOCKED_MARKER = "Another server instance in same directory is already running"
+
+# How often a process that waits for a data directory (the profile's `path_lock_timeout`) tries it again.
+_PATH_POLL_S = 1.0
 
 # The database a server runs a query in when the request names none.
 _SERVER_DEFAULT_DATABASE = "default"
@@ -71,13 +79,72 @@ class ChdbOpenError(Exception):
     """
 
 
-def engine_locked_message(path: str) -> str:
-    """One line telling the user which data directory is taken and what to do."""
+def path_holder(path: str) -> str:
+    """Which process has the data directory `path` open, from the engine's own `<path>/status` file
+    (`PID: ...`, `Started at: ...`) and, where the system shows it, that process's command line."""
+    try:
+        status = Path(path, "status").read_text(errors="replace")
+    except OSError:
+        return "another process"
+    fields = dict(line.split(": ", 1) for line in status.splitlines() if ": " in line)
+    pid = fields.get("PID", "").strip()
+    if not pid.isdigit():
+        return "another process"
+    try:
+        command = Path("/proc", pid, "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        command = ""
+    shown = [f"`{command[:117]}...`" if len(command) > 120 else f"`{command}`"] if command else []
+    if fields.get("Started at"):
+        shown.append(f"started at {fields['Started at'].strip()}")
+    return f"process {pid}" + (f" ({', '.join(shown)})" if shown else "")
+
+
+def engine_locked_message(path: str, holder: str, waited_s: int, timeout_s: int) -> str:
+    """One line telling the user which data directory is taken, by whom, and what to do."""
     return (
-        f"chdb: the data directory '{path}' is in use by another process "
-        "(only one process may open a chDB path at a time); stop that process "
-        "or point the profile's `path` at another directory."
+        f"chdb: the data directory '{path}' is in use by {holder}; waited {waited_s} s (the profile's "
+        f"`path_lock_timeout` = {timeout_s}): only one process may open a chDB path at a time. Run again once "
+        "that process has ended, give the profile a longer `path_lock_timeout`, or point its `path` at another "
+        "directory."
     )
+
+
+class _PathWait:
+    """The wait of a process for a data directory another process has open: bounded by the profile's
+    `path_lock_timeout`, said once when it starts and once when it ends."""
+
+    def __init__(self, path: str, timeout_s: int) -> None:
+        if isinstance(timeout_s, bool) or not isinstance(timeout_s, int) or timeout_s < 0:
+            raise ChdbOpenError(
+                f"chdb: the profile's `path_lock_timeout` must be a whole number of seconds (0 or more) a process "
+                f"waits while another one has the data directory open; got `{timeout_s}`. Fix it in profiles.yml, "
+                "e.g. path_lock_timeout: 600."
+            )
+        self.path = path
+        self.timeout_s = timeout_s
+        self.started: float | None = None
+
+    def waited_s(self) -> int:
+        return 0 if self.started is None else int(time.monotonic() - self.started)
+
+    def again(self) -> None:
+        """After a refused open: wait a little before the next try, or fail when the time is up."""
+        holder = path_holder(self.path)
+        if self.started is None:
+            self.started = time.monotonic()
+            if self.timeout_s > 0:
+                logger.info(
+                    f"the data directory '{self.path}' is in use by {holder}; waiting for it to close it, "
+                    f"up to {self.timeout_s} s (the profile's `path_lock_timeout`)"
+                )
+        if self.waited_s() >= self.timeout_s:
+            raise ChdbOpenError(engine_locked_message(self.path, holder, self.waited_s(), self.timeout_s))
+        time.sleep(_PATH_POLL_S)
+
+    def done(self) -> None:
+        if self.started is not None:
+            logger.info(f"the data directory '{self.path}' is free; going on after {self.waited_s()} s")
 
 
 @contextmanager
@@ -145,6 +212,15 @@ def release_engine() -> None:
         _release_kept()
 
 
+def stop_statements_of_thread(thread: int) -> None:
+    """Stop (KILL QUERY ... SYNC) the statements the kept engine runs for the OS thread `thread`: the thread
+    that sends a statement runs it, and the engine lists it among the statement's `thread_ids`."""
+    with _kept_lock:
+        handle = next(iter(_kept.values()), None)
+    if handle is not None:
+        handle.query(f"KILL QUERY WHERE has(thread_ids, {int(thread)}) SYNC", "TSV")
+
+
 def _release_kept() -> None:
     for handle in _kept.values():
         handle.close()
@@ -172,19 +248,44 @@ class ChdbClient(ChHttpClient):
     per query, the schema cache, the database after a dropped schema.
     """
 
+    # The native id of the thread whose statement this client runs now (None between statements), and whether
+    # dbt cancelled the connection (stop_statement).
+    _running_on: int | None = None
+    _cancelled = False
+
     def query(self, sql, **kwargs):
         self._refuse_multi_statements(sql)
-        with self._explain_access_errors():
+        with self._explain_access_errors(), self._statement():
             return super().query(sql, **kwargs)
 
     def command(self, sql, **kwargs):
         self._refuse_multi_statements(sql)
-        with self._explain_access_errors():
+        with self._explain_access_errors(), self._statement():
             return super().command(sql, **kwargs)
 
     def columns_in_query(self, sql: str, **kwargs):
         self._refuse_multi_statements(sql)
-        return super().columns_in_query(sql, **kwargs)
+        with self._statement():
+            return super().columns_in_query(sql, **kwargs)
+
+    @contextmanager
+    def _statement(self) -> Iterator[None]:
+        if self._cancelled:
+            raise DbtDatabaseError("chdb: the connection was cancelled (Ctrl-C, or dbt's --fail-fast)")
+        self._running_on = threading.get_native_id()
+        try:
+            yield
+        finally:
+            self._running_on = None
+
+    def stop_statement(self) -> None:
+        """Stop the statement this client runs, if any, and refuse any later one: dbt cancels a connection
+        (Ctrl-C, --fail-fast) from another thread. Closing the client alone, as dbt-clickhouse's cancel does,
+        waits for the statement to end: a load's INSERT went on for minutes (docs/adapters.md, "Ctrl-C")."""
+        self._cancelled = True
+        thread = self._running_on
+        if thread is not None:
+            stop_statements_of_thread(thread)
 
     @staticmethod
     def _refuse_multi_statements(sql) -> None:
@@ -244,22 +345,28 @@ class ChdbClient(ChHttpClient):
         options = engine_options(credentials)
         for name, value in SERVER_DEFAULT_SETTINGS.items():
             self._conn_settings.setdefault(name, value)
-        try:
-            with _engine_stderr() as engine_said:
-                keep_engine(build_connection_string(path, options or None))
-                return clickhouse_connect.get_client(
-                    interface="chdb",
-                    path=path,
-                    query_limit=0,
-                    settings=self._conn_settings,
-                    chdb_options=options or None,
-                )
-        except (ClickHouseError, RuntimeError) as ex:
-            # The engine's first line is the cause; str(ex) is only a generic wrapper.
-            reason = engine_said[0] if engine_said else str(ex)
-            if _LOCKED_MARKER in reason:
-                raise ChdbOpenError(engine_locked_message(path)) from None
-            raise ChdbOpenError(f"chdb: cannot open the engine at '{path}': {reason}") from ex
+        wait = _PathWait(path, credentials.path_lock_timeout)
+        while True:
+            try:
+                with _engine_stderr() as engine_said:
+                    keep_engine(build_connection_string(path, options or None))
+                    client = clickhouse_connect.get_client(
+                        interface="chdb",
+                        path=path,
+                        query_limit=0,
+                        settings=self._conn_settings,
+                        chdb_options=options or None,
+                    )
+            except (ClickHouseError, RuntimeError) as ex:
+                # The engine's first line is the cause; str(ex) is only a generic wrapper.
+                reason = engine_said[0] if engine_said else str(ex)
+                if _LOCKED_MARKER not in reason:
+                    raise ChdbOpenError(f"chdb: cannot open the engine at '{path}': {reason}") from ex
+            else:
+                wait.done()
+                return client
+            # Another process has the path open, until it ends (docs/adapters.md, "One process per data directory").
+            wait.again()
 
     def _check_atomic_exchange(self) -> bool:
         # chDB's default database engine is Atomic, which supports EXCHANGE TABLES.

@@ -20,3 +20,8 @@ class ChdbConnectionManager(ClickHouseConnectionManager):
             retry_limit=0,
             retryable_exceptions=[],
         )
+
+    def cancel(self, connection):
+        """Stop the connection's running statement, then close it (dbt cancels on Ctrl-C and --fail-fast)."""
+        connection.handle.stop_statement()
+        super().cancel(connection)

@@ -1,8 +1,18 @@
-{#- The highest value of the model's `watermark` column loaded so far, as a SQL
-    literal, or `default` when nothing was loaded yet. Recorded per run in
+{#- The highest value of the model's `watermark` column loaded so far, or
+    `default` when nothing was loaded yet. Recorded per run in
     `<model>__loads`, so it also covers input that was skipped as stale. It
     never moves backwards: an empty run records NULL, and a backfill of
     older values through `vcmt.load_stage` keeps the highest.
+
+    dbt renders it when it compiles the model, before the run takes the
+    model's lock, so once a value is recorded it renders as a scalar
+    subquery that the engine evaluates when each statement starts, under the
+    lock: a run that waited for another load reads above that load's
+    watermark (docs/design.md#watermark). The subquery gives the recorded
+    text, which the engine converts to the column's type where the column
+    is compared with it: exact for every type (a number literal, as it
+    rendered before, is read as a 64-bit number, wrong for UInt256, Int128
+    and Float32 columns, and no match for a String one).
 
       {{ config(materialized='vcmt_upsert', unique_key='id', watermark='_batch_id') }}
       select ... from {{ source('lake', 'changes') }}
@@ -25,7 +35,8 @@
   {%- endif -%}
   {%- set value = vcmt._recorded_watermark(objs) -%}
   {%- if value is none -%}{{ return(fallback) }}{%- endif -%}
-  {{ return(value if modules.re.match('^-?[0-9]+(\\.[0-9]+)?$', value) else vcmt._sql_string(value)) }}
+  {#- The value seen now stands in if the record is gone when the statement runs (a full refresh's empty load). -#}
+  {{ return('ifNull((' ~ vcmt._recorded_watermark_sql(objs) ~ '), ' ~ vcmt._sql_string(value) ~ ')') }}
 {% endmacro %}
 
 
