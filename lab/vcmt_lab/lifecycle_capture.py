@@ -27,7 +27,6 @@ import contextlib
 import datetime
 import importlib
 import json
-import os
 import re
 import shutil
 import socket
@@ -43,8 +42,6 @@ from vcmt_lab.clickhouse_server import served_node
 from vcmt_lab.dbt_project import DbtProject, DbtRun, Engine
 from vcmt_lab.paths import REPO_ROOT
 
-# The package captured (as tests/conftest.py PACKAGE_ROOT: another checkout of it when set).
-PACKAGE_ROOT = Path(os.environ.get("VCMT_PACKAGE_ROOT", REPO_ROOT))
 OUT = REPO_ROOT / "tests" / "lifecycle" / "captured"
 WORK = REPO_ROOT / ".local" / "lifecycle_capture"
 ENGINES = ("chdb", "http", "cluster")
@@ -95,6 +92,11 @@ class ScenarioSpec:
 def _slow_tests(module: str) -> Any:
     """A module of tests/materialization (imported once the repository is on the path: main)."""
     return importlib.import_module(f"tests.materialization.{module}")
+
+
+def _package_root() -> Path:
+    """The package captured: the tests' (tests/conftest.py PACKAGE_ROOT; VCMT_PACKAGE_ROOT names another checkout)."""
+    return importlib.import_module("tests.conftest").PACKAGE_ROOT
 
 
 def _scenario(p: DbtProject, columns: dict[str, str], config: dict[str, Any], m: str, select: str | None = None):
@@ -462,7 +464,7 @@ def _project(engine: str, work: Path) -> Iterator[tuple[DbtProject, Cluster | No
             cluster = stack.enter_context(two_shard_cluster(work / "cluster"))
             kind, ports = Engine("http", node=cluster, cluster=cluster.name), [n.tcp_port for n in cluster.nodes]
         p = DbtProject(
-            work / f"project_{engine}", PACKAGE_ROOT, work / "chdb", f"vcmt_capture_{engine}", work, engine=kind
+            work / f"project_{engine}", _package_root(), work / "chdb", f"vcmt_capture_{engine}", work, engine=kind
         )
         stack.callback(p.close)
         p.write("macros/vcmt_capture.sql", CAPTURE_MACRO)
