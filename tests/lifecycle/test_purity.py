@@ -106,7 +106,7 @@ def test_a_lifecycle_macro_sends_no_statement_unless_listed(name):
     """A macro of lifecycle/ other than the executor sends a statement exactly when EXPECTED_OFFENDERS lists it."""
     path = _sending_path(name, BODIES)
     if name in EXPECTED_OFFENDERS:
-        assert path is not None, f"{name} sends no statement any more: remove it from EXPECTED_OFFENDERS"
+        assert path is not None, f"{name} sends no statement: remove it from EXPECTED_OFFENDERS"
     else:
         assert path is None, f"{name} sends a statement ({' -> '.join(path)}): plan it for the executor instead"
 
