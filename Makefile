@@ -14,7 +14,7 @@ export DBT_VERSION_CHECK := false
 
 .DEFAULT_GOAL := help
 
-.PHONY: help demo test fuzz faults swap-sweep bench bench-server bench-staging bench-rows-read bench-statements lint venv java clean capture-fixtures
+.PHONY: help demo test fuzz faults swap-sweep bench bench-server bench-staging bench-rows-read bench-statements lint venv java clean capture-fixtures capture-lifecycle
 
 help: ## this list (each target's `##` comment)
 	@awk -F':.*## ' '/^[a-z0-9-]+:.*## / { printf "  make %-18s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
@@ -89,6 +89,12 @@ capture-fixtures: java ## re-capture the Debezium fixtures (PostgreSQL, MariaDB 
 	@test -x $(CAPTURE_VENV)/bin/python || $(PYTHON) -m venv $(CAPTURE_VENV)
 	@$(CAPTURE_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r lab/capture/requirements.txt
 	@$(CAPTURE_VENV)/bin/python lab/capture/capture.py $(ARGS)
+
+# The lifecycle's fast tests' fixtures (tests/lifecycle/captured): observations and statements of real runs on the
+# embedded engine, a served node and the two-node cluster, interrupted swaps included; minutes, not part of make test
+# (ARGS: --list, --only NAME...).
+capture-lifecycle: venv ## re-capture tests/lifecycle/captured from real runs (ARGS: --list, --only NAME...)
+	@$(BIN)/python -m vcmt_lab.lifecycle_capture $(ARGS)
 
 lint: venv ## sqlfluff on the models, ruff check and ruff format --check on the Python
 	@$(BIN)/sqlfluff lint examples/cdc/models integration_tests/models

@@ -1,0 +1,63 @@
+"""The macro harness itself (tests/lifecycle/harness.py): it reaches every macro of the package as a run does,
+refuses every statement, and answers as the captured runs' adapters did."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.lifecycle import capture
+from tests.lifecycle.harness import PACKAGE_ROOT, AdapterFacts, ImpureCall, MacroHarness
+
+_MACRO = re.compile(r"{%-?\s*macro\s+(\w+)\s*\(")
+
+
+@pytest.fixture(scope="module")
+def harness() -> MacroHarness:
+    return MacroHarness(AdapterFacts())
+
+
+def test_every_macro_of_the_package_is_reachable_by_its_name(harness):
+    """Each `{% macro x(...) %}` under macros/ is `vcmt.x` in the harness, and no other name is."""
+    declared = [
+        m for path in sorted((PACKAGE_ROOT / "macros").rglob("*.sql")) for m in _MACRO.findall(path.read_text())
+    ]
+    assert sorted(harness.macro_names) == sorted(declared)
+    assert len(declared) > 300
+
+
+def test_a_macro_that_sends_a_statement_fails_the_test(harness):
+    """`run_query` and `statement` raise ImpureCall, naming what was called: a macro rendered to its end sent
+    nothing."""
+    target = harness.relation("s", "m")
+    with pytest.raises(ImpureCall, match=r"`run_query\(\"select name, type from system.columns where database = 's'"):
+        harness.call("_catalog_columns", target)
+    with pytest.raises(ImpureCall, match=r"`statement\('vcmt_drop_load_table'"):
+        harness.call("_drop_load_table", target)
+
+
+def test_dbt_clickhouse_macros_render_with_the_profiles_cluster():
+    """dbt-clickhouse's own `on_cluster_clause`, as the package's DDL calls it: ON CLUSTER and the profile's cluster
+    (in dbt-clickhouse's double quotes) for a relation on the cluster, nothing elsewhere."""
+    harness = MacroHarness(AdapterFacts(cluster="c1"))
+    on = harness.call("_drop_sql", harness.relation("s", "m", on_cluster=True))
+    off = harness.call("_drop_sql", harness.relation("s", "m", on_cluster=False))
+    assert " ".join(on.split()) == 'drop table if exists `s`.`m` ON CLUSTER "c1" sync'
+    assert " ".join(off.split()) == "drop table if exists `s`.`m` sync"
+
+
+@pytest.mark.parametrize("name", capture.names())
+def test_the_captured_objects_are_the_ones_vcmt_objects_names(name):
+    """For each capture, `vcmt.objects` in the harness (its adapter answering as the run's did: local suffix,
+    cluster, dispatch) names the objects the run's observation named, as the relations the run rendered."""
+    c = capture.load(name)
+    harness = c.harness()
+    schema, model = c.observation["schema"], c.observation["model"]
+    target = harness.relation(schema, model, on_cluster=c.context["cluster"] is not None)
+    named = harness.call("objects", target, c.cfg["sharding_key"])
+    built = c.objects(harness)
+    assert {role: str(rel) for role, rel in named.items()} == {role: str(rel) for role, rel in built.items()}
+    # Each relation renders as the run's statements name it.
+    sent = "\n".join(c.statements)
+    assert str(built["target"]) in sent and str(built["stage"]) in sent
