@@ -1,10 +1,14 @@
-"""Under macros/vcmt/lifecycle/ only the executor sends statements (issue 58: plan purely, apply in one place).
+"""Under macros/vcmt/lifecycle/ only the executor sends statements, and the planners send none at all (issue 58:
+plan purely, apply in one place).
 
-A macro sends a statement when its text calls `statement` or `run_query` (or an adapter method that runs a query),
-or when it refers to a macro of the package that does, however deep: the macros it reaches are read from its text
-(`vcmt.<name>`, a dispatched name's implementations, and for `vcmt[...]` every macro the object declarations name).
-The harness checks the same thing by rendering (tests/lifecycle/harness.py: `run_query` and `statement` fail);
-this test checks every macro of lifecycle/, rendered or not.
+A macro sends a statement when its text calls `statement` or `run_query` (or an adapter method that runs a query).
+The orchestration (lifecycle.sql) may read what it needs through the readers of engine/ and checks/, but it sends no
+statement of its own: every lifecycle statement is a step of a plan, sent by the executor. A planner (plans.sql)
+sends nothing, however deep: the macros it reaches are read from its text (`vcmt.<name>`, a dispatched name's
+implementations, and for `vcmt[...]` every macro the object declarations name); the engine's parse of the config's
+own SQL (`_explain_ast`, `_sql_list_items`) is done once per run before planning and kept for it, so a plan reads
+it from the run's state. The harness checks the same by rendering (tests/lifecycle/harness.py: `run_query` and
+`statement` fail).
 """
 
 from __future__ import annotations
@@ -18,39 +22,11 @@ import pytest
 from tests.lifecycle.harness import PACKAGE_ROOT, package_macros
 from tests.test_layout import declared_objects
 
-# The macros of lifecycle/ that run statements themselves: the executor (the lead names it).
-EXECUTORS: frozenset[str] = frozenset()
-# The macros of lifecycle/ that send statements today, directly or through the macros they call. The refactor of
-# issue 58 empties it: a macro that stops sending fails its case until it leaves this list, and one that starts
-# sending fails until it is listed (or stops).
-EXPECTED_OFFENDERS = frozenset(
-    {
-        "_build_objects",
-        "_check_mend_copy",
-        "_check_on_every_node",
-        "_check_stored_values_fit",  # reads the stored rows of a retyped column
-        "_create_objects",
-        "_create_role_sql",  # via transform_sql -> _lookup_key: the engine parses an order_by with expressions
-        "_create_statements",  # the same, through _views
-        "_drop_leftovers",
-        "_drop_mend_tables",
-        "_exchange_tables",
-        "_finish_interrupted_swap",
-        "_finish_swap",
-        "_helper_tables",  # the same, through _create_role_sql
-        "_interrupted_swap",  # reads every node's catalog when not given `nodes`
-        "_mend_split",
-        "_rebuild_columns",
-        "_rebuild_relation",  # reads the dbt node's catalog for the rebuild's name
-        "_reconcile_objects",
-        "_refuse_interrupted_swap",
-        "_repair_distributed",
-        "_schema_change_plan",  # _check_stored_values_fit; _sql_differs on a kept projection
-        "_swap_in_new_objects",
-        "_views",  # the same, through transform_sql
-        "_why_split_stays",
-    }
-)
+# The macro of lifecycle/ that sends the lifecycle's statements (macros/vcmt/lifecycle/apply.sql).
+EXECUTORS = frozenset({"_apply"})
+# The engine's parse of the config's SQL, memoized per run (config.sql `_run_state`): what a planner may reach.
+MEMOIZED_PARSES = frozenset({"_explain_ast", "_sql_list_items"})
+PLANNERS = PurePath("macros", "vcmt", "lifecycle", "plans.sql")
 
 LIFECYCLE = PurePath("macros", "vcmt", "lifecycle")
 # What sends a statement: dbt's `statement` block and `run_query`, and the adapter's methods that run a query.
@@ -79,9 +55,9 @@ def _callees(name: str, bodies: dict[str, tuple[str, PurePath]]) -> Iterator[str
         yield from DECLARED
 
 
-def _sending_path(name: str, bodies: dict[str, tuple[str, PurePath]]) -> list[str] | None:
-    """The macros from `name` to one that sends a statement itself, or none when it sends nothing (the executors
-    excepted: sending through them is applying the plan)."""
+def _sending_path(name: str, bodies: dict[str, tuple[str, PurePath]], stop: frozenset[str]) -> list[str] | None:
+    """The macros from `name` to one that sends a statement itself, or none when it sends nothing (not looking
+    past the macros of `stop`)."""
     seen: set[str] = set()
     todo: list[list[str]] = [[name]]
     while todo:
@@ -90,7 +66,7 @@ def _sending_path(name: str, bodies: dict[str, tuple[str, PurePath]]) -> list[st
         if _SENDS.search(bodies[here][0]):
             return path
         for callee in _callees(here, bodies):
-            if callee not in seen and callee not in EXECUTORS:
+            if callee not in seen and callee not in stop:
                 seen.add(callee)
                 todo.append([*path, callee])
     return None
@@ -99,18 +75,22 @@ def _sending_path(name: str, bodies: dict[str, tuple[str, PurePath]]) -> list[st
 BODIES = _bodies()
 DECLARED = [o[f] for o in declared_objects() for f in ("create", "select") if f in o]
 LIFECYCLE_MACROS = sorted(n for n, (_, path) in BODIES.items() if LIFECYCLE in path.parents)
+PLANNER_MACROS = sorted(n for n, (_, path) in BODIES.items() if path == PLANNERS)
 
 
 @pytest.mark.parametrize("name", [n for n in LIFECYCLE_MACROS if n not in EXECUTORS])
-def test_a_lifecycle_macro_sends_no_statement_unless_listed(name):
-    """A macro of lifecycle/ other than the executor sends a statement exactly when EXPECTED_OFFENDERS lists it."""
-    path = _sending_path(name, BODIES)
-    if name in EXPECTED_OFFENDERS:
-        assert path is not None, f"{name} sends no statement: remove it from EXPECTED_OFFENDERS"
-    else:
-        assert path is None, f"{name} sends a statement ({' -> '.join(path)}): plan it for the executor instead"
+def test_a_lifecycle_macro_sends_no_statement_of_its_own(name):
+    """Only the executor calls `statement` or `run_query` under lifecycle/."""
+    assert not _SENDS.search(BODIES[name][0]), f"{name} sends a statement: make it a step of a plan for the executor"
 
 
-def test_every_listed_offender_and_executor_is_a_lifecycle_macro():
-    """A listed macro that was renamed, moved out of lifecycle/ or removed fails here, not silently."""
-    assert sorted((EXPECTED_OFFENDERS | EXECUTORS) - set(LIFECYCLE_MACROS)) == []
+@pytest.mark.parametrize("name", PLANNER_MACROS)
+def test_a_planner_sends_nothing_however_deep(name):
+    """A planner returns statements and runs none, nor does anything it calls."""
+    path = _sending_path(name, BODIES, MEMOIZED_PARSES)
+    assert path is None, f"{name} sends a statement ({' -> '.join(path)}): a planner takes what it needs as input"
+
+
+def test_the_executor_and_the_planners_are_where_they_are_named():
+    """A renamed or moved executor or planners file fails here, not by checking nothing."""
+    assert EXECUTORS <= set(LIFECYCLE_MACROS) and len(PLANNER_MACROS) >= 8
