@@ -48,8 +48,11 @@
     {%- set obs = vcmt._observe_model(cfg, objs, columns, rebuild, vcmt._syntax_probes(cfg)) -%}
     {%- set found = obs.found -%}
   {%- endif -%}
-  {#- The lake files this load reads, claimed under the lock (lake_files.sql). -#}
+  {#- The lake files this load reads, claimed under the lock (lake_files.sql). Renewed around it: its reads are
+      many and carry no name (lock.sql `_renew_lock`). -#}
+  {%- do vcmt._renew_lock(cfg, objs) -%}
   {%- do vcmt._claim_lake_files(cfg, objs, sql, rebuild) -%}
+  {%- do vcmt._renew_lock(cfg, objs) -%}
   {#- Both paths check their DDL with the engine before changing anything
       (check.sql); schema changes are planned whole first (schema_changes.sql). -#}
   {%- set load_into = objs -%}

@@ -26,6 +26,7 @@
 {% macro _apply(cfg, objs, steps) %}
   {%- set record = vcmt._run_state(cfg).setdefault('steps', []) -%}
   {%- for step in steps -%}
+    {%- do vcmt._renew_lock(cfg, objs) -%}
     {%- if step.log -%}{{ log(step.log, info=step.info) }}{%- endif -%}
     {%- if step.fence -%}{%- do vcmt._check_fence(objs.target) -%}{%- endif -%}
     {%- call statement(step.name) -%}{{ step.sql }}{%- endcall -%}

@@ -417,16 +417,20 @@
 {% endmacro %}
 
 
-{#- The holder, at each step of its load: its lease renewed when it has been
-    silent for a fifth of it, by this load's own clock since the lock's
-    last row it wrote (`cfg._run`, _run_state). The renewal is fenced like
-    every write, so a holder that was taken over fails here at the latest,
-    and so does its next write in any case. -#}
+{#- The holder, at each step of its run (each statement the lifecycle's
+    executor sends, each step of its load): its lease renewed when it has
+    been silent for a fifth of it, by this load's own clock since the lock's
+    last row it wrote (`cfg._run`, _run_state). Nothing when this run holds
+    no lock (yet). Its statements that only read carry no name a waiting load
+    could see, so a run busy with many short reads must renew as often as one
+    that writes. The renewal is fenced like every write, so a holder that was
+    taken over fails here at the latest, and so does its next write in any
+    case. -#}
 {% macro _renew_lock(cfg, objs) %}
   {%- set run = vcmt._run_state(cfg) -%}
   {%- set now = modules.datetime.datetime.now() -%}
-  {%- if run.get('lock_written') is none
-      or (now - run.lock_written).total_seconds() >= [vcmt._lock_lease_s() // 5, 1] | max -%}
+  {%- if run.get('lock_written') is not none
+      and (now - run.lock_written).total_seconds() >= [vcmt._lock_lease_s() // 5, 1] | max -%}
     {%- call statement('vcmt_lock_renew') -%}
       {{ vcmt._lock_row_sql('renewed', '', objs.target) }}
     {%- endcall -%}
