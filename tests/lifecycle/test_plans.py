@@ -147,3 +147,122 @@ def test_a_steady_state_run_plans_nothing_and_sent_no_ddl(name):
     assert not plan["changed"] and not plan["before"] and not plan["after"]
     ddl = [s for s in c.statements if s.split(None, 1)[0].lower() in capture.DDL]
     assert ddl == []
+
+
+def _same_but_generation(sql: str) -> str:
+    """A statement with a full refresh's generation (lifecycle.sql `_generation_comment`) made comparable."""
+    return re.sub(r"'vcmt generation [^']*'", "'vcmt generation'", " ".join(sql.split()))
+
+
+def _planned(steps: list[dict]) -> list[str]:
+    return [_same_but_generation(s["sql"]) for s in steps]
+
+
+def _leftovers(harness, objs, nodes) -> dict:
+    return harness.call("_leftovers_in", objs, nodes)
+
+
+@pytest.mark.parametrize("name", capture.every(lambda c: c.rebuild))
+def test_the_build_plan_is_what_the_real_run_sent(name):
+    """`vcmt._plan_build(cfg, objs, columns, found, anywhere)` on a first run's or a --full-refresh's observation
+    gives, in order, the statements the run sent to change the catalog before it loaded: leftovers of an earlier
+    attempt dropped, then the objects created (in place, or as the staging set beside the model's own)."""
+    c = capture.load(name)
+    harness = c.harness()
+    objs = c.objects(harness)
+    build = harness.call(
+        "_plan_build", c.cfg, objs, c.wanted, c.obs["found"], _leftovers(harness, objs, c.obs["nodes"])
+    )
+    names = {r.identifier for r in objs.values()} | {
+        r.identifier
+        for s in [harness.call("_staging_objects", objs), *harness.call("_mend_sets", objs)]
+        for r in s.values()
+    }
+    sent = [_same_but_generation(s) for s in c.ddl_on(names)]
+    planned = _planned(build["steps"])
+    assert planned and sent[: len(planned)] == planned
+    # A first run loads into the model's own objects, a --full-refresh of an existing model into the staging set.
+    assert build["into"]["target"].identifier == (
+        harness.call("_staging_objects", objs)["target"].identifier
+        if objs["target"].identifier in c.obs["found"] and c.context["can_exchange"]
+        else objs["target"].identifier
+    )
+
+
+@pytest.mark.parametrize("name", capture.every(lambda c: c.rebuild and c.obs["found"] and c.data["success"]))
+def test_a_full_refresh_swaps_and_finishes_as_planned(name):
+    """Once its load succeeded, a --full-refresh exchanges (or renames) its new tables in and finishes the swap:
+    `vcmt._plan_exchange` then `vcmt._plan_finish_swap`, the statements the run sent after its build, in order
+    (the staging names left after the exchanges: every one the build created, but a RENAME's)."""
+    c = capture.load(name)
+    harness = c.harness()
+    objs = c.objects(harness)
+    found = c.obs["found"]
+    build = harness.call("_plan_build", c.cfg, objs, c.wanted, found, _leftovers(harness, objs, c.obs["nodes"]))
+    new = build["into"]
+    roles = harness.call("_swapped_roles", c.cfg, new, c.wanted)
+    exchange = harness.call("_plan_exchange", objs, new, roles, found)
+    renamed = {new[r].identifier for r in roles if objs[r].identifier not in found}
+    created = [statement_label(s["sql"]).split(" ")[1] for s in build["steps"] if s["name"].startswith("vcmt_create")]
+    nodes = {n["node"] for n in c.obs["nodes"]} or {"node"}
+    anywhere = {name: sorted(nodes) for name in created if name not in renamed}
+    finish = harness.call("_plan_finish_swap", c.cfg, objs, new, c.wanted, found, anywhere)
+    names = {r.identifier for r in objs.values()} | {r.identifier for r in new.values()}
+    sent = [_same_but_generation(s) for s in c.ddl_on(names)]
+    after_build = sent[len(build["steps"]) :]
+    assert after_build[: len(exchange) + len(finish)] == _planned(exchange + finish)
+
+
+def _acted_on(state: str):
+    return lambda c: _ordinary(c) and _swap_the_run_acted_on(c) == (state, False)
+
+
+@pytest.mark.parametrize("name", capture.every(_acted_on("resumable")))
+def test_a_resumable_swap_is_finished_as_planned(name):
+    """A --full-refresh stopped after its load, while every node serves the same tables: the next run exchanges
+    the tables no node swapped yet and finishes the swap, the statements the run sent, in order."""
+    c = capture.load(name)
+    harness = c.harness()
+    objs = c.objects(harness)
+    found_swap = harness.call("_interrupted_swap", c.cfg, objs, c.observation["columns"], c.obs["nodes"])
+    new = harness.call("_staging_objects", objs)
+    exchange = harness.call("_plan_exchange", objs, new, found_swap["pending"], c.obs["found"])
+    finish = harness.call("_plan_finish_swap", c.cfg, objs, new, c.wanted, c.obs["found"], found_swap["leftovers"])
+    names = {r.identifier for r in objs.values()} | {r.identifier for r in new.values()}
+    assert [_same_but_generation(s) for s in c.ddl_on(names)] == _planned(exchange + finish)
+
+
+@pytest.mark.parametrize("name", capture.every(_acted_on("unswapped")))
+def test_an_unswapped_full_refresh_is_rolled_back_as_planned(name):
+    """A --full-refresh stopped before it swapped anything in: the next run drops what it left on every node
+    (`vcmt._plan_drop_leftovers` on the swap's leftovers), the statements the run sent before it loaded."""
+    c = capture.load(name)
+    harness = c.harness()
+    objs = c.objects(harness)
+    found_swap = harness.call("_interrupted_swap", c.cfg, objs, c.observation["columns"], c.obs["nodes"])
+    planned = _planned(harness.call("_plan_drop_leftovers", objs, found_swap["leftovers"]))
+    names = {r.identifier for s in [harness.call("_staging_objects", objs), *harness.call("_mend_sets", objs)]
+             for r in s.values()}  # fmt: skip
+    assert planned and [_same_but_generation(s) for s in c.ddl_on(names)] == planned
+
+
+def test_the_swap_sweeps_statements_are_the_sharded_full_refreshs_plan():
+    """`make swap-sweep` (tests/materialization/test_sharded.py) loses a node at each ON CLUSTER statement of a
+    sharded --full-refresh, from a list of those statements: the list is the plan's (its build, exchanges and
+    finish, as the planners give them for a sharded model's observation), so no statement is left out of the
+    sweep when the plan changes."""
+    from tests.materialization.test_sharded import REFRESH_STATEMENTS
+
+    c = capture.load("cluster_steady_state")
+    harness = c.harness()
+    objs = c.objects(harness)
+    found = c.obs["found"]
+    build = harness.call("_plan_build", c.cfg, objs, c.wanted, found, {})
+    new = build["into"]
+    exchange = harness.call("_plan_exchange", objs, new, harness.call("_swapped_roles", c.cfg, new, c.wanted), found)
+    created = [statement_label(s["sql"]).split(" ")[1] for s in build["steps"]]
+    nodes = sorted({n["node"] for n in c.obs["nodes"]})
+    finish = harness.call("_plan_finish_swap", c.cfg, objs, new, c.wanted, found, {n: nodes for n in created})
+    planned = [statement_label(s["sql"]) for s in build["steps"] + exchange + finish if "ON CLUSTER" in s["sql"]]
+    model = objs["distributed"].identifier
+    assert planned == [s.format(m=model) for s in REFRESH_STATEMENTS]
