@@ -15,7 +15,8 @@
   {%- set cfg = vcmt._sorting_key_default(cfg, columns, none if rebuild else objs.target) -%}
   {%- set obs = vcmt._observe_model(cfg, objs, columns, rebuild, vcmt._syntax_probes(cfg)) -%}
   {%- do vcmt._check_syntax(cfg, target, obs) -%}
-  {%- do vcmt._check_sharding_key(cfg, columns, target) -%}
+  {#- A stored model's `sharding_key` was checked when it was built: a changed one is refused below (stored layout). -#}
+  {%- if rebuild -%}{%- do vcmt._check_sharding_key(cfg, columns, target) -%}{%- endif -%}
   {%- do vcmt._check_projections(cfg) -%}
   {%- set found = obs.found -%}
   {#- A --full-refresh that stopped while it swapped its tables in leaves
@@ -25,7 +26,7 @@
   {%- set swapping = interrupted is not none and interrupted.state != 'unswapped' -%}
   {#- A model on a cluster is on every node, a --full-refresh's too (lifecycle.sql). -#}
   {%- if existing is not none -%}
-    {%- do vcmt._check_on_every_node(objs, 'vcmt_upsert ' ~ target.identifier) -%}
+    {%- do vcmt._check_on_every_node(objs, 'vcmt_upsert ' ~ target.identifier, obs) -%}
   {%- endif -%}
   {%- if not rebuild -%}
     {%- do vcmt._check_existing_is_vcmt(objs, found) -%}
@@ -48,6 +49,8 @@
     {%- set obs = vcmt._observe_model(cfg, objs, columns, rebuild, vcmt._syntax_probes(cfg)) -%}
     {%- set found = obs.found -%}
   {%- endif -%}
+  {#- A sharded model's placement, before the run's first DDL or write (sharding.sql). -#}
+  {%- set placed = none if rebuild else vcmt._checked_placement(cfg, objs, found, 'vcmt_upsert ' ~ target.identifier) -%}
   {#- The lake files this load reads, claimed under the lock (lake_files.sql). Renewed around it: its reads are
       many and carry no name (lock.sql `_renew_lock`). -#}
   {%- do vcmt._renew_lock(cfg, objs) -%}
@@ -76,7 +79,8 @@
     {%- set columns = reconciled.columns -%}
   {%- endif -%}
 
-  {%- set stats = vcmt._load(cfg, load_into, columns, select_columns, sql, obs=none if rebuild else obs) -%}
+  {%- set stats = vcmt._load(cfg, load_into, columns, select_columns, sql, obs=none if rebuild else obs,
+      placed=placed) -%}
   {#- A full refresh loads beside the old tables and swaps last: a failed load leaves the old data serving. -#}
   {%- if load_into.target.identifier != objs.target.identifier -%}
     {%- do vcmt._swap_in_new_objects(cfg, objs, load_into, columns, found) -%}

@@ -31,7 +31,7 @@
     {%- endif -%}
   {%- endif -%}
 
-  {%- do vcmt._check_stored_routing(cfg, objs, found, refresh) -%}
+  {%- do vcmt._check_stored_routing(cfg, objs, found, refresh, obs=obs) -%}
   {%- do vcmt._check_stored_indexes(cfg, objs, refresh, obs) -%}
 
   {%- set stored = vcmt._ddl_clauses(found[target.identifier].create_table_query) -%}

@@ -141,23 +141,22 @@
     _check_stored_layout, and of vcmt.load_stage (`what` names the run). The
     key first: the placement check computes the configured key on each
     shard's rows, so a changed key must be named as such. -#}
-{% macro _check_stored_routing(cfg, objs, found, refresh, what=none) %}
+{% macro _check_stored_routing(cfg, objs, found, refresh, what=none, obs=none) %}
   {%- set what = what or 'vcmt_upsert ' ~ vcmt._public_relation(objs).identifier -%}
   {%- for role, local in vcmt._distributed_pairs() if role in objs
       and objs[role].identifier in found -%}
     {#- A Distributed table created AS its local table copies its comment (a full refresh's generation). -#}
     {%- set stored_engine = modules.re.sub(" COMMENT '(?:[^'\\\\]|\\\\.)*'$", '',
         found[objs[role].identifier].create_table_query.split(' ENGINE = ')[-1]) -%}
-    {%- set wanted_engine = run_query("select formatQuerySingleLine("
+    {%- set wanted_engine = (obs.routing[role] if obs is not none else run_query("select formatQuerySingleLine("
         ~ vcmt._sql_string(vcmt._create_distributed_sql(cfg, objs[role], objs[local]))
-        ~ ")").rows[0][0].split(' ENGINE = ')[-1] -%}
+        ~ ")").rows[0][0]).split(' ENGINE = ')[-1] -%}
     {%- if stored_engine != wanted_engine -%}
       {{ exceptions.raise_compiler_error(what ~ ": `sharding_key` (or the profile's `cluster`) changed, but "
           ~ objs[role] ~ " routes by what it was created with: stored `" ~ stored_engine ~ "`; got `" ~ wanted_engine
           ~ "`. A key's next events would go to another shard than its stored row." ~ refresh) }}
     {%- endif -%}
   {%- endfor -%}
-  {%- do vcmt._check_shard_placement(cfg, objs, found, what) -%}
 {% endmacro %}
 
 
@@ -175,11 +174,13 @@
   {%- set cluster = vcmt._cluster_name() -%}
   {%- set settings = vcmt._pinned_query_settings() -%}
   {%- do settings.update({'skip_unavailable_shards': 1, 'load_balancing': 'in_order'}) -%}
+  {#- One read: the weights, the slots, the last record, and each shard's sample (_shards_moved). -#}
   {%- set row = run_query('select ' ~ vcmt._shard_weights_sql(cluster) ~ ', ' ~ vcmt._shard_slots_sql(cluster)
-      ~ ", argMaxIf(shards, loaded_at, shards != ''), toString(maxIf(loaded_at, shards != '')) from "
-      ~ vcmt._all_shards(objs, 'loads') ~ ' ' ~ vcmt._settings_clause(settings)).rows[0] -%}
+      ~ ", argMaxIf(shards, loaded_at, shards != ''), toString(maxIf(loaded_at, shards != '')), ("
+      ~ vcmt._shard_samples_sql(cfg, objs) ~ ') from ' ~ vcmt._all_shards(objs, 'loads') ~ ' '
+      ~ vcmt._settings_clause(settings)).rows[0] -%}
   {{ return({'now': row[0], 'recorded': row[2], 'at': row[3],
-             'moved': vcmt._shards_moved(cfg, objs, row[1].split(',') if row[1] else [], settings)}) }}
+             'moved': vcmt._shards_moved(row[1].split(',') if row[1] else [], fromjson(row[4]))}) }}
 {% endmacro %}
 
 
@@ -193,14 +194,18 @@
     rows) must be that shard. The value is taken as the engine's insert does
     (createBlockSelector): unsigned, on 32 bits for a type of 4 bytes or
     fewer, else on 64. A shard that does not answer gives no row. -#}
-{% macro _shards_moved(cfg, objs, slots, settings) %}
-  {%- if not slots -%}{{ return([]) }}{%- endif -%}
-  {%- set rows = run_query('select ' ~ vcmt._node_label_sql(vcmt._cluster_name()) ~ ', _shard_num, '
-      ~ 'if(byteSize(_vcmt_value) <= 4, toUInt64(toUInt32(_vcmt_value)), toUInt64(_vcmt_value)) from cluster('
+{% macro _shard_samples_sql(cfg, objs) %}
+  {{ return('select toJSONString(groupArray((' ~ vcmt._node_label_sql(vcmt._cluster_name()) ~ ', _shard_num, '
+      ~ 'if(byteSize(_vcmt_value) <= 4, toUInt64(toUInt32(_vcmt_value)), toUInt64(_vcmt_value))))) from cluster('
       ~ vcmt._sql_string(vcmt._cluster_name()) ~ ', view(select (' ~ vcmt._user_sql(cfg.sharding_key)
-      ~ ') as _vcmt_value from ' ~ objs.target ~ ' limit 1)) ' ~ vcmt._settings_clause(settings)).rows -%}
+      ~ ') as _vcmt_value from ' ~ objs.target ~ ' limit 1))') }}
+{% endmacro %}
+
+{#- The labels of the shards whose sample (`samples`: [label, shard, value]) falls in another shard's slot. -#}
+{% macro _shards_moved(slots, samples) %}
+  {%- if not slots -%}{{ return([]) }}{%- endif -%}
   {%- set moved = [] -%}
-  {%- for label, shard, value in rows if slots[(value | int) % (slots | length)] | int != shard | int -%}
+  {%- for label, shard, value in samples if slots[(value | int) % (slots | length)] | int != shard | int -%}
     {%- do moved.append(label) -%}
   {%- endfor -%}
   {{ return(moved | sort) }}
@@ -213,19 +218,22 @@
     to a shard that does not hold its live row: the key would be live twice,
     on two shards, silently. So the placement the model's last load recorded
     must be the cluster's now, and each shard's stored keys must still be
-    routed to it (docs/design.md#sharded-clusters). Checked before any DDL,
-    here (`found`: the catalog; a `<model>__loads` made before vcmt recorded
-    it has no record), and again by the load under the lock before its
-    first write (_load). `what` names the run. -#}
-{% macro _check_shard_placement(cfg, objs, found, what) %}
+    routed to it (docs/design.md#sharded-clusters). Checked once, under the
+    lock and before the run's first DDL or write (the materialization, or
+    _load for vcmt.load_stage; `found`: the catalog, where a `<model>__loads`
+    made before vcmt recorded it has no record); a refusal gives the lock
+    back. Returns the placement, recorded by the load; none where the model
+    has no record yet (its load reads the placement then). `what` names the
+    run. -#}
+{% macro _checked_placement(cfg, objs, found, what) %}
   {%- set loads = found.get(objs.loads.identifier, {}).get('create_table_query') -%}
-  {%- if not vcmt._sharded(objs) or not loads or not vcmt._stored_has_column(loads, 'shards') -%}
-    {{ return(none) }}
-  {%- endif -%}
+  {%- if not vcmt._sharded(objs) -%}{{ return(vcmt._shard_placement(cfg, objs)) }}{%- endif -%}
+  {%- if not loads or not vcmt._stored_has_column(loads, 'shards') -%}{{ return(none) }}{%- endif -%}
   {%- set placed = vcmt._shard_placement(cfg, objs) -%}
   {%- if vcmt._placement_changed(placed) -%}
-    {{ exceptions.raise_compiler_error(vcmt._placement_refusal(objs, placed, what)) }}
+    {%- do vcmt._refuse_under_lock(objs, vcmt._placement_refusal(objs, placed, what)) -%}
   {%- endif -%}
+  {{ return(placed) }}
 {% endmacro %}
 
 

@@ -97,6 +97,12 @@
         ~ ' settings skip_unavailable_shards = 0')}) -%}
   {%- endif -%}
   {%- do parts.append({'key': 'node', 'json': false, 'sql': 'select ' ~ vcmt._node_label_sql(none)}) -%}
+  {%- if cluster -%}
+    {#- The cluster's replicas and shards (lifecycle.sql `_check_on_every_node`). -#}
+    {%- do parts.append({'key': 'cluster', 'json': true, 'sql': "select toJSONString(map('nodes', toString(count()), "
+        ~ "'shards', toString(uniqExact(shard_num)))) from system.clusters where cluster = "
+        ~ vcmt._sql_string(cluster)}) -%}
+  {%- endif -%}
   {%- set own = [objs.target.identifier, objs.stage.identifier, objs.tombstones.identifier, objs.loads.identifier] -%}
   {%- for role, local in vcmt._distributed_pairs() if role in objs -%}
     {%- do own.append(objs[role].identifier) -%}
@@ -150,6 +156,14 @@
     {%- endfor -%}
     {%- do parts.append({'key': 'projections_same', 'json': true, 'sql': 'select toJSONString(map('
         ~ same | join(', ') ~ ')::Map(String, String))'}) -%}
+    {#- A sharded model's Distributed tables as this config creates them (sharding.sql `_check_stored_routing`). -#}
+    {%- set routing = [] -%}
+    {%- for role, local in vcmt._distributed_pairs() if role in objs -%}
+      {%- do routing.append(vcmt._sql_string(role) ~ ', formatQuerySingleLineOrNull('
+          ~ vcmt._sql_string(vcmt._create_distributed_sql(cfg, objs[role], objs[local])) ~ ')') -%}
+    {%- endfor -%}
+    {%- do parts.append({'key': 'routing', 'json': true, 'sql': 'select toJSONString(map(' ~ routing | join(', ')
+        ~ ')::Map(String, String))'}) -%}
   {%- endif -%}
   {#- The lock (lock.sql), on its node; its table exists from a model's first load of this version on. -#}
   {%- set lock = vcmt._lock_relation(vcmt._model_relation(objs.target)) -%}
@@ -176,6 +190,20 @@
   {%- do obs.update({'lock': vcmt._lock_state_row(obs.lock[0], vcmt._model_relation(objs.target))
                              if obs.get('lock') else none}) -%}
   {{ return(obs) }}
+{% endmacro %}
+
+
+{#- On the model's cluster, who holds `relation`, from the run's observation, as engine/catalog.sql
+    `_nodes_holding` reads it: {nodes, shards, holding, shards_holding}. -#}
+{% macro _observed_holding(relation, obs) %}
+  {%- set holding = obs.nodes | selectattr('name', 'equalto', relation.identifier) | map(attribute='node') | list -%}
+  {%- set shards = [] -%}
+  {%- for label in holding -%}
+    {%- set shard = label.split(' (')[0] -%}
+    {%- if shard not in shards -%}{%- do shards.append(shard) -%}{%- endif -%}
+  {%- endfor -%}
+  {{ return({'nodes': obs.cluster.nodes | int, 'shards': obs.cluster.shards | int, 'holding': holding | sort,
+             'shards_holding': shards | length}) }}
 {% endmacro %}
 
 

@@ -545,9 +545,9 @@
     names the run). A replica without it, in a shard that has it, is not
     this check's: a replica added to a shard fetches the target's data by
     replication. -#}
-{% macro _check_on_every_node(objs, what) %}
+{% macro _check_on_every_node(objs, what, obs=none) %}
   {%- if not on_cluster_clause(objs.target) | trim -%}{{ return(none) }}{%- endif -%}
-  {%- set found = vcmt._nodes_holding(objs.target) -%}
+  {%- set found = vcmt._nodes_holding(objs.target) if obs is none else vcmt._observed_holding(objs.target, obs) -%}
   {#- On no shard: not built under this name (a model given a `sharding_key`, whose target becomes per-shard). -#}
   {%- if 0 < found.shards_holding < found.shards -%}
     {{ exceptions.raise_compiler_error(what ~ ": the profile's cluster `" ~ vcmt._cluster_name() ~ "` has "

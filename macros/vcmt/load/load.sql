@@ -50,7 +50,7 @@
     (_refuse_interrupted_swap). An
     external load (`vcmt.load_stage`) passes `move_watermark=false` unless
     asked (docs/design.md#watermark). -#}
-{% macro _load(cfg, objs, columns, select_columns, sql, lock_for=none, move_watermark=true, obs=none) %}
+{% macro _load(cfg, objs, columns, select_columns, sql, lock_for=none, move_watermark=true, obs=none, placed=none) %}
   {%- set started = modules.datetime.datetime.now() -%}
   {%- set sql = vcmt._unsent_as_defaults(cfg, objs, columns, select_columns, sql) -%}
   {#- Every value is checked before the first write, truncates included. Every statement that reads the
@@ -64,12 +64,14 @@
   {%- else -%}
     {%- do vcmt._renew_lock(cfg, objs) -%}
   {%- endif -%}
-  {#- Under the lock, before the first write: the placement checked before
-      any DDL may have changed since; the one recorded is the one checked. -#}
-  {%- set placed = vcmt._shard_placement(cfg, objs) -%}
-  {%- if vcmt._placement_changed(placed) -%}
-    {%- do vcmt._refuse_under_lock(objs, vcmt._placement_refusal(objs, placed, (lock_for or 'vcmt_upsert') ~ ' '
-        ~ vcmt._public_relation(objs).identifier)) -%}
+  {#- Under the lock, before the first write (sharding.sql `_checked_placement`): the caller's check, or here; the
+      one recorded is the one checked. -#}
+  {%- if placed is none -%}
+    {%- set placed = vcmt._shard_placement(cfg, objs) -%}
+    {%- if vcmt._placement_changed(placed) -%}
+      {%- do vcmt._refuse_under_lock(objs, vcmt._placement_refusal(objs, placed, (lock_for or 'vcmt_upsert') ~ ' '
+          ~ vcmt._public_relation(objs).identifier)) -%}
+    {%- endif -%}
   {%- endif -%}
   {#- The run's observation read them before it took the lock, which no load has held since (observe.sql). -#}
   {%- set before = vcmt._applied_totals(objs) if not obs or not obs.get('applied') else {
