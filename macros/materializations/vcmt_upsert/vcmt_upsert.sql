@@ -50,7 +50,8 @@
     {%- set found = obs.found -%}
   {%- endif -%}
   {#- A sharded model's placement, before the run's first DDL or write (sharding.sql). -#}
-  {%- set placed = none if rebuild else vcmt._checked_placement(cfg, objs, found, 'vcmt_upsert ' ~ target.identifier) -%}
+  {%- set placed = none if rebuild
+      else vcmt._checked_placement(cfg, objs, found, 'vcmt_upsert ' ~ target.identifier) -%}
   {#- The lake files this load reads, claimed under the lock (lake_files.sql). Renewed around it: its reads are
       many and carry no name (lock.sql `_renew_lock`). -#}
   {%- do vcmt._renew_lock(cfg, objs) -%}
