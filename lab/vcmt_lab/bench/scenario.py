@@ -274,30 +274,18 @@ class Scenario:
 
     def _hold_lock_as(self, statements: str | list[str]) -> None:
         """The loader's statements as dbt ran them carry their load's fence (macros/vcmt/load/lock.sql): they write
-        only while that load holds the model's lock. The bench replays them as that load: its name becomes the
-        lock's newest generation, so the timed statements are the fenced ones, fence included. The generation also
-        records that load as released (the fence reads the name only): a `dbt run` after the replay takes the lock
-        at once instead of waiting for the stand-in holder's lease to lapse."""
+        only while that load holds the model's lock. The bench replays them as that load: it claims the lock's next
+        generation in that load's name, so the timed statements are the fenced ones, fence included. The generation
+        also records that load as released (the fence reads the claim's name only): a `dbt run` after the replay
+        takes the lock at once instead of waiting for the stand-in holder's lease to lapse."""
         for statement in _statements(statements):
             found = _FENCE.search(statement)
             if found:
-                holder, database, prefix = found.groups()
-                gen = (
-                    self.engine.rows(
-                        f"select max(toUInt64OrZero(substring(name, length('{prefix}') + 1))) "
-                        f"from system.tables where database = '{database}' "
-                        f"and startsWith(name, '{prefix}')"
-                    )[0][0]
-                    or 0
-                )
+                holder, lock = found.groups()
+                gen = int(self.engine.rows(f"select max(gen) from {lock}")[0][0] or 0) + 1
                 self.engine.command(
-                    f"create table `{database}`.`{prefix}{int(gen) + 1}` (holder String, kind String, "
-                    "what String, at DateTime64(3)) engine = MergeTree order by tuple() "
-                    f"comment '{holder}'"
-                )
-                self.engine.command(
-                    f"insert into `{database}`.`{prefix}{int(gen) + 1}` "
-                    f"values ('{holder}', 'released', 'bench replay', now64(3))"
+                    f"insert into {lock} (gen, holder, kind, what) values "
+                    f"({gen}, '{holder}', 'acquired', 'bench replay'), ({gen}, '{holder}', 'released', 'bench replay')"
                 )
                 return
 
@@ -320,11 +308,9 @@ def _is(kinds: str, statement: str) -> bool:
     return re.match(rf"^(/\*.*?\*/\s*)?({kinds})\b", statement, re.S | re.I) is not None
 
 
-# A fence: the holder it expects, then the lock's database and name prefix (macros/vcmt/load/lock.sql, _lock_fence).
+# A fence: the holder whose claim it expects, then the lock's table (macros/vcmt/load/lock.sql, _lock_fence).
 _FENCE = re.compile(
-    r"!= '(vcmt load by dbt invocation [^']+)'.*?where database = '([^']+)' "
-    r"and startsWith\(name, '([^']+)'\)",
-    re.S,
+    r"= '(vcmt load by dbt invocation [^']+)'.*? from \(select holder, kind from (\S+) where gen = ", re.S
 )
 
 

@@ -173,8 +173,10 @@
     {%- do parts.append({'key': 'lock', 'json': true, 'sql': vcmt._json_rows_sql(fields, 'from ('
         ~ vcmt._lock_state_sql(vcmt._model_relation(objs.target)) ~ ')')}) -%}
   {%- endif -%}
-  {#- The applied totals before this run's load (report.sql), valid once it holds the lock (lock.sql). -#}
-  {%- if not rebuild and objs.applied.identifier in vcmt._cached_names(objs) -%}
+  {#- The applied totals before this run's load (report.sql), valid once it holds the lock (lock.sql). A sharded
+      model's are read by the load after its placement check (sharding.sql `_checked_placement`): across the
+      shards, a shard added to the cluster lacks the table, and the read would fail before the check names it. -#}
+  {%- if not rebuild and not vcmt._sharded(objs) and objs.applied.identifier in vcmt._cached_names(objs) -%}
     {%- do parts.append({'key': 'applied', 'json': true, 'sql': vcmt._json_rows_sql({'inserted': 'inserted',
         'updated': 'updated', 'deleted': 'deleted'}, 'from (' ~ vcmt._applied_totals_sql(objs) ~ ')')}) -%}
   {%- endif -%}
