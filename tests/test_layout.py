@@ -401,6 +401,14 @@ def test_the_readme_names_the_options_that_need_a_full_refresh() -> None:
     assert named == [o["name"] for o in declared_options() if o.get("full_refresh")], named
 
 
+def test_the_operations_page_lists_the_loads_columns() -> None:
+    """docs/operations.md's `<model>__loads` table names the columns `_loads_fields()` declares, in order."""
+    page = (ROOT / "docs" / "operations.md").read_text().split("### `<model>__loads`", 1)[1].split("\n### ", 1)[0]
+    listed = re.findall(r"^\| `([a-z_]+)` \|", page, re.M)
+    declared = [name for name, _type, _meaning in _literal_macro("macros/vcmt/load/report.sql", "_loads_fields")]
+    assert listed == declared, f"docs/operations.md lists {listed}; macros/vcmt/load/report.sql declares {declared}"
+
+
 def test_every_option_is_read_with_a_known_key() -> None:
     """Each option has a reader macro that exists, or a default/choices/expects the loop applies; no macro
     of the package reads a config key that is not declared."""
