@@ -14,7 +14,7 @@ export DBT_VERSION_CHECK := false
 
 .DEFAULT_GOAL := help
 
-.PHONY: help demo test fuzz faults swap-sweep bench bench-server bench-staging bench-rows-read bench-statements lint venv java clean capture-fixtures capture-lifecycle
+.PHONY: help demo test fuzz faults swap-sweep bench bench-server bench-staging bench-operator bench-rows-read bench-statements lint venv java clean capture-fixtures capture-lifecycle
 
 help: ## this list (each target's `##` comment)
 	@awk -F':.*## ' '/^[a-z0-9-]+:.*## / { printf "  make %-18s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
@@ -80,6 +80,12 @@ bench-rows-read: venv ## rows a batch's lookups read, per partition layout
 # Spark staging throughput next to the ClickHouse apply (issue 15); ARGS="--sizes 50000 --landed ''" (--help).
 bench-staging: venv java ## Spark staging throughput next to the ClickHouse apply
 	@$(BIN)/python -m vcmt_lab.bench.staging $(ARGS)
+
+# What a scheduled run costs on this machine (docs/operations.md): a warm vcmt-spark-server's staging runs with
+# nothing new and with about 100 lines, the marts' runs, vcmt's fixed cost per model, Spark's start on
+# method: session; ARGS="--runs 5 --lines 100" (--help).
+bench-operator: venv java ## what a scheduled run costs: warm Spark server, marts, fixed cost per model
+	@$(BIN)/python -m vcmt_lab.bench.operator $(ARGS)
 
 # Re-capture the real Debezium fixtures under integration_tests/fixtures/debezium
 # (PostgreSQL + MariaDB on loopback, Debezium embedded engine). Not part of make test.

@@ -101,6 +101,7 @@ MODULE_SECONDS = {
     "tests/adapter/test_server_parity.py": 30,
     "tests/generic_tests/test_dbt_tests_on_vcmt_models.py": 30,
     "tests/server/test_lake_on_server.py": 25,
+    "tests/adapter/test_target_gating.py": 25,
     "tests/bench/test_virtual_shards_bench.py": 25,
     "tests/bench/test_rows_read.py": 20,
 }

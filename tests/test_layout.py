@@ -19,12 +19,14 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pytest
 import yaml
 
 from vcmt_staging import contract
 
 ROOT = Path(__file__).resolve().parents[1]
 MACRO = re.compile(r"\{%-?\s*macro\s+([A-Za-z_][A-Za-z0-9_]*)\s*\((.*?)\)\s*-?%\}(.*?)\{%-?\s*endmacro", re.S)
+TEST = re.compile(r"\{%-?\s*test\s+([A-Za-z_][A-Za-z0-9_]*)\s*\((.*?)\)\s*-?%\}", re.S)
 # vcmt_tools: the 0.3 names, kept as aliases until 0.5 (vcmt_tools/__init__.py).
 PRODUCT_PYTHON = ("dbt", "vcmt_staging", "vcmt_cli", "vcmt_tools")
 # Markdown that a user or a maintainer reads: every relative link in it must resolve.
@@ -67,6 +69,37 @@ def test_public_macros_are_dispatched_and_documented() -> None:
     assert not not_dispatched, f"public macros that are not dispatched: {not_dispatched}"
     stale = {n for n in _documented() - set(macros) if f"default__{n}" not in macros}
     assert not stale, f"macros yml documents macros that do not exist: {sorted(stale)}"
+
+
+@pytest.mark.parametrize("macros", ["macros", "examples/cdc/macros", "integration_tests/macros"])
+def test_documented_macro_arguments_pass_dbts_own_check(macros: str) -> None:
+    """What dbt checks of a macros yml on every full parse (dbt-core's `_check_patch_arguments`, on by default
+    from 1.12): each documented argument is the definition's, in its order, and its `type` is one dbt knows
+    (`bool`, not `boolean`; `list[string]`, not `list`). A failure is a warning on every user's parse."""
+    from dbt.parser.schemas import is_valid_type
+
+    signatures = {}
+    for path in (ROOT / macros).rglob("*.sql"):
+        text = path.read_text()
+        # A generic test `{% test t(...) %}` is the macro `test_t` to dbt.
+        defined = [(n, a) for n, a, _ in MACRO.findall(text)] + [(f"test_{n}", a) for n, a in TEST.findall(text)]
+        for name, args in defined:
+            signatures[name] = [a.split("=", 1)[0].strip() for a in args.split(",") if a.strip()]
+    wrong = []
+    for path in (ROOT / macros).rglob("*.yml"):
+        for macro in (yaml.safe_load(path.read_text()) or {}).get("macros", []):
+            documented = macro.get("arguments") or []
+            if not documented:
+                continue
+            names = [a["name"] for a in documented]
+            if names != signatures[macro["name"]]:
+                wrong.append(f"{macro['name']}: arguments {names}, defined {signatures[macro['name']]}")
+            wrong += [
+                f"{macro['name']}: argument {a['name']} has type {a['type']!r}, which dbt does not know"
+                for a in documented
+                if str(a.get("type") or "").strip() and not is_valid_type(a["type"])
+            ]
+    assert not wrong, "macros yml arguments dbt warns about on parse: " + "; ".join(wrong)
 
 
 def test_the_package_imports_nothing_from_the_lab() -> None:
@@ -366,6 +399,14 @@ def test_the_readme_names_the_options_that_need_a_full_refresh() -> None:
     assert sentence, "README's Configuration reference lost its sentence on the options that need --full-refresh"
     named = re.findall(r"`([a-z_]+)`", sentence.group(1))
     assert named == [o["name"] for o in declared_options() if o.get("full_refresh")], named
+
+
+def test_the_operations_page_lists_the_loads_columns() -> None:
+    """docs/operations.md's `<model>__loads` table names the columns `_loads_fields()` declares, in order."""
+    page = (ROOT / "docs" / "operations.md").read_text().split("### `<model>__loads`", 1)[1].split("\n### ", 1)[0]
+    listed = re.findall(r"^\| `([a-z_]+)` \|", page, re.M)
+    declared = [name for name, _type, _meaning in _literal_macro("macros/vcmt/load/report.sql", "_loads_fields")]
+    assert listed == declared, f"docs/operations.md lists {listed}; macros/vcmt/load/report.sql declares {declared}"
 
 
 def test_every_option_is_read_with_a_known_key() -> None:

@@ -27,6 +27,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from dbt.adapters.vcmt_spark.credentials import LOCAL_SESSION_DEFAULTS, is_local_master
 from dbt.adapters.vcmt_spark.java import java_problem
 from dbt.adapters.vcmt_spark.spark_log import write_log_config
 
@@ -81,6 +82,10 @@ def server_command(
         "spark.driver.extraJavaOptions": f"-Dderby.system.home={root}",
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.shuffle.partitions": "2",
+        # A local master lists a read's folders on the driver, as a `method: session` does: under Spark's
+        # default a staging run listed its topic's batch folders in a Spark job once there were more than 32
+        # (docs/adapters.md#how-the-spark-targets-work). --conf sets it otherwise.
+        **(LOCAL_SESSION_DEFAULTS if is_local_master(master) else {}),
         **(
             {"spark.connect.grpc.binding.address": host, "spark.connect.grpc.binding.port": str(port)}
             if kind == "connect"

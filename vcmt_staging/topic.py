@@ -18,6 +18,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
+from dataclasses import dataclass
 from fractions import Fraction
 from urllib.parse import unquote
 
@@ -116,22 +117,25 @@ def landed_batches(session, topic_path: str) -> tuple[DataFrame, list[int]]:
     listing of the topic.
     """
     lines = session.read.format("text").load(topic_path)
-    landed = set()
-    for path in lines.inputFiles():
-        match = _FOLDER_OF.search(path)
-        if match is None:
-            raise ValueError(
-                f"a landed file must be in a batch folder of its topic, named {BATCH_FOLDER}; move "
-                f"{path} into one. Nothing was staged."
-            )
-        name = unquote(match[1])
-        if re.fullmatch(_DIGITS, name) is None or int(name) > _MAX_BATCH:
-            raise ValueError(
-                f"a landed batch folder must be named {BATCH_FOLDER}; rename the folder "
-                f"{unquote(path.rsplit('/', 1)[0])}. Nothing was staged."
-            )
-        landed.add(int(name))
-    return lines, sorted(landed)
+    return lines, sorted({landed_batch(path) for path in lines.inputFiles()})
+
+
+def landed_batch(path: str) -> int:
+    """The batch id of a landed file's `_batch_id=<N>` folder; a file elsewhere, or in a folder that is not a
+    whole number of 64 bits, fails the run naming it (ValueError)."""
+    match = _FOLDER_OF.search(path)
+    if match is None:
+        raise ValueError(
+            f"a landed file must be in a batch folder of its topic, named {BATCH_FOLDER}; move "
+            f"{path} into one. Nothing was staged."
+        )
+    name = unquote(match[1])
+    if re.fullmatch(_DIGITS, name) is None or int(name) > _MAX_BATCH:
+        raise ValueError(
+            f"a landed batch folder must be named {BATCH_FOLDER}; rename the folder "
+            f"{unquote(path.rsplit('/', 1)[0])}. Nothing was staged."
+        )
+    return int(name)
 
 
 def batch_id(folder: Column, path: Column) -> Column:
@@ -447,12 +451,11 @@ def _judge_stage(values: _Steps, declared: Mapping[str, dbz.Declared], key: Sequ
     )
 
 
-def nothing_staged(lines: DataFrame, declared: Mapping[str, dbz.Declared]) -> DataFrame:
-    """No row, in the columns and types of `stage_topic`'s output, built without the decoding (a few calls)."""
-    return lines.limit(0).select(
-        *[F.lit(None).cast(d.spark_type).alias(n) for n, d in declared.items()],
-        *[F.lit(None).cast(t).alias(name) for name, t in STAGED_COLUMNS.items()],
-    )
+def nothing_staged(session, declared: Mapping[str, dbz.Declared]) -> DataFrame:
+    """No row, in the columns and types of `stage_topic`'s output, built without the decoding and without
+    reading the topic (a local relation: no Spark job, no listing)."""
+    types = {**{n: d.spark_type for n, d in declared.items()}, **STAGED_COLUMNS}
+    return session.createDataFrame([], ", ".join(f"`{n}` {t}" for n, t in types.items()))
 
 
 def stage_topic(
@@ -641,15 +644,21 @@ def stage_new_batches(
     done = _partition_batches(session, model) if dbt.is_incremental else []
     # The raw files are fingerprinted before the read lists them: a file landing or changing in between is
     # read but not recorded, so the next run stages its batch again (never the other way round).
-    restaged, pending = _compare_with_record(session, model, topic_path, done, dbt.is_incremental)
-    lines = read_lines(session, topic_path, exclude_batches=sorted(set(done) - set(restaged)))
-    if dbt.is_incremental and not lines.limit(1).collect():
-        # Nothing new: no decoding to build, no checkpoint, no counting; the result has no row, and writing
-        # it replaces no partition (docs/staging.md, "Keeping Spark warm").
+    restaged, pending, listing = _compare_with_record(session, model, topic_path, done, dbt.is_incremental)
+    skipped = set(done) - set(restaged)
+    if dbt.is_incremental and not listing.has_lines(skipped):
+        # Nothing new, known from the fingerprints' listing: the topic is not read again, no decoding is built,
+        # nothing is counted, and the result (no row) is not written (`unwritten`; docs/staging.md, "Keeping
+        # Spark warm"). The listing's files get the refusals a read makes.
+        for path in listing.paths:
+            landed_batch(path)
         _refuse_unreplaceable(model, topic_path, restaged, [])
         _PENDING.pop(model, None)
+        _UNWRITTEN.add(model)
         report(summary(model, []))
-        return nothing_staged(lines, declared)
+        return nothing_staged(session, declared)
+    _UNWRITTEN.discard(model)
+    lines = read_lines(session, topic_path, exclude_batches=sorted(skipped))
     _PENDING[model] = pending
     staged = _staged_lines(session, topic_path, lines, flavour, key, columns, decimal_handling)
     return checked(staged, model, columns, max_malformed_share, restaged=restaged, topic_path=topic_path)
@@ -664,6 +673,8 @@ _FILE_OF = re.compile(r"/_batch_id=([^/]*)/([^/]*)$")
 # model table -> (record table, rows to write once the model's table is written, restaged batches, whether the
 # rows replace the record).
 _PENDING: dict[str, tuple[str, list[tuple], dict[int, str], bool]] = {}
+# Model tables whose last `stage_new_batches` result has no row because nothing was new: not written.
+_UNWRITTEN: set[str] = set()
 # A record appended to by this many runs is rewritten whole, with each batch's latest rows only, by the next
 # run that stages something (each append is a file: the record's scan would grow with every run).
 RECORD_COMPACT_RUNS = 64
@@ -674,10 +685,23 @@ def raw_files_table(model: str) -> str:
     return f"{model}{RECORD_SUFFIX}"
 
 
-def _fingerprints(session, topic_path: str, record: str | None) -> tuple[dict, dict, dict[int, int], int]:
-    """The topic's landed files, batch -> file name -> (size, modification time in ms), and, from `record`
-    (None: none read), the files each recorded batch was staged from in its latest run, that run, and how many
-    runs appended to the record.
+@dataclass(frozen=True)
+class Landed:
+    """The topic's files as one listing saw them: every path, and the batch folders' files, batch -> file name
+    -> (size, modification time in ms)."""
+
+    paths: tuple[str, ...]
+    batches: Mapping[int, Mapping[str, tuple[int, int | None]]]
+
+    def has_lines(self, skipped: Iterable[int]) -> bool:
+        """Whether a batch outside `skipped` holds a line: a file of one byte or more."""
+        skip = set(skipped)
+        return any(size > 0 for b, files in self.batches.items() if b not in skip for size, _ in files.values())
+
+
+def _fingerprints(session, topic_path: str, record: str | None) -> tuple[Landed, dict, dict[int, int], int]:
+    """The topic's landed files (`Landed`), and, from `record` (None: none read), the files each recorded batch
+    was staged from in its latest run, that run, and how many runs appended to the record.
 
     One Spark job: a listing of the topic (Spark's binaryFile source, which opens no file when its content
     is not asked for) and a scan of the record, as one union. An empty file has no row in a scan: it is known
@@ -701,7 +725,8 @@ def _fingerprints(session, topic_path: str, record: str | None) -> tuple[dict, d
             return  # not a batch folder's file: `landed_batches` refuses it, naming the folder
         landed.setdefault(int(name), {})[unquote(match[2])] = fingerprint
 
-    for path in files.inputFiles():
+    paths = tuple(files.inputFiles())
+    for path in paths:
         land(path, (0, None))
     rows: list = []
     for r in listing.collect():
@@ -716,7 +741,7 @@ def _fingerprints(session, topic_path: str, record: str | None) -> tuple[dict, d
     for r in rows:
         if r["run"] == latest[r["_batch_id"]]:
             recorded.setdefault(r["_batch_id"], {})[r["file"]] = (r["size"], r["modified"])
-    return landed, recorded, latest, len({r["run"] for r in rows})
+    return Landed(paths, landed), recorded, latest, len({r["run"] for r in rows})
 
 
 def _create_record(session, record: str) -> None:
@@ -747,9 +772,9 @@ def _difference(landed: Mapping[str, tuple], recorded: Mapping[str, tuple] | Non
 
 def _compare_with_record(
     session, model: str, topic_path: str, done: Sequence[int], incremental: bool
-) -> tuple[dict[int, str], tuple[str, list[tuple], dict[int, str], bool]]:
-    """The staged batches to stage again, each with why (`_difference`), and what to record once this run's
-    result is written (`record_staged`).
+) -> tuple[dict[int, str], tuple[str, list[tuple], dict[int, str], bool], Landed]:
+    """The staged batches to stage again, each with why (`_difference`), what to record once this run's
+    result is written (`record_staged`), and the topic's files as listed (`Landed`).
 
     A first run or full refresh empties the record before anything is written. An incremental run's table
     staged before the record existed has its batches recorded as they are now (nothing restaged)."""
@@ -757,17 +782,19 @@ def _compare_with_record(
     if not incremental:
         _create_record(session, record)
         session.sql(f"truncate table {record}")
-        landed, recorded, latest, appends = _fingerprints(session, topic_path, None)
+        listing, recorded, latest, appends = _fingerprints(session, topic_path, None)
     elif session.catalog.tableExists(record):
-        landed, recorded, latest, appends = _fingerprints(session, topic_path, record)
+        listing, recorded, latest, appends = _fingerprints(session, topic_path, record)
     else:
-        landed, _, latest, appends = _fingerprints(session, topic_path, None)
+        listing, _, latest, appends = _fingerprints(session, topic_path, None)
         _create_record(session, record)
+        landed = listing.batches
         adopted = [(b, f, s, m, 0) for b in done for f, (s, m) in sorted(landed.get(b, {}).items())]
         if adopted:
             _append_record(session, record, adopted)
         recorded = {b: landed[b] for b in done if b in landed}
         latest = dict.fromkeys(recorded, 0)
+    landed = listing.batches
     # A staged batch whose folder is gone (raw batches pruned after staging) keeps its staged lines.
     restaged = {b: why for b in done if b in landed and (why := _difference(landed[b], recorded.get(b)))}
     skipped = set(done) - set(restaged)
@@ -780,7 +807,7 @@ def _compare_with_record(
             for b in sorted(set(recorded) - {r[0] for r in rows})
             for f, (s, m) in sorted(recorded[b].items())
         ]
-    return restaged, (record, rows, restaged, compact)
+    return restaged, (record, rows, restaged, compact), listing
 
 
 def record_staged(session, table: str) -> None:
@@ -791,6 +818,17 @@ def record_staged(session, table: str) -> None:
     pending = _PENDING.pop(table, None)
     if pending is not None and pending[1]:
         _append_record(session, pending[0], pending[1], overwrite=pending[3])
+
+
+def unwritten(table: str) -> bool:
+    """Whether the result `stage_new_batches` last returned for `table` found nothing new: it has no row, and
+    an incremental write of it would replace no partition and append nothing, so the `vcmt_spark` adapter
+    skips the write (a Spark job, a commit and a metastore call per run). Asked once per result."""
+    try:
+        _UNWRITTEN.remove(table)
+    except KeyError:
+        return False
+    return True
 
 
 def restaged_batches(table: str) -> dict[int, str]:

@@ -91,9 +91,11 @@ def config_xml(
     clusters: Mapping[str, Sequence[Shard]] | None = None,
     macros: Mapping[str, str] | None = None,
     query_logs: bool = False,
+    user_files: Path | None = None,
 ) -> tuple[str, str]:
-    """The node's config.xml (loopback listeners, optional clusters, macros and query logs) and users.xml (one
-    user, `default`, without password, with a server's defaults)."""
+    """The node's config.xml (loopback listeners, optional clusters, macros, query logs and `user_files_path`:
+    where file() may read, the server's default when None) and users.xml (one user, `default`, without
+    password, with a server's defaults)."""
     profile = "".join(f"<{k}>{v}</{k}>" for k, v in SERVER_PROFILE.items())
     parts = [
         f"<listen_host>{HOST}</listen_host>",
@@ -116,6 +118,8 @@ def config_xml(
         parts.append("<macros>" + "".join(f"<{k}>{escape(v)}</{k}>" for k, v in macros.items()) + "</macros>")
     if query_logs:
         parts.append(query_logs_xml())
+    if user_files is not None:
+        parts.append(f"<user_files_path>{escape(str(user_files))}/</user_files_path>")
     users = (
         "<clickhouse><profiles><default>" + profile + "</default></profiles>"
         "<users><default><password></password><networks><ip>127.0.0.1</ip></networks>"
@@ -135,6 +139,7 @@ class ServedNode:
     clusters: Mapping[str, Sequence[Shard]] | None = None
     macros: Mapping[str, str] | None = None
     query_logs: bool = False
+    user_files: Path | None = None
     process: subprocess.Popen | None = field(default=None, repr=False)
 
     @property
@@ -155,7 +160,9 @@ class ServedNode:
         if self.running():
             return self
         self.folder.mkdir(parents=True, exist_ok=True)
-        config, users = config_xml(self.tcp_port, self.http_port, self.clusters, self.macros, self.query_logs)
+        config, users = config_xml(
+            self.tcp_port, self.http_port, self.clusters, self.macros, self.query_logs, self.user_files
+        )
         (self.folder / "config.xml").write_text(config)
         (self.folder / "users.xml").write_text(users)
         log = open(self.log_path, "ab")  # noqa: SIM115 (the child keeps it; closed when the node stops)
@@ -258,13 +265,15 @@ def start_node(
     clusters: Mapping[str, Sequence[Shard]] | None = None,
     macros: Mapping[str, str] | None = None,
     query_logs: bool = False,
+    user_files: Path | None = None,
     timeout: float = START_TIMEOUT_S,
     attempts: int = 3,
 ) -> ServedNode:
-    """A node in `folder` on free loopback ports, listening. Ports are picked free, then bound by the node: a
-    port taken in between makes the node fail, and it is tried again on other ports (`attempts` in all)."""
+    """A node in `folder` on free loopback ports, listening (file() reading under `user_files`, if given). Ports
+    are picked free, then bound by the node: a port taken in between makes the node fail, and it is tried again
+    on other ports (`attempts` in all)."""
     for attempt in range(attempts):
-        node = ServedNode(folder, free_port(), free_port(), clusters, macros, query_logs)
+        node = ServedNode(folder, free_port(), free_port(), clusters, macros, query_logs, user_files)
         try:
             return node.start(timeout)
         except ServedNodeError:

@@ -230,8 +230,10 @@ def run(args: argparse.Namespace) -> int:
         return _run(args, work, staging, None)
     from vcmt_lab.clickhouse_server import served_node
 
-    # The marts on a ClickHouse node served on 127.0.0.1 (the example's `clickhouse` target, over HTTP).
-    with served_node(work / "served_node") as node:
+    # The marts on a ClickHouse node served on 127.0.0.1 (the example's `clickhouse` target, over HTTP). A server
+    # reads the lake with file() only under its user_files_path: the node's is the lake (docs/staging.md, "A lake
+    # on a ClickHouse server").
+    with served_node(work / "served_node", user_files=work / "lake") as node:
         os.environ.update({"CLICKHOUSE_HOST": "127.0.0.1", "CLICKHOUSE_PORT": str(node.http_port)})
         version = node.client().server_version
         _say(

@@ -132,17 +132,29 @@ def test_python_staging_model_incremental_by_batch(
     monkeypatch.chdir(lab_dir)
     run_two_batches(lake, lambda: proj.dbt("run", target="vcmt_spark"))
 
-    # A run with nothing new builds no decoding and counts nothing: it only looks for a new line.
+    # A run with nothing new reads no line, builds no decoding, counts nothing and writes nothing: the
+    # fingerprints' listing of the topic tells it there is nothing new.
+    from pyspark.sql.readwriter import DataFrameWriter
+
     from vcmt_staging import topic
 
     def not_on_a_run_with_nothing_new(*args, **kwargs):
-        raise AssertionError("a run with nothing new decoded or counted lines")
+        raise AssertionError("a run with nothing new read, decoded, counted or wrote lines")
 
     with monkeypatch.context() as patched:
-        patched.setattr(topic, "decode_lines", not_on_a_run_with_nothing_new)
-        patched.setattr(topic, "checked", not_on_a_run_with_nothing_new)
+        for name in ("read_lines", "decode_lines", "checked"):
+            patched.setattr(topic, name, not_on_a_run_with_nothing_new)
+        patched.setattr(DataFrameWriter, "insertInto", not_on_a_run_with_nothing_new)
         quiet = proj.dbt("run", target="vcmt_spark")
     assert f"{proj.schema}.stg_orders_py: nothing new to stage" in quiet.log
+    # The listing's files get the refusals a read makes: a folder that is not a batch id, where no line is new.
+    stray = lake / "raw" / "orders" / "_batch_id=abc" / "orders+0+0.json"
+    stray.parent.mkdir()
+    stray.write_text(json.dumps(envelope(after={"id": 7}, lsn=70)) + "\n")
+    refused = proj.dbt("run", target="vcmt_spark", expect_pass=False)
+    assert "a landed batch folder must be named _batch_id=<N>" in refused.log and "_batch_id=abc" in refused.log
+    stray.unlink()
+    stray.parent.rmdir()
 
     spark = SparkSession.builder.getOrCreate()
     rows = spark.table(f"{proj.schema}.stg_orders_py").collect()

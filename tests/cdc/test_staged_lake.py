@@ -338,11 +338,44 @@ def test_new_files_claimed_by_a_failed_load_are_read_by_the_next_run(spark, proj
     failed = project.dbt("run", expect_pass=False)
     assert "1 file to read, not loaded before" in failed.log, failed.log[-2000:]
     assert _loaded_batches(project) == [1]
+    # docs/operations.md's queries say so: one file loaded, one claimed by a load that did not finish, one
+    # staged file not loaded.
+    queries = _operations_queries(project, lake)
+    assert project.query(queries["files loaded per dataset"]) == [("audit", 1, 1)]
+    assert project.query(queries["files_not_loaded"]) == [(1,)]
     project.model("audit_mart", MART_NEW_FILES)
     again = project.dbt("run")
     assert "1 file to read, not loaded before" in again.log, again.log[-2000:]
     assert _loaded_batches(project) == [1, 2]
     assert _claims(project) == [("1", 1), ("2", 2)]
+    assert project.query(queries["files loaded per dataset"]) == [("audit", 2, 1)]
+    assert project.query(queries["files_not_loaded"]) == [(0,)]
+    # The loads: the mart's two, newest first; every model's `__loads` through merge(); the lock released.
+    assert [r[1] for r in project.query(queries["the last ten loads"])] == [1, 1]
+    ((loads, _, age_s),) = project.query(queries["when each model last loaded"])
+    assert loads == "audit_mart__loads" and 0 <= age_s < 3600
+    assert [(r[0], r[1]) for r in project.query(queries["the last hour per model"])] == [("audit_mart__loads", 2)]
+    ((lock, holder, kind, what, _),) = project.query(queries["each model's lock"])
+    assert lock == "audit_mart__lock" and kind == "released" and holder.startswith("vcmt load by dbt invocation "), (
+        holder
+    )
+
+
+def _operations_queries(project, lake: Path) -> dict[str, str]:
+    """docs/operations.md's SQL, by a phrase of its comment or text, on this project's mart (`audit_mart`, its
+    schema, its lake) instead of the page's `fct_orders` in `analytics`."""
+    page = (Path(__file__).resolve().parents[2] / "docs" / "operations.md").read_text()
+    found = {}
+    for block in re.findall(r"```sql\n(.*?)```", page, re.S):
+        for query in (q.strip() for q in block.split(";") if q.strip()):
+            sql = query.replace("analytics", project.schema).replace("fct_orders", "audit_mart")
+            sql = sql.replace("'/lake/staged/stg_pg__orders/", f"'{lake}/staged/audit/")
+            found[query] = sql
+    named = {}
+    for phrase in ("files loaded per dataset", "files_not_loaded", "the last ten loads", "when each model last loaded",
+                   "the last hour per model", "each model's lock"):  # fmt: skip
+        (named[phrase],) = (sql for query, sql in found.items() if phrase in query)
+    return named
 
 
 def test_new_files_refuses_a_loaded_file_rewritten_in_place_and_keeps_one_that_is_gone(spark, project, tmp_path):

@@ -199,13 +199,19 @@ def test_without_the_dispatch_line_the_run_warns(project):
     orders = Scenario(project, ORDERS, {"unique_key": "id"}, name="orders")
     orders.run_batch([(1, 1, "open", "ups", 1, 1)])
     orders.run_batch([(1, 1, "shipped", "ups", 2, 1)])
-    log = project.dbt("test", "--select", "orders", expect_pass=False).log
-    warning = next(line for line in log.splitlines() if "vcmt: " in line and "read the stored rows" in line)
+    # `dbt test` as a schedule runs it: the package's data test runs too, and its warning counts in WARN=.
+    run = project.dbt("test", expect_pass=False)
+    warning = next(line for line in run.log.splitlines() if "vcmt: " in line and "read the stored rows" in line)
     assert "vcmt: 1 data test(s) on vcmt_upsert models read the stored rows" in warning
     assert "orders_id_unique (orders)" in warning and "orders_vcmt_single_live" not in warning
     assert f"dispatch: [{{macro_namespace: dbt, search_order: [{PROJECT_NAME}, vcmt, dbt]}}]" in warning
+    statuses = {r.node.name: (str(r.status), r.failures) for r in run.result.result.results}
+    assert statuses["vcmt_dispatch_line"] == ("warn", 1), statuses
+    assert "WARN=1 " in run.log, run.log[-2000:]
 
     config = yaml.safe_load((project.root / "dbt_project.yml").read_text())
     config["dispatch"] = [{"macro_namespace": "dbt", "search_order": [PROJECT_NAME, "vcmt", "dbt"]}]
     project.write("dbt_project.yml", yaml.safe_dump(config, sort_keys=False))
-    assert "read the stored rows" not in project.dbt("test", "--select", "orders").log
+    run = project.dbt("test")
+    assert "read the stored rows" not in run.log
+    assert "WARN=0 " in run.log and "PASS=4 " in run.log, run.log[-2000:]  # the hook, three data tests

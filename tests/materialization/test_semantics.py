@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import json
 import random
 import re
 
@@ -182,16 +183,26 @@ def _last_load(project, m: str) -> dict:
 
 
 def test_run_report_counts_inserted_updated_deleted_skipped(project, m):
-    """The run line and `m__loads` say what was done."""
+    """The run line, the model's result in run_results.json and `m__loads` say what was done."""
     s = Scenario(project, EX3, {"unique_key": "id"}, name=m)
     s.run_batch([(1, 1, 1, 1, 1), (2, 2, 2, 1, 1), (3, 3, 3, 1, 1)])
-    run = s.run_batch([(1, 9, 9, 2, 1), (1, 8, 8, 3, 1), (2, 0, 0, 2, -1), (3, 3, 3, 1, 1), (4, 4, 4, 1, 1)])
-    assert (
+    project.write_json = True  # this run's run_results.json
+    try:
+        run = s.run_batch([(1, 9, 9, 2, 1), (1, 8, 8, 3, 1), (2, 0, 0, 2, -1), (3, 3, 3, 1, 1), (4, 4, 4, 1, 1)])
+    finally:
+        project.write_json = False
+    said = (
         "5 events read (4 upserts, 1 delete): 1 superseded in the batch, 4 sent to the target in 1 round (at most one "
         "event per key per round): "
         "1 inserted, 1 updated, 1 deleted, 1 skipped (stale, duplicate, or a delete of a key with no live row); "
-        "4 rows written" in run.log
+        "4 rows written"
     )
+    assert f"vcmt_upsert {m}: {said}" in run.log
+    # The whole report, not a short status: dbt-clickhouse's AdapterResponse has no other field it could go in.
+    results = json.loads((project.root / "target" / "run_results.json").read_text())["results"]
+    (result,) = [r for r in results if r["unique_id"].endswith(f".{m}")]
+    assert result["message"] == said
+    assert result["adapter_response"] == {"_message": said, "code": "VCMT_UPSERT", "rows_affected": 4}
     last = project.query(
         "select events, upserts, deletes, inserted, updated, deleted, skipped, rows_written "
         f"from {m}__loads order by loaded_at desc limit 1"

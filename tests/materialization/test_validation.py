@@ -54,6 +54,13 @@ CASES = {
         SRC,
         "unknown config key `tag`: did you mean `tags`?",
     ),
+    # Every misspelt key in one run, not the first one per run.
+    "two_misspelt_config_keys": (
+        "{'unique_key': 'id', 'delete_mod': 'unconditional', 'virtual_shard': 2}",
+        SRC,
+        "unknown config keys `delete_mod` (did you mean `delete_mode`?), `virtual_shard` (did you mean "
+        "`virtual_shards`?): vcmt_upsert reads unique_key,",
+    ),
     "unknown_config_key": (
         "{'unique_key': 'id', 'owner_team': 'sales'}",
         SRC,

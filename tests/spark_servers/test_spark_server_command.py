@@ -45,13 +45,16 @@ def test_serves_a_connect_client_and_stops_on_ctrl_c(tmp_path):
                 "-c",
                 "from pyspark.sql import SparkSession\n"
                 f"s = SparkSession.builder.remote('sc://127.0.0.1:{port}').getOrCreate()\n"
-                "print('answer', s.sql('select 40 + 2 as x').collect()[0].x)",
+                "print('answer', s.sql('select 40 + 2 as x').collect()[0].x)\n"
+                "print('listing', s.conf.get('spark.sql.sources.parallelPartitionDiscovery.threshold'))",
             ],
             capture_output=True,
             text=True,
             timeout=300,
         )
         assert "answer 42" in client.stdout, client.stdout[-2000:] + client.stderr[-2000:]
+        # A local master lists a read's folders on the driver, not in a Spark job per 32 batch folders.
+        assert "listing 1000000" in client.stdout, client.stdout[-2000:]
         proc.send_signal(signal.SIGINT)
         assert proc.wait(90) == 0
         reader.join(10)

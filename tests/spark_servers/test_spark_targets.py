@@ -1,9 +1,10 @@
 """The CDC pipeline through each Spark server target: Spark Connect and Thrift.
 
 `make demo`'s pipeline at a small size (300 events, 2 batches) runs once per
-server target, each in its own process with its own lake and chDB marts,
-through `--spark-server` (the local session target runs the same pipeline in
-tests/e2e and tests/cdc/test_staging_spark.py). Each run must equal the
+server target, each in its own process with its own lake and marts (on a
+served ClickHouse node for Spark Connect, `--clickhouse server`; on chDB for
+Thrift), through `--spark-server` (the local session target runs the same
+pipeline in tests/e2e and tests/cdc/test_staging_spark.py). Each run must equal the
 oracle, the two staged lakes must hold the same rows, the Spark console output must stay
 quiet, and each server's work must have run in separate executor JVMs. A
 Python staging model (tests/cdc/test_python_staging_model.py) also runs
@@ -53,6 +54,10 @@ def _demo(work: Path, target: str, servers: dict[str, SparkServer]) -> subproces
     ]
     if target != "session":
         cmd += ["--spark-server", f"127.0.0.1:{servers[target].port}"]
+    if target == "connect":
+        # `vcmt-demo --spark connect --clickhouse server`: the marts on a served node, which reads the lake
+        # under its user_files_path (it failed at its first mart when the lake was elsewhere).
+        cmd += ["--clickhouse", "server"]
     out = open(work.parent / f"{target}.out", "w")  # noqa: SIM115 - closed with the process below
     return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, text=True)
 
@@ -88,6 +93,7 @@ def test_pipeline_equals_oracle(pipelines, target: str) -> None:
     assert "| quarantine = malformed generated | yes |" in out
     assert "downstream aggregate agg_orders_by_tenant_status vs oracle:" in out and ", 0 differ" in out
     assert f"Spark: {target} server 127.0.0.1:" in out
+    assert ("==> ClickHouse: a node served on 127.0.0.1:" in out) == (target == "connect")
 
 
 def test_server_targets_stage_identical_parquet(pipelines) -> None:

@@ -214,10 +214,14 @@ def save_model_result(
             df = session.createDataFrame(df)
     if not isinstance(df, DataFrame):
         raise DbtRuntimeError(f"{table}: a Python model must return a Spark or pandas DataFrame, not {type(df)}")
-    from vcmt_staging.topic import record_staged, restaged_batches
+    from vcmt_staging.topic import record_staged, restaged_batches, unwritten
 
     if mode in ("overwrite_partitions", "append"):
         _refuse_other_columns(session, df, table)
+        if unwritten(table):
+            # Nothing new to stage: the result has no row, so the write would replace no partition and append
+            # nothing. Skipped: a Spark job, a commit and metastore calls per run (docs/staging.md).
+            return
         if mode == "overwrite_partitions":
             _ensure_dynamic_overwrite(session, table)
         elif restaged := restaged_batches(table):

@@ -90,9 +90,9 @@
   {%- do vcmt._warn_downstream_views(objs, downstream) -%}
   {%- set summary = vcmt._summary(stats) -%}
   {{ log('vcmt_upsert ' ~ target.identifier ~ vcmt._modes_note(cfg) ~ ': ' ~ summary, info=true) }}
-  {%- set short = vcmt._count(stats.events, 'event') ~ ': ' ~ stats.inserted ~ ' ins, ' ~ stats.updated ~ ' upd, '
-      ~ stats.deleted ~ ' del, ' ~ stats.skipped ~ ' skipped' -%}
-  {%- do store_raw_result('main', message=short, code='VCMT_UPSERT', rows_affected=stats.rows_written) -%}
+  {#- The whole report is the model's result (its status line, run_results.json's message): dbt-clickhouse's
+      AdapterResponse has no other field for it (README, "What each run reports"). -#}
+  {%- do store_raw_result('main', message=summary, code='VCMT_UPSERT', rows_affected=stats.rows_written) -%}
   {%- do vcmt._write_run_sql(target, stats) -%}
 
   {{ run_hooks(post_hooks, inside_transaction=True) }}

@@ -300,26 +300,39 @@
 
 {#- A key set on a vcmt_upsert model (in config(), its yml or dbt_project.yml) that neither vcmt nor dbt
     nor dbt-clickhouse reads is a typo: `delete_mod='unconditional'` would otherwise run with versioned
-    deletes. Refused before any DDL, naming the nearest known key. `node_config` is the model's config
-    object: dbt keeps the keys it does not know itself in its `extra`, so dbt's own keys (whatever the
-    dbt version) are never refused; they are the other keys it iterates over. -#}
+    deletes. Refused before any DDL, every such key in one message, each with the nearest known key.
+    `node_config` is the model's config object: dbt keeps the keys it does not know itself in its `extra`,
+    so dbt's own keys (whatever the dbt version) are never refused; they are the other keys it iterates
+    over. -#}
 {% macro _check_config_keys(node_config, who) %}
   {%- set extra = node_config.extra -%}
   {%- set vcmt_keys = vcmt._vcmt_config_keys() -%}
   {%- set known = vcmt_keys + vcmt._clickhouse_config_keys() -%}
   {%- set candidates = known + (node_config | reject('in', extra) | list) -%}
-  {%- for key in extra if key not in known -%}
+  {%- set unknown = [] -%}
+  {%- for key in extra | sort if key not in known -%}
     {%- set best = namespace(key=none, distance=999) -%}
     {%- for candidate in candidates -%}
       {%- set d = vcmt._edit_distance(key | string | lower, candidate) -%}
       {%- if d < best.distance -%}{%- set best.key = candidate -%}{%- set best.distance = d -%}{%- endif -%}
     {%- endfor -%}
-    {%- set hint = "did you mean `" ~ best.key ~ "`? " if best.distance <= [2,
-        (key | string | length) // 3] | max else '' -%}
-    {{ exceptions.raise_compiler_error(who ~ ": unknown config key `" ~ key ~ "`: " ~ hint ~ "vcmt_upsert reads "
-        ~ vcmt_keys | join(', ') ~ ", besides dbt's and dbt-clickhouse's own keys. A key of your own belongs in "
-        ~ "`meta`.") }}
+    {%- set near = best.distance <= [2, (key | string | length) // 3] | max -%}
+    {%- do unknown.append({'key': key, 'hint': "did you mean `" ~ best.key ~ "`?" if near else ''}) -%}
   {%- endfor -%}
+  {%- if unknown | length == 1 -%}
+    {%- set named = "unknown config key `" ~ unknown[0].key ~ "`: " ~ (unknown[0].hint ~ " " if unknown[0].hint
+        else '') -%}
+  {%- elif unknown -%}
+    {%- set listed = [] -%}
+    {%- for u in unknown -%}
+      {%- do listed.append("`" ~ u.key ~ "`" ~ (" (" ~ u.hint ~ ")" if u.hint else '')) -%}
+    {%- endfor -%}
+    {%- set named = "unknown config keys " ~ listed | join(', ') ~ ": " -%}
+  {%- endif -%}
+  {%- if unknown -%}
+    {{ exceptions.raise_compiler_error(who ~ ": " ~ named ~ "vcmt_upsert reads " ~ vcmt_keys | join(', ')
+        ~ ", besides dbt's and dbt-clickhouse's own keys. A key of your own belongs in `meta`.") }}
+  {%- endif -%}
 {% endmacro %}
 
 
