@@ -68,25 +68,29 @@ class Shape:
     batch: int
     small_batch: int
     seed: int = 1
+    distributions: tuple[sql.Distribution, ...] = sql.DISTRIBUTIONS
 
-    def batches(self) -> list[Batch]:
+    def batches(self, distribution: sql.Distribution) -> list[Batch]:
+        """The batch of B and the small batch, drawn as `distribution` draws keys from one pool of B keys."""
         pool = min(self.batch, self.rows)
         step = max(self.rows // pool, 1)
         return [
-            Batch(size, f"batch_{size}", events, sql.batch_rows(events, pool, step, self.seed + i))
+            Batch(size, f"batch_{distribution.key}_{size}", events,
+                  sql.batch_rows(events, pool, step, self.seed + i, distribution), distribution)
             for i, (size, events) in enumerate((("big", self.batch), ("small", self.small_batch)), start=1)
-        ]
+        ]  # fmt: skip
 
 
 @dataclass(frozen=True)
 class Batch:
-    """One batch of change events (random existing keys), kept in its own table; `partial` holds
+    """One batch of change events (existing keys), kept in its own table; `partial` holds
     the same events as partial updates."""
 
     size: str
     table: str
     events: int
     select: str
+    distribution: sql.Distribution = sql.SPREAD
 
     @property
     def partial(self) -> str:
@@ -146,7 +150,7 @@ class Tables:
             self.stop_merges(model.base)
 
     def build_batches(self, shape: Shape) -> None:
-        for b in shape.batches():
+        for b in (b for d in shape.distributions for b in shape.batches(d)):
             self._run(f"create table {self.q(b.table)} engine = MergeTree order by tuple() as {b.select}",
                       f"create table {self.q(b.partial)} engine = MergeTree order by tuple() as "
                       f"{sql.partial_rows(self.q(b.table))}")  # fmt: skip
