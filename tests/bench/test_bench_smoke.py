@@ -27,7 +27,7 @@ def test_bench_tiny_run_writes_report_and_chart(tmp_path: Path) -> None:
             "--rows", "20000", "--batch", "2000", "--small-batch", "500", "--repeat", "1",
             "--work", str(tmp_path / "work"), "--results", str(results),
         ],
-        cwd=REPO_ROOT, capture_output=True, text=True, timeout=600,
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=900,
     )  # fmt: skip
     assert proc.returncode == 0, f"bench failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
     assert proc.stdout.strip().splitlines()[-2].startswith("bench: N=20k B=2k R=1 keys spread")

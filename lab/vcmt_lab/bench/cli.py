@@ -56,6 +56,10 @@ def _parser() -> argparse.ArgumentParser:
         help="key distributions, the first one judged by the goals (default "
         f"{','.join(d.key for d in DISTRIBUTIONS)}: {'; '.join(f'{d.key}: {d.label}' for d in DISTRIBUTIONS)})",
     )  # fmt: skip
+    p.add_argument(
+        "--shapes", action="store_true",
+        help="also sample other shapes of the load beside the loader, on every distribution (issue 62)",
+    )  # fmt: skip
     p.add_argument("--seed", type=int, default=1, help="data seed")
     p.add_argument("--schema", default="vcmt_bench", help="database for the bench tables")
     p.add_argument("--work", type=Path, default=BENCH_ROOT / "work", help="scratch folder (git-ignored)")
@@ -93,7 +97,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         clickhouse = str(engine.scalar("select version()"))
         project = DbtProject(project_dir, REPO_ROOT, chdb_path, args.schema, lab_dir=args.work.resolve())
-        scenario = Scenario(engine, project, shape, args.repeat, say)
+        scenario = Scenario(engine, project, shape, args.repeat, say, shapes=args.shapes)
         scenario.setup()
         scenario.measure()
         for distribution in shape.distributions:
@@ -129,8 +133,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     say(f"wrote {stem}.md, .json and .png")
     for check in out.failed:
         print(f"bench: CHECK FAILED: {check.name}: {check.detail}", file=sys.stderr)
-    print("\n".join(report.distributions_table(out, found) + [""] + report.main_table(out, found)
-                    + [""] + report.goals_table(found[out.headline.key])))  # fmt: skip
+    tables = [report.distributions_table(out, found), report.shapes_table(out), report.main_table(out, found),
+              report.goals_table(found[out.headline.key])]  # fmt: skip
+    print("\n\n".join("\n".join(table) for table in tables if table))
     print(report.summary_line(out, found))
     print(report.load_line(ctx), flush=True)
     return 1 if out.failed else 0

@@ -12,7 +12,7 @@ from vcmt_lab.bench.anchors import RMT
 from vcmt_lab.bench.goals import Ratio
 from vcmt_lab.bench.scenario import Outcome
 from vcmt_lab.bench.sql import Distribution
-from vcmt_lab.bench.steps import Steps
+from vcmt_lab.bench.steps import Steps, ratio
 from vcmt_lab.bench.tables import MODEL, PARTIAL
 
 
@@ -96,6 +96,29 @@ def distributions_table(out: Outcome, ratios: dict[str, list[Ratio]]) -> list[st
     return _table(head, rows)
 
 
+def shapes_table(out: Outcome) -> list[str]:
+    """With `--shapes`: per distribution, vcmt's write and each other shape of the load, in wall ms, against the
+    loader as dbt ran it and against the floors (read + write) of the same run; empty without."""
+    if not out.variants:
+        return []
+    s = out.shape
+    rows = []
+    for d in s.distributions:
+        steps = out.of(d)
+        for key, label in ((MODEL.key, "the loader as dbt ran it"), *((v.key, v.label) for v in out.variants)):
+            cells = []
+            for size in ("big", "small"):
+                st, loader = steps.get(f"{size}_{key}"), steps.get(f"{size}_{MODEL.key}")
+                floor = [steps.get(f"{size}_{k}") for k in ("key_rows", "pair_rows")]
+                total = sum(f.wall_ms for f in floor) if all(floor) else float("nan")
+                cells += [_ms(st.wall_ms) if st else "–", _ratio(ratio(st, loader)),
+                          _ratio(st.wall_ms / total) if st and total else "–"]  # fmt: skip
+            rows.append(f"| {d.key} | {label} | " + " | ".join(cells) + " |")
+    head = (f"keys | shape | write {_count(s.batch)} | / loader | / floor | write {_count(s.small_batch)} | / loader | "
+            "/ floor")  # fmt: skip
+    return _table(head, rows)
+
+
 def main_table(out: Outcome, ratios: dict[str, list[Ratio]], distribution: Distribution | None = None) -> list[str]:
     """One row per approach: write per batch, its report query after the batch of B, engine memory
     of the write at B, and the break-even against vcmt (goal 1), medians in wall ms, on one key
@@ -156,6 +179,10 @@ def render(out: Outcome, ratios: dict[str, list[Ratio]], ctx: Context) -> str:
         "",
         *distributions_table(out, ratios),
     ]
+    if out.variants:
+        lines += ["", "## Shapes of the load (`--shapes`)", "", "Each shape loads the same batch into the same "
+                  "restored table, interleaved with the loader; wall ms, CPU in the JSON.", "",
+                  *shapes_table(out)]  # fmt: skip
     for d in out.shape.distributions:
         lines += ["", f"## Every approach, {d.key} keys{' (the goals are judged here)' if d is head else ''}", "",
                   *main_table(out, ratios, d)]  # fmt: skip

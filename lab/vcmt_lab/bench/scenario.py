@@ -13,7 +13,7 @@ from vcmt_lab.bench.anchors import ANCHORS, DBT_MODELS, RMT, Anchor, dbt_model_s
 from vcmt_lab.bench.engine import Engine, Timing, measured
 from vcmt_lab.bench.sql import Distribution
 from vcmt_lab.bench.steps import Steps
-from vcmt_lab.bench.tables import MODEL, MODELS, PARTIAL, PLAIN, Batch, Model, Shape, Tables
+from vcmt_lab.bench.tables import MODEL, MODELS, PARTIAL, PLAIN, VARIANTS, Batch, Model, Shape, Tables, Variant
 from vcmt_lab.dbt_project import DbtProject
 
 Say = Callable[[str], None]
@@ -62,6 +62,8 @@ class Outcome:
     # Per distribution: each report query's answer after its batch of B.
     answers: dict[str, dict[str, Answer]] = field(default_factory=dict)
     setup_ms: float = 0.0
+    # The shapes of the load sampled beside the loader (`--shapes`).
+    variants: tuple[Variant, ...] = ()
 
     @property
     def headline(self) -> Distribution:
@@ -89,12 +91,19 @@ class Outcome:
 
 
 class Scenario:
-    def __init__(self, engine: Engine, project: DbtProject, shape: Shape, repeat: int, say: Say) -> None:
+    def __init__(
+        self, engine: Engine, project: DbtProject, shape: Shape, repeat: int, say: Say, shapes: bool = False
+    ) -> None:
         self.engine = engine
         self.project = project
         self.tables = Tables(engine)
-        self.out = Outcome(shape=shape, repeat=repeat)
+        self.out = Outcome(shape=shape, repeat=repeat, variants=VARIANTS if shapes else ())
         self.say = say
+
+    def _built(self) -> list[Model]:
+        """Every vcmt model the run builds: MODELS, and the `--shapes` variants' own copies."""
+        own = [v.model for v in self.out.variants if v.model is not MODEL]
+        return [*MODELS, *(m for i, m in enumerate(own) if m not in own[:i])]
 
     # -- setup -------------------------------------------------------------------
     def setup(self) -> None:
@@ -106,15 +115,21 @@ class Scenario:
             version: 2
             sources: [{{name: bench, schema: {t.db}, tables: [{tables}]}}]
         """)  # fmt: skip
-        for m in MODELS:
+        for m in self._built():
             self.project.model(m.name, m.sql())
         for name in DBT_MODELS:
             self.project.model(name, dbt_model_sql(name))
         self.say("dbt deps + first dbt run (empty input): the materialization creates the models' objects")
-        self._dbt("run", "--select", *(m.name for m in MODELS))
-        for m in MODELS:
+        self._dbt("run", "--select", *(m.name for m in self._built()))
+        for m in self._built():
             t.objects[m.name] = self.project.object_names(m.name)
             t.stop_merges(m.name)
+        for v in self.out.variants:
+            if v.lookup:  # its copy of the model gets that lookup, in place (the view keeps firing)
+                view = t.objects[v.model.name]["transform"]
+                self.engine.command(f"alter table {t.q(view)} modify query "
+                                    f"{sql.lookup_variant(t.stored(view), v.lookup)}")  # fmt: skip
+                self.out.sql[f"Shape `{v.key}`: its transform"] = t.stored(view)
         self.out.sql["Target DDL, as the materialization created it"] = t.stored(MODEL.name, "create_table_query")
         self.out.sql["The transform view, as the materialization created it"] = t.stored(
             t.objects[MODEL.name]["transform"]
@@ -132,12 +147,13 @@ class Scenario:
                      f"in {facts[2]} partitions")  # fmt: skip
         self.say("warm-up dbt runs on the batch of B: capture what each model ran to load")
         t.load_events(shape.batches(self.out.headline)[0])
-        for m in MODELS:  # the `replace` model loads with one INSERT; rounds add the batch table
+        for m in self._built():  # a fold loads with one INSERT; rounds and virtual shards add load tables
             t.restore(m.name, m.base)
             mentions = [t.obj(m, "stage")]
             kinds = "insert"
-            if m is not MODEL:  # a load's batch table is its base name and its lock generation: `<batch>_<n>`
-                mentions, kinds = [*mentions, t.obj(m, "batch").removesuffix("`") + "_"], "create|insert|drop"
+            if m.merge or m.virtual_shards > 1:  # a load table is its base name and the lock generation: `<name>_<n>`
+                tables = [t.obj(m, role).removesuffix("`") + "_" for role in ("batch", "fanout")]
+                mentions, kinds = [*mentions, *tables], "create|insert|drop"
             t.captured[m.name] = self._capture(m.name, mentions, kinds)
             self.out.sql[f"vcmt `{m.name}`: what its `dbt run` ran to load"] = ";\n".join(t.captured[m.name])
         for name in DBT_MODELS:
@@ -188,6 +204,12 @@ class Scenario:
             (f"{size}_pair_rows", f"floor, write: a cancel and a state row per key's newest event (no lookup): "
              f"{n:,} events", PLAIN, MODEL.base, sql.pair_rows_write(t.q(PLAIN), t.q(MODEL.events))),
         ]  # fmt: skip
+        for v in self.out.variants:
+            statements = t.captured[v.model.name]
+            if v.settings:  # a SETTINGS clause ends the loader's INSERT
+                statements = [f"{statements[0].rstrip()}, {v.settings}", *statements[1:]]
+            approaches.append((f"{size}_{v.key}", f"shape `{v.key}`, {v.label}: {n:,} events", v.model.name,
+                               MODEL.base, statements))  # fmt: skip
         shift = r % len(approaches)
         for key, label, table, base, statements in approaches[shift:] + approaches[:shift]:
             t.restore(table, base)
@@ -195,6 +217,8 @@ class Scenario:
             timing = self._timed_all(f"{batch.distribution.key}/{key}#{r}", statements)
             steps.step(key, label, size).timings.append(timing)
             self.say(f"  {label}: {timing.wall_ms:,.0f} ms")
+            if r == 0 and table != MODEL.name and table in {v.model.name for v in self.out.variants}:
+                self._check_state(f"shape {key}, {batch.distribution.key} batch", batch, table=table)
         if r == 0:
             name = f"{batch.distribution.key} {size} batch"
             self._check_state(f"vcmt loader, {name}", batch)
@@ -209,12 +233,13 @@ class Scenario:
             self.out.check(f"the {name}'s floor write writes two rows per distinct key", written == 2 * keys,
                            f"{written:,} rows for {keys:,} distinct keys")  # fmt: skip
 
-    def _check_state(self, name: str, batch: Batch, whole_table: bool = False) -> None:
-        """The invariants, and the target equals base with each batch key replaced by its newest event
-        (only the batch's keys, plus the count of live rows, unless `whole_table`)."""
+    def _check_state(self, name: str, batch: Batch, whole_table: bool = False, table: str = MODEL.name) -> None:
+        """The invariants, and the target (`table`: the model's, or a shape's copy of it) equals base with each
+        batch key replaced by its newest event (only the batch's keys, plus the count of live rows, unless
+        `whole_table`)."""
         t, events = self.tables, self.tables.q(batch.table)
         where = None if whole_table else f"id in (select id from {events})"
-        target = invariants.Target(t.q(MODEL.name), ["id"], where=where)
+        target = invariants.Target(t.q(table), ["id"], where=where)
         scope = "all keys" if whole_table else "batch keys"
         for f in invariants.check(self.engine.rows, target, sql.DATA_COLUMNS):
             self.out.check(f"{name}: {f.name} ({scope})", f.ok, f.detail)

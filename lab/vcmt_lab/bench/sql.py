@@ -15,6 +15,7 @@ and distinct, so duplicate keys in a batch have one deterministic winner.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 DATA_COLUMNS = ("Department", "metric1", "metric2")
@@ -116,6 +117,37 @@ def report_projection(table: str) -> str:
         f"select Department, sum(sign), sum(metric1 * sign) from {table} "
         "group by Department having sum(sign) > 0 order by Department settings force_optimize_projection = 1"
     )
+
+
+# The transform's lookup of the old rows, as the engine stores the view's query (macros/vcmt/ddl/transform.sql).
+_FINAL_LOOKUP = re.compile(
+    r"\(SELECT id, Department, metric1, metric2, _version, toUInt8\(1\) AS _vcmt_found FROM (?P<target>\S+) FINAL "
+    r"PREWHERE id IN \((?P<keys>SELECT id FROM \S+)\) WHERE sign = 1\)"
+)
+
+
+def lookup_variant(transform: str, lookup: str) -> str:
+    """The stored transform query with its lookup rewritten as the `--shapes` variant `lookup`: `argmax`, each
+    key's newest row by version with no FINAL, live when its signs add up to 1; `join`, the target's live rows
+    joined with the batch's keys instead of filtered by IN. Both find the rows FINAL finds on a table that keeps
+    the invariants (docs/design.md#invariants)."""
+    found = _FINAL_LOOKUP.search(transform)
+    if not found:
+        raise ValueError(f"the transform's lookup was not found in: {transform}")
+    target, keys = found.group("target"), found.group("keys")
+    data = ", ".join(DATA_COLUMNS)
+    if lookup == "argmax":
+        newest = ", ".join(f"argMax({c}, _version) AS {c}" for c in DATA_COLUMNS)
+        shape = (f"(SELECT id, {data}, _vcmt_v AS _version, toUInt8(1) AS _vcmt_found FROM (SELECT id, {newest}, "
+                 f"max(_version) AS _vcmt_v FROM {target} PREWHERE id IN ({keys}) GROUP BY id "
+                 "HAVING sum(sign) > 0))")  # fmt: skip
+    elif lookup == "join":
+        live = ", ".join(f"_vcmt_t.{c} AS {c}" for c in ("id", *DATA_COLUMNS, "_version"))
+        shape = (f"(SELECT {live}, toUInt8(1) AS _vcmt_found FROM {target} AS _vcmt_t FINAL INNER JOIN ({keys}) "
+                 "AS _vcmt_b USING (id) WHERE _vcmt_t.sign = 1)")  # fmt: skip
+    else:
+        raise ValueError(f"unknown lookup variant {lookup!r}")
+    return transform[: found.start()] + shape + transform[found.end() :]
 
 
 def key_rows_read(table: str, events: str) -> str:
