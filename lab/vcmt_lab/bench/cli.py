@@ -15,6 +15,7 @@ from vcmt_lab.bench.engine import Engine
 from vcmt_lab.bench.goals import ratios
 from vcmt_lab.bench.machine import Contention, describe
 from vcmt_lab.bench.scenario import BenchFailure, Scenario
+from vcmt_lab.bench.sql import DISTRIBUTIONS, Distribution
 from vcmt_lab.bench.tables import Shape
 from vcmt_lab.dbt_project import DbtProject
 from vcmt_lab.paths import BENCH_ROOT, REPO_ROOT
@@ -29,6 +30,15 @@ def _positive(text: str) -> int:
     return value
 
 
+def _distributions(text: str) -> tuple[Distribution, ...]:
+    known = {d.key: d for d in DISTRIBUTIONS}
+    keys = [k.strip() for k in text.split(",") if k.strip()]
+    unknown = [k for k in keys if k not in known]
+    if unknown or not keys or len(set(keys)) != len(keys):
+        raise argparse.ArgumentTypeError(f"must be distinct names among {', '.join(known)}; got {text}")
+    return tuple(known[k] for k in keys)
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m vcmt_lab.bench",
@@ -41,6 +51,15 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--big", action="store_true", help=f"N = {BIG_ROWS:,} (the article's size); writes big.* instead of latest.*"
     )
+    p.add_argument(
+        "--distributions", type=_distributions, default=DISTRIBUTIONS,
+        help="key distributions, the first one judged by the goals (default "
+        f"{','.join(d.key for d in DISTRIBUTIONS)}: {'; '.join(f'{d.key}: {d.label}' for d in DISTRIBUTIONS)})",
+    )  # fmt: skip
+    p.add_argument(
+        "--shapes", action="store_true",
+        help="also sample other shapes of the load beside the loader, on every distribution (issue 62)",
+    )  # fmt: skip
     p.add_argument("--seed", type=int, default=1, help="data seed")
     p.add_argument("--schema", default="vcmt_bench", help="database for the bench tables")
     p.add_argument("--work", type=Path, default=BENCH_ROOT / "work", help="scratch folder (git-ignored)")
@@ -63,7 +82,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.batch > rows or args.small_batch > rows:
         print(f"bench: --batch and --small-batch must not exceed the base rows ({rows:,})", file=sys.stderr)
         return 2
-    shape = Shape(rows=rows, batch=args.batch, small_batch=args.small_batch, seed=args.seed)
+    shape = Shape(rows=rows, batch=args.batch, small_batch=args.small_batch, seed=args.seed,
+                  distributions=args.distributions)  # fmt: skip
     say = Progress()
     started = datetime.now()
     contention = Contention()
@@ -77,11 +97,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         clickhouse = str(engine.scalar("select version()"))
         project = DbtProject(project_dir, REPO_ROOT, chdb_path, args.schema, lab_dir=args.work.resolve())
-        scenario = Scenario(engine, project, shape, args.repeat, say)
+        scenario = Scenario(engine, project, shape, args.repeat, say, shapes=args.shapes)
         scenario.setup()
         scenario.measure()
-        say("report queries after the batch of B: vcmt's three ways, each anchor's own")
-        scenario.report_queries()
+        for distribution in shape.distributions:
+            say(f"report queries after the {distribution.key} batch of B: vcmt's three ways, each anchor's own")
+            scenario.report_queries(distribution)
         scenario.finish()
         if not args.keep:
             scenario.tables.drop_database()
@@ -92,7 +113,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         engine.close()
 
     out = scenario.out
-    found = ratios(out.steps, [run.bookkeeping for run in out.dbt_runs])
+    found = {d.key: ratios(out.of(d), [run.bookkeeping for run in out.dbt_runs], judged=d is out.headline)
+             for d in shape.distributions}  # fmt: skip
     ctx = report.Context(
         started=started,
         machine=machine,
@@ -106,10 +128,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     stem.with_suffix(".md").write_text(report.render(out, found, ctx))
     stem.with_suffix(".json").write_text(report.as_json(out, found, ctx))
     title = f"vcmt bench {started:%Y-%m-%d %H:%M}: N={rows:,}, B={args.batch:,}, R={args.repeat}"
-    chart.draw(out.steps, found, title, stem.with_suffix(".png"))
+    chart.draw(out.of(out.headline), found[out.headline.key], title + f", {out.headline.key} keys",
+               stem.with_suffix(".png"))  # fmt: skip
     say(f"wrote {stem}.md, .json and .png")
     for check in out.failed:
         print(f"bench: CHECK FAILED: {check.name}: {check.detail}", file=sys.stderr)
-    print("\n".join(report.main_table(out, found) + [""] + report.goals_table(found)))
-    print(report.summary_line(out, found), flush=True)
+    tables = [report.distributions_table(out, found), report.shapes_table(out), report.main_table(out, found),
+              report.goals_table(found[out.headline.key])]  # fmt: skip
+    print("\n\n".join("\n".join(table) for table in tables if table))
+    print(report.summary_line(out, found))
+    print(report.load_line(ctx), flush=True)
     return 1 if out.failed else 0

@@ -1,15 +1,22 @@
 """SQL text of the bench: data generators, the report queries, the expected state.
 
 Data follows the reference article's speed test: N base rows with fresh keys,
-batches of random existing keys drawn from a pool of B keys spaced N/B apart
-(the article's `(rand() % 1E6) * 100` at N=100M, B=1M), so about 63% of a
-batch's keys are distinct. Values come from cityHash64 of (seed, row number)
-instead of rand(), so every approach sees the same batch. Batch versions are
-the row number + 1: newer than the base rows (version 0) and distinct, so
-duplicate keys in a batch have one deterministic winner.
+and batches whose keys come from a pool of B existing keys, one in each run of
+N/B consecutive ids, so about 63% of a batch's keys are distinct (the article's
+`(rand() % 1E6) * 100` at N=100M, B=1M). Where in its run a pool key sits is
+the key distribution (DISTRIBUTIONS): anywhere (`spread`: every partition of
+`id % 20`), at its start as in the article (`article`: the ids are multiples
+of N/B, so one partition at N=100M, two at 10M), or anywhere with 10% of a
+batch's keys taking 90% of its events (`hot`). Values come from cityHash64 of
+(seed, row number) instead of rand(), so every approach sees the same batch.
+Batch versions are the row number + 1: newer than the base rows (version 0)
+and distinct, so duplicate keys in a batch have one deterministic winner.
 """
 
 from __future__ import annotations
+
+import re
+from dataclasses import dataclass
 
 DATA_COLUMNS = ("Department", "metric1", "metric2")
 # The layout of the vcmt models; every anchor's table gets the same.
@@ -42,10 +49,34 @@ def base_rows(rows: int, seed: int) -> str:
     )
 
 
-def batch_rows(events: int, pool: int, step: int, seed: int) -> str:
-    """`events` upserts of keys drawn from `pool` existing keys spaced `step` apart."""
+@dataclass(frozen=True)
+class Distribution:
+    """How a batch draws its keys from the pool (the module's docstring)."""
+
+    key: str
+    label: str
+
+
+SPREAD = Distribution("spread", "keys spread over every partition")
+ARTICLE = Distribution("article", "the article's keys: multiples of N/B, in one or two partitions")
+HOT = Distribution("hot", "hot keys: 10% of the keys take 90% of the events, spread over every partition")
+DISTRIBUTIONS = (SPREAD, ARTICLE, HOT)
+
+
+def batch_rows(events: int, pool: int, step: int, seed: int, distribution: Distribution = SPREAD) -> str:
+    """`events` upserts of keys drawn from `pool` existing keys, one in each run of `step` ids, as
+    `distribution` draws them."""
+    drawn = f"cityHash64({seed}, 1, number) % {pool}"
+    if distribution is HOT:
+        # A batch of E events on K keys whose hottest K/10 take 0.9 E: about E/90 hot keys, spread over the
+        # pool, and every other event on a key of the whole pool (nearly always a distinct one).
+        hot = max(events // 90, 1)
+        drawn = (f"if(cityHash64({seed}, 5, number) % 10 < 9, "
+                 f"(cityHash64({seed}, 1, number) % {hot}) * {max(pool // hot, 1)}, {drawn})")  # fmt: skip
+    x = f"({drawn})"
+    at = "0" if distribution is ARTICLE else f"cityHash64({x}) % {step}"
     return (
-        f"select toInt32((cityHash64({seed}, 1, number) % {pool}) * {step}) as id, {_values(seed)}, "
+        f"select toInt32({x} * {step} + {at}) as id, {_values(seed)}, "
         f"toUInt64(number + 1) as _version, toInt8(1) as sign from numbers({events})"
     )
 
@@ -88,6 +119,37 @@ def report_projection(table: str) -> str:
     )
 
 
+# The transform's lookup of the old rows, as the engine stores the view's query (macros/vcmt/ddl/transform.sql).
+_FINAL_LOOKUP = re.compile(
+    r"\(SELECT id, Department, metric1, metric2, _version, toUInt8\(1\) AS _vcmt_found FROM (?P<target>\S+) FINAL "
+    r"PREWHERE id IN \((?P<keys>SELECT id FROM \S+)\) WHERE sign = 1\)"
+)
+
+
+def lookup_variant(transform: str, lookup: str) -> str:
+    """The stored transform query with its lookup rewritten as the `--shapes` variant `lookup`: `argmax`, each
+    key's newest row by version with no FINAL, live when its signs add up to 1; `join`, the target's live rows
+    joined with the batch's keys instead of filtered by IN. Both find the rows FINAL finds on a table that keeps
+    the invariants (docs/design.md#invariants)."""
+    found = _FINAL_LOOKUP.search(transform)
+    if not found:
+        raise ValueError(f"the transform's lookup was not found in: {transform}")
+    target, keys = found.group("target"), found.group("keys")
+    data = ", ".join(DATA_COLUMNS)
+    if lookup == "argmax":
+        newest = ", ".join(f"argMax({c}, _version) AS {c}" for c in DATA_COLUMNS)
+        shape = (f"(SELECT id, {data}, _vcmt_v AS _version, toUInt8(1) AS _vcmt_found FROM (SELECT id, {newest}, "
+                 f"max(_version) AS _vcmt_v FROM {target} PREWHERE id IN ({keys}) GROUP BY id "
+                 "HAVING sum(sign) > 0))")  # fmt: skip
+    elif lookup == "join":
+        live = ", ".join(f"_vcmt_t.{c} AS {c}" for c in ("id", *DATA_COLUMNS, "_version"))
+        shape = (f"(SELECT {live}, toUInt8(1) AS _vcmt_found FROM {target} AS _vcmt_t FINAL INNER JOIN ({keys}) "
+                 "AS _vcmt_b USING (id) WHERE _vcmt_t.sign = 1)")  # fmt: skip
+    else:
+        raise ValueError(f"unknown lookup variant {lookup!r}")
+    return transform[: found.start()] + shape + transform[found.end() :]
+
+
 def key_rows_read(table: str, events: str) -> str:
     """Every column of the batch keys' stored rows, read without FINAL and written nowhere: what an
     exact lookup in `table` reads at the least, whatever its shape (the transform's lookup also
@@ -97,13 +159,15 @@ def key_rows_read(table: str, events: str) -> str:
 
 
 def pair_rows_write(table: str, events: str) -> str:
-    """Each event written as an update writes it, with no lookup: a cancel row of the base version (0;
-    its values copied from the event, which costs the same) and the event as the new state, with
-    `optimize_on_insert` off as the loader pins it (the two rows never share a version, so nothing
-    would collapse anyway): the least a write to the model's table, projection included, costs."""
+    """What the loader writes for the batch, with no lookup: each key's newest event (the batch folded, as
+    the loader folds it) as a cancel row of the base version (0; its values copied from the event, which
+    costs the same) and as the new state, in key order, with `optimize_on_insert` off as the loader pins
+    it: the least a write to the model's table, projection included, costs."""
+    names = ", ".join(("id", *DATA_COLUMNS))
     return (
-        f"insert into {table} select * replace (toUInt64(0) as _version, toInt8(-1) as sign) from {events} "
-        f"union all select * from {events} settings optimize_on_insert = 0"
+        f"insert into {table} select {names}, if(_vcmt_s = -1, toUInt64(0), _version), _vcmt_s "
+        f"from (select * from {events} order by id, _version desc limit 1 by id) array join [-1, 1] as _vcmt_s "
+        "settings optimize_on_insert = 0"
     )
 
 

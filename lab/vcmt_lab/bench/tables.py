@@ -32,6 +32,7 @@ class Model:
     events: str
     base: str
     merge: dict[str, str]
+    virtual_shards: int = 1
 
     def sql(self) -> str:
         # Sorted by the key alone (not the package's default for a partition of the key, `(id % 20, id)`): the
@@ -44,7 +45,7 @@ class Model:
     order_by=['id'],
     merge={self.merge!r},
     settings={{'index_granularity': {sql.GRANULARITY}}},
-    virtual_shards=1,
+    virtual_shards={self.virtual_shards},
     projections=[{{'name': 'by_department',
                   'query': 'select Department, sum(sign), sum(metric1 * sign) group by Department'}}],
 ) }}}}
@@ -63,30 +64,63 @@ PLAIN = "plain"
 
 
 @dataclass(frozen=True)
+class Variant:
+    """A shape of the `replace` model's load sampled beside it with `--shapes` (issue 62): the loader as dbt ran
+    it with more `settings`, or its own copy of the model, whose transform's lookup is rewritten as `lookup`
+    (sql.lookup_variant) or which loads on `virtual_shards`."""
+
+    key: str
+    label: str
+    model: Model = MODEL
+    settings: str = ""
+    lookup: str = ""
+
+
+def _variant_model(key: str, virtual_shards: int = 1) -> Model:
+    return Model(f"bench_vcmt_{key}", f"vcmt_{key}", MODEL.events, MODEL.base, {}, virtual_shards)
+
+
+VARIANTS = (
+    Variant("final_threads_1", "max_final_threads = 1 (FINAL reads on one thread)", settings="max_final_threads = 1"),
+    Variant("threads_1", "max_threads = 1 (the whole INSERT on one thread)", settings="max_threads = 1"),
+    Variant("argmax", "lookup without FINAL: argMax by version, group by key having sum(sign) > 0",
+            _variant_model("argmax"), lookup="argmax"),
+    Variant("join", "lookup as a join of the target (FINAL) with the batch's keys, no IN",
+            _variant_model("join"), lookup="join"),
+    Variant("shards", "partitions in parallel: two virtual shards (the fan-out, one key range each)",
+            _variant_model("shards", 2)),
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
 class Shape:
     rows: int
     batch: int
     small_batch: int
     seed: int = 1
+    distributions: tuple[sql.Distribution, ...] = sql.DISTRIBUTIONS
 
-    def batches(self) -> list[Batch]:
+    def batches(self, distribution: sql.Distribution) -> list[Batch]:
+        """The batch of B and the small batch, drawn as `distribution` draws keys from one pool of B keys."""
         pool = min(self.batch, self.rows)
         step = max(self.rows // pool, 1)
         return [
-            Batch(size, f"batch_{size}", events, sql.batch_rows(events, pool, step, self.seed + i))
+            Batch(size, f"batch_{distribution.key}_{size}", events,
+                  sql.batch_rows(events, pool, step, self.seed + i, distribution), distribution)
             for i, (size, events) in enumerate((("big", self.batch), ("small", self.small_batch)), start=1)
-        ]
+        ]  # fmt: skip
 
 
 @dataclass(frozen=True)
 class Batch:
-    """One batch of change events (random existing keys), kept in its own table; `partial` holds
+    """One batch of change events (existing keys), kept in its own table; `partial` holds
     the same events as partial updates."""
 
     size: str
     table: str
     events: int
     select: str
+    distribution: sql.Distribution = sql.SPREAD
 
     @property
     def partial(self) -> str:
@@ -146,7 +180,7 @@ class Tables:
             self.stop_merges(model.base)
 
     def build_batches(self, shape: Shape) -> None:
-        for b in shape.batches():
+        for b in (b for d in shape.distributions for b in shape.batches(d)):
             self._run(f"create table {self.q(b.table)} engine = MergeTree order by tuple() as {b.select}",
                       f"create table {self.q(b.partial)} engine = MergeTree order by tuple() as "
                       f"{sql.partial_rows(self.q(b.table))}")  # fmt: skip
