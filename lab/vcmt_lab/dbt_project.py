@@ -306,6 +306,12 @@ class DbtProject:
         ]
         cli = [*(program or [str(Path(sys.executable).with_name("dbt"))]), *self._cli([*args, *own], common=False)]
         environment = {**os.environ, "DO_NOT_TRACK": "1", **(env or {})}
+        # The project's parse as its last in-process run saved it: a process with its own target path would parse
+        # the whole project again (seconds of CPU each). dbt reparses what changed, or all of it when the vars or
+        # the target differ, and writes its own parse to its own target path.
+        parsed = self.root / "target" / "partial_parse.msgpack"
+        if parsed.exists():
+            environment.setdefault("DBT_PARTIAL_PARSE_FILE_PATH", str(parsed))
         return subprocess.Popen(
             cli,
             stdout=subprocess.PIPE,
