@@ -57,6 +57,19 @@ def read_log(log: str, wall_s: float) -> RunFigures:
     return RunFigures(len(times), sum(times), wall_s)
 
 
+# One statement in dbt-clickhouse's debug log: the connection's line, the SQL, then its status line.
+_SENT = re.compile(r"dbt_clickhouse adapter: On [^:\n]+: (.*?)\n[^\n]*dbt_clickhouse adapter: SQL status", re.S)
+
+
+def sent_verbs(log: str) -> list[str]:
+    """The first word of each statement a dbt invocation's debug log shows, in order (query comments left out)."""
+    verbs = []
+    for sql in _SENT.findall(log):
+        words = re.sub(r"/\*.*?\*/", " ", sql, flags=re.S).split(None, 1)
+        verbs.append(words[0].lower().lstrip("(") if words else "")
+    return verbs
+
+
 def _run(project: DbtProject, *args: str) -> RunFigures:
     started = time.perf_counter()
     run = project.dbt("run", *args)
