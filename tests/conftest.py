@@ -93,6 +93,7 @@ MODULE_SECONDS = {
     "tests/cdc/test_debezium_decoding.py": 85,
     "tests/e2e/test_demo.py": 70,
     "tests/materialization/test_lake_threads.py": 60,
+    "tests/materialization/test_statements.py": 60,
     "tests/cdc/test_staging_spark.py": 50,
     "tests/materialization/test_virtual_shards.py": 40,
     "tests/cdc/test_fixtures_to_marts.py": 40,
