@@ -135,8 +135,9 @@ def test_docs_generate_lists_the_models_columns(project: DbtProject) -> None:
 
 
 def test_unit_tests_on_a_vcmt_model_and_on_a_model_reading_it(project: DbtProject) -> None:
-    """`unit_tests:` on the vcmt model (its SELECT, given the source's rows) and on a model reading it (given
-    the vcmt model's rows, a cancel row among them)."""
+    """`unit_tests:` on the vcmt model (its SELECT, given the source's rows) and on models reading it: with sign
+    arithmetic, given the vcmt model's rows, a cancel row among them; through vcmt.current_rows, given its current
+    rows (a fixture is read as given: FINAL cannot read the fixture's CTE)."""
     _vcmt_project(project)
     project.write(
         "models/_unit_tests.yml",
@@ -162,12 +163,25 @@ def test_unit_tests_on_a_vcmt_model_and_on_a_model_reading_it(project: DbtProjec
             expect:
               rows:
                 - {id: 2, x: 7}
+          - name: c_reads_the_fixture_as_its_current_rows
+            model: c
+            given:
+              - input: ref('m')
+                rows:
+                  - {id: 1, x: 5, _version: 1, sign: 1}
+                  - {id: 2, x: 7, _version: 3, sign: 1}
+            expect:
+              rows:
+                - {id: 1, x: 5}
+                - {id: 2, x: 7}
     """,
     )
     project.dbt("run")
     run = project.dbt("test", "--select", "test_type:unit")
     passed = sorted(r.node.name for r in run.result.result.results if str(r.status) == "pass")
-    assert passed == ["d_reads_the_current_rows", "m_selects_the_events"], run.log[-3000:]
+    assert passed == ["c_reads_the_fixture_as_its_current_rows", "d_reads_the_current_rows", "m_selects_the_events"], (
+        run.log[-3000:]
+    )
 
 
 def test_retry_after_a_failed_run(project: DbtProject) -> None:
