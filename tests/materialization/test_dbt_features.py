@@ -63,9 +63,26 @@ def _rows(project: DbtProject, table: str = "m") -> list[tuple]:
 
 def test_build_empty_loads_nothing_and_breaks_nothing(project: DbtProject) -> None:
     """`dbt build --empty` builds the model's objects and loads no event; the next run loads them all. A model
-    reading its current rows with vcmt.current_rows builds too (FINAL cannot take dbt's empty subquery)."""
-    _vcmt_project(project)
-    project.dbt("build", "--empty")
+    reading its current rows with vcmt.current_rows builds too, and vcmt's generic tests pass, reading no row
+    (FINAL and the projection check cannot take dbt's empty subquery)."""
+    _vcmt_project(project, ", projections=[{'name': 'by_x', 'query': 'select x, sum(sign) group by x'}]")
+    project.model("e", "{{ config(materialized='view') }}\nselect toInt32(1) as id, toInt64(10) as x")
+    project.write(
+        "models/_tests.yml",
+        """
+        version: 2
+        models:
+          - name: m
+            data_tests:
+              - vcmt.sign_sum_in_range
+              - vcmt.single_live_version
+              - vcmt.groupby_matches_final: {arguments: {group_by: [x]}}
+              - vcmt.projection_matches_base
+              - vcmt.matches_expected_state: {arguments: {expected: ref('e')}}
+    """,
+    )
+    build = project.dbt("build", "--empty")
+    assert sum(str(r.status) == "pass" for r in build.result.result.results) == 5, build.log[-3000:]
     assert _rows(project) == []
     project.dbt("run")
     assert _rows(project) == [(1, 10), (2, 20)]
