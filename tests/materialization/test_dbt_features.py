@@ -293,3 +293,42 @@ def test_source_freshness_over_the_staged_lake(project: DbtProject, tmp_path) ->
     run = project.dbt("source", "freshness")
     (result,) = [r for r in run.result.result.results if r.node.name == "stg_orders"]
     assert str(result.status) == "warn" and 7000 < result.age < 7300, (result.status, result.age, run.log[-3000:])
+
+
+def test_build_empty_reads_no_lake_row_and_records_no_file(project: DbtProject, tmp_path) -> None:
+    """`dbt build --empty` on marts over the staged lake (vcmt.lake_source, with new_files=true and with a
+    `_batch_id` watermark) loads no row and claims or records no file: the next run loads the whole lake."""
+    lake = tmp_path / "lake"
+    folder = lake / "staged" / "stg_orders" / "_batch_id=1"
+    folder.mkdir(parents=True)
+    project.command(
+        f"insert into function file('{folder / 'part-0.parquet'}', 'Parquet') "
+        "select toInt64(number) as id, toUInt64(1) as _version from numbers(3)"
+    )
+    project.vars = {"vcmt_lake_root": str(lake)}
+    project.model(
+        "by_file",
+        """
+        {{ config(materialized='vcmt_upsert', unique_key='id') }}
+        select assumeNotNull(id) as id, assumeNotNull(_version) as _version
+        from {{ vcmt.lake_source('stg_orders', new_files=true) }}
+    """,
+    )
+    project.model(
+        "by_batch",
+        """
+        {{ config(materialized='vcmt_upsert', unique_key='id', watermark='_batch_id') }}
+        select assumeNotNull(id) as id, assumeNotNull(_version) as _version, _batch_id
+        from {{ vcmt.lake_source('stg_orders') }}
+    """,
+    )
+    project.dbt("build", "--empty")
+    records = (
+        f"select count() from system.tables where database = '{project.schema}' "
+        "and name in ('by_file__lake_files', 'by_batch__lake_batches')"
+    )
+    assert project.scalar(records) == 0
+    assert project.scalar("select count() from by_file") == project.scalar("select count() from by_batch") == 0
+    project.dbt("run")
+    assert project.query("select id from by_file final order by id") == [(0,), (1,), (2,)]
+    assert project.query("select id from by_batch final order by id") == [(0,), (1,), (2,)]
