@@ -96,7 +96,7 @@ MODULE_SECONDS = {
     "tests/cdc/test_fixtures_to_marts.py": 40,
     "tests/cdc/test_staging_amended_batches.py": 35,
     "tests/adapter/test_server_parity.py": 30,
-    "tests/generic_tests/test_dbt_tests_on_vcmt_models.py": 30,
+    "tests/generic_tests/test_dbt_tests_on_vcmt_models.py": 40,
     "tests/server/test_lake_on_server.py": 25,
     "tests/bench/test_virtual_shards_bench.py": 25,
     "tests/bench/test_rows_read.py": 20,

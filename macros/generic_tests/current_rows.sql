@@ -61,3 +61,17 @@
   {%- endif -%}
   {{ return(dbt.clickhouse__test_relationships(model, column_name, to, field)) }}
 {% endmacro %}
+
+
+{#- `dbt show` previews a node with `limit <n>` after its SQL (dbt's
+    `get_limit_sql`), and `dbt show --select <model>` previews the tests on
+    it too. dbt-clickhouse's `relationships` test ends with a SETTINGS
+    clause, which no limit may follow: with the same dispatch line the
+    limit goes before it, as dbt-clickhouse places a test's (`place_limit`,
+    at its `-- end_of_sql` mark). -#}
+{% macro default__get_limit_sql(sql, limit) %}
+  {%- if limit is not none and '-- end_of_sql' in sql -%}
+    {{ return(dbt.clickhouse__place_limit(sql, limit)) }}
+  {%- endif -%}
+  {{ return(dbt.default__get_limit_sql(sql, limit)) }}
+{% endmacro %}
