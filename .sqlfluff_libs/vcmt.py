@@ -16,3 +16,7 @@ def is_incremental():
 
 def watermark(default=None):
     return "0"
+
+
+def current_rows(relation, where=None):
+    return f"(select * from {relation} final where sign = 1)"
