@@ -14,6 +14,9 @@
   {%- endif -%}
   {%- set sign = vcmt._identity_columns(vcmt._vcmt_test_model_config(relation), 'vcmt.current_rows').sign -%}
   {%- set filter = vcmt._quote(sign) ~ ' = 1' ~ (' and (' ~ where ~ ')' if where else '') -%}
+  {%- if execute and relation is not string and config.get('materialized') == 'incremental' -%}
+    {%- do vcmt._warn_incremental_over_current_rows(relation) -%}
+  {%- endif -%}
   {%- if relation is string -%}
     {{ return('(select * from ' ~ relation ~ ' final where ' ~ filter ~ ')') }}
   {%- endif -%}
@@ -26,6 +29,21 @@
         ~ relation.limit ~ ')' -%}
   {%- endif -%}
   {{ return(rows) }}
+{% endmacro %}
+
+
+{#- An incremental model over a vcmt model's current rows picks up the rows
+    new or changed since its last run (a `_batch_id` filter), but a deleted
+    row leaves nothing to pick up: it stays in the incremental model forever
+    (README, "Downstream models"). Warned at every compile; the model's
+    changes are what such a model reads. -#}
+{% macro _warn_incremental_over_current_rows(relation) %}
+  {%- do exceptions.warn("vcmt.current_rows(ref('" ~ relation.identifier ~ "')) in the incremental model `"
+      ~ this.identifier ~ "`: an incremental run adds the rows new or changed since the last one, but a row deleted "
+      ~ "from " ~ relation.identifier ~ " leaves nothing to add, and stays in " ~ this.identifier ~ " forever. Read "
+      ~ "what changed instead: set changes=true on " ~ relation.identifier ~ " and read vcmt.changes(ref('"
+      ~ relation.identifier ~ "')) (README, \"Downstream models\"); or materialize " ~ this.identifier
+      ~ " as a table or a view.") -%}
 {% endmacro %}
 
 

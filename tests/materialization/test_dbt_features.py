@@ -64,9 +64,14 @@ def _rows(project: DbtProject, table: str = "m") -> list[tuple]:
 def test_build_empty_loads_nothing_and_breaks_nothing(project: DbtProject) -> None:
     """`dbt build --empty` builds the model's objects and loads no event; the next run loads them all. A model
     reading its current rows with vcmt.current_rows builds too, and vcmt's generic tests pass, reading no row
-    (FINAL and the projection check cannot take dbt's empty subquery)."""
+    (FINAL and the projection check cannot take dbt's empty subquery); a vcmt_aggregate model is created empty,
+    and built by the next run (no view can keep a subquery online)."""
     _vcmt_project(project, ", projections=[{'name': 'by_x', 'query': 'select x, sum(sign) group by x'}]")
     project.model("e", "{{ config(materialized='view') }}\nselect toInt32(1) as id, toInt64(10) as x")
+    project.model(
+        "a",
+        "{{ config(materialized='vcmt_aggregate') }}\nselect id, sum(x * sign) as x from {{ ref('m') }} group by id",
+    )
     project.write(
         "models/_tests.yml",
         """
@@ -83,10 +88,11 @@ def test_build_empty_loads_nothing_and_breaks_nothing(project: DbtProject) -> No
     )
     build = project.dbt("build", "--empty")
     assert sum(str(r.status) == "pass" for r in build.result.result.results) == 5, build.log[-3000:]
-    assert _rows(project) == []
+    assert _rows(project) == [] == project.query("select * from a")
     project.dbt("run")
     assert _rows(project) == [(1, 10), (2, 20)]
     assert _rows(project, "d") == [(1, 10), (2, 20)] == _rows(project, "c")
+    assert project.query("select id, sum(x) from a group by id order by id") == [(1, 10), (2, 20)]
 
 
 def _contract(project: DbtProject, x_type: str = "Int64", constraint: str = "") -> None:

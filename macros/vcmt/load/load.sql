@@ -72,6 +72,8 @@
     {%- do vcmt._refuse_under_lock(objs, vcmt._placement_refusal(objs, placed, (lock_for or 'vcmt_upsert') ~ ' '
         ~ vcmt._public_relation(objs).identifier)) -%}
   {%- endif -%}
+  {#- The change feed's first step, before any write (changes.sql). -#}
+  {%- do vcmt._prepare_changes(cfg, objs) -%}
   {%- set before = vcmt._applied_totals(objs) -%}
   {%- set truncated = vcmt._apply_truncates(cfg, objs, columns, select_columns, sql) -%}
   {%- set fed = vcmt._load_events(cfg, objs, columns, select_columns, truncated.sql) -%}
