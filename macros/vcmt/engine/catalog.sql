@@ -173,19 +173,6 @@
 {% endmacro %}
 
 
-{#- After a full refresh: name every downstream view whose table no longer
-    matches the model, and what to run. -#}
-{% macro _warn_downstream_views(objs, views) %}
-  {%- for v in views -%}
-    {%- do exceptions.warn('vcmt_upsert ' ~ objs.target.identifier ~ ': full refresh: the materialized view ' ~ v.view
-        ~ ' reads ' ~ objs.target.identifier ~ ', whose rows the rebuild replaced without cancel rows: ' ~ v.feeds
-        ~ ' no longer matches it. Rebuild it from the model, with writers paused: TRUNCATE TABLE '
-        ~ v.feeds ~ ', then INSERT INTO ' ~ v.feeds ~ ' the view\'s SELECT (run over ' ~ objs.target.identifier
-        ~ ' as it is now).') -%}
-  {%- endfor -%}
-{% endmacro %}
-
-
 {#- How a read names the node each row comes from: `shard <n> (<host>:<tcp
     port>)` through clusterAllReplicas on a cluster, `<host>:<port>` on one
     server. Every read that compares nodes uses this one label. -#}
