@@ -111,15 +111,15 @@
     upstream's lock (the caller holds it, so no load writes meanwhile): a new
     table beside it, filled by `select_sql` over the upstream as it is now,
     exchanged with it in one statement (readers see the old totals, then the
-    new), its writer (re)created when `writer_sql` is given. `like`: a
-    table to copy the new one's structure from (else `columns` and `keys`). -#}
+    new), its writer (re)created when `writer_sql` is given. A build that
+    fails before the exchange leaves the old table and writer as they were.
+    `like`: a table to copy the new one's structure from (else `columns` and
+    `keys`). -#}
 {% macro _rebuild_aggregate(upstream, target, writer, select_sql, upstream_uuid, like=none, columns=none, keys=none,
     writer_sql=none) %}
   {%- set new = target.incorporate(path={'identifier': target.identifier ~ vcmt._object_suffix('staging')}) -%}
   {%- set exists = vcmt._table_identity(target) is not none -%}
-  {%- set steps = [] -%}
-  {%- if writer_sql -%}{%- do steps.append(('drop_writer', vcmt._drop_sql(writer, local=true))) -%}{%- endif -%}
-  {%- do steps.append(('drop_new', vcmt._drop_sql(new, local=true))) -%}
+  {%- set steps = [('drop_new', vcmt._drop_sql(new, local=true))] -%}
   {%- if like is not none -%}
     {%- do steps.append(('create_new', 'create table ' ~ new ~ ' as ' ~ like)) -%}
     {%- do steps.append(('comment_new', 'alter table ' ~ new ~ ' modify comment '
@@ -130,6 +130,8 @@
   {%- endif -%}
   {%- do steps.append(('backfill', 'insert into ' ~ new ~ ' select * from (' ~ vcmt._user_sql(select_sql)
       ~ ') where ' ~ vcmt._fenced(upstream) ~ ' ' ~ vcmt._read_settings())) -%}
+  {#- Only once the new totals are whole: a build that fails before leaves the old table and writer serving. -#}
+  {%- if writer_sql -%}{%- do steps.append(('drop_writer', vcmt._drop_sql(writer, local=true))) -%}{%- endif -%}
   {%- do steps.append(('swap', ('exchange tables ' ~ new ~ ' and ' ~ target) if exists
       else ('rename table ' ~ new ~ ' to ' ~ target))) -%}
   {%- if writer_sql -%}
