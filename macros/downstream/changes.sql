@@ -75,7 +75,8 @@
     highest `_vcmt_load` in its table, or none (it reads every load: a first
     build, --full-refresh, a table or an empty one). Refuses what cannot
     read each load once: an incremental model without the `_vcmt_load`
-    column, or with a strategy that does not swap its new table in at once. -#}
+    column, or with a strategy that does not swap its new table in at once;
+    warns when the model filters groups out with a HAVING. -#}
 {% macro _changes_read_position(who, materialized) %}
   {%- if materialized != 'incremental' or not is_incremental() -%}{{ return(none) }}{%- endif -%}
   {%- set strategy = adapter.calculate_incremental_strategy(config.get('incremental_strategy')) -%}
@@ -85,6 +86,11 @@
         ~ "`unique_key` does (it swaps the new table in at once); this model has unique_key=" ~ config.get('unique_key')
         ~ ", incremental_strategy=" ~ config.get('incremental_strategy') ~ ", inserts_only="
         ~ config.get('inserts_only') ~ ". Set unique_key to its group columns and leave the strategy unset.") }}
+  {%- endif -%}
+  {%- if modules.re.search('(?i)\\bhaving\\b', model.get('raw_code') or '') -%}
+    {%- do exceptions.warn(who ~ ": the model has a HAVING: a group it filters out (its rows all deleted) keeps its "
+        ~ "old row, since the strategy replaces only the groups the new rows hold. Keep every group, its count 0 "
+        ~ "once it has no row, and filter when reading (README, \"Downstream models\").") -%}
   {%- endif -%}
   {%- if '_vcmt_load' not in adapter.get_columns_in_relation(this) | map(attribute='name') | list -%}
     {{ exceptions.raise_compiler_error(who ~ ": the model keeps no `_vcmt_load` column, the last load it has read. "

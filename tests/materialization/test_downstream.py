@@ -116,8 +116,9 @@ def test_the_feed_starts_from_the_loaded_rows_follows_schema_changes_and_is_reba
 
 def test_what_cannot_stay_exact_is_refused_or_warned(project: DbtProject) -> None:
     """At compile: an incremental model over vcmt.changes() without a strategy that swaps its table in at once,
-    or without `_vcmt_load`, is refused; one over vcmt.current_rows() warns (a deleted row would stay); a model
-    over a vcmt model without `changes` is refused. Unit tests read a fixture as the changes."""
+    or without `_vcmt_load`, is refused, and one with a HAVING warns (a group filtered out keeps its old totals);
+    one over vcmt.current_rows() warns (a deleted row would stay); a model over a vcmt model without `changes`
+    is refused. Unit tests read a fixture as the changes."""
     orders = _orders(project)
     orders.run_batch([(1, "paid", 10, 1, 1)])
     project.dbt("run", "--select", "status_totals")
@@ -127,6 +128,9 @@ def test_what_cannot_stay_exact_is_refused_or_warned(project: DbtProject) -> Non
     )
     refused = project.dbt("run", "--select", "status_totals", expect_pass=False)
     assert "default (legacy) strategy" in refused.log and "incremental_strategy=append" in refused.log
+    project.model("status_totals", recipe.replace("group by status", "group by status having sum(orders) > 0"))
+    warned = project.dbt("compile", "--select", "status_totals")
+    assert "the model has a HAVING" in warned.log, warned.log[-3000:]
     project.model("status_totals", recipe.replace(", max(_vcmt_load) as _vcmt_load", ""))
     project.dbt("run", "--select", "status_totals", "--full-refresh")
     refused = project.dbt("run", "--select", "status_totals", expect_pass=False)
