@@ -270,17 +270,20 @@ def test_clone_copies_the_table_and_the_next_run_asks_for_a_full_refresh(project
     assert _rows(project, f"{dev}.m") == [(1, 10), (2, 20), (3, 30)]
 
 
-def test_source_freshness_over_the_staged_lake(project: DbtProject, tmp_path) -> None:
-    """`dbt source freshness` on a source over the staged lake: its `loaded_at_query` reads the dataset with
-    vcmt.lake_source (the source names no table: a lake dataset is files)."""
+def _lake_batch(project: DbtProject, tmp_path, select: str) -> None:
+    """A staged lake under `tmp_path` whose dataset `stg_orders` holds one batch, a Parquet file of `select`'s rows,
+    and the project's var `vcmt_lake_root` pointing to it."""
     lake = tmp_path / "lake"
     folder = lake / "staged" / "stg_orders" / "_batch_id=1"
     folder.mkdir(parents=True)
-    project.command(
-        f"insert into function file('{folder / 'part-0.parquet'}', 'Parquet') "
-        "select toUInt64(1) as id, now64(3) - interval 2 hour as _source_ts"
-    )
+    project.command(f"insert into function file('{folder / 'part-0.parquet'}', 'Parquet') {select}")
     project.vars = {"vcmt_lake_root": str(lake)}
+
+
+def test_source_freshness_over_the_staged_lake(project: DbtProject, tmp_path) -> None:
+    """`dbt source freshness` on a source over the staged lake: its `loaded_at_query` reads the dataset with
+    vcmt.lake_source (the source names no table: a lake dataset is files)."""
+    _lake_batch(project, tmp_path, "select toUInt64(1) as id, now64(3) - interval 2 hour as _source_ts")
     project.write(
         "models/_lake.yml",
         """
@@ -304,14 +307,7 @@ def test_source_freshness_over_the_staged_lake(project: DbtProject, tmp_path) ->
 def test_build_empty_reads_no_lake_row_and_records_no_file(project: DbtProject, tmp_path) -> None:
     """`dbt build --empty` on marts over the staged lake (vcmt.lake_source, with new_files=true and with a
     `_batch_id` watermark) loads no row and claims or records no file: the next run loads the whole lake."""
-    lake = tmp_path / "lake"
-    folder = lake / "staged" / "stg_orders" / "_batch_id=1"
-    folder.mkdir(parents=True)
-    project.command(
-        f"insert into function file('{folder / 'part-0.parquet'}', 'Parquet') "
-        "select toInt64(number) as id, toUInt64(1) as _version from numbers(3)"
-    )
-    project.vars = {"vcmt_lake_root": str(lake)}
+    _lake_batch(project, tmp_path, "select toInt64(number) as id, toUInt64(1) as _version from numbers(3)")
     project.model(
         "by_file",
         """
