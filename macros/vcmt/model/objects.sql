@@ -23,6 +23,8 @@
       macro that renders its SELECT, (cfg, objs, columns);
     - only_with: [option, value]: it exists only when the config has that
       value (a view or a helper that is not wanted is dropped);
+    - one_node: never on a cluster (its option is refused there): a full
+      refresh drops it, unwanted, only where the observation found it;
     - modify_when_changed: a view rewritten in place (MODIFY QUERY) when its
       SELECT changes; the other views are only created when missing;
     - local_name: named with dbt-clickhouse's local suffix on a sharded model;
@@ -50,7 +52,7 @@
       {'role': 'applied', 'suffix': '__applied', 'kind': 'helper', 'create': '_create_applied_sql', 'swap': 2,
        'drop': 11},
       {'role': 'changes', 'suffix': '__changes', 'kind': 'helper', 'create': '_create_changes_sql', 'swap': 3,
-       'only_with': ['changes', true], 'drop': 12},
+       'only_with': ['changes', true], 'one_node': true, 'drop': 12},
       {'role': 'loads', 'suffix': '__loads', 'kind': 'helper', 'create': '_create_loads_sql', 'swap': 4, 'drop': 13},
       {'role': 'truncates', 'suffix': '__truncates', 'kind': 'helper', 'create': '_create_truncates_sql',
        'swap': 5, 'drop': 14},
@@ -60,7 +62,7 @@
        'to': 'tombstones', 'select': '_cancels_writer_sql', 'only_with': ['delete_mode', 'unconditional'],
        'drop': 5},
       {'role': 'changes_writer', 'suffix': '__changes_writer', 'kind': 'view', 'from': 'target', 'to': 'changes',
-       'select': '_changes_writer_sql', 'only_with': ['changes', true], 'drop': 7},
+       'select': '_changes_writer_sql', 'only_with': ['changes', true], 'one_node': true, 'drop': 7},
       {'role': 'stage', 'suffix': '__stage', 'kind': 'stage', 'local_name': true, 'swap': 7, 'drop': 8},
       {'role': 'transform', 'suffix': '__transform', 'kind': 'view', 'from': 'stage', 'to': 'target',
        'select': 'transform_sql', 'modify_when_changed': true, 'drop': 3},
