@@ -14,7 +14,8 @@ export DBT_VERSION_CHECK := false
 
 .DEFAULT_GOAL := help
 
-.PHONY: help demo test fuzz faults swap-sweep bench bench-server bench-staging bench-operator bench-rows-read bench-statements lint venv java clean capture-fixtures capture-lifecycle
+.PHONY: help demo test fuzz faults swap-sweep bench bench-server bench-staging bench-operator bench-rows-read \
+	bench-statements bench-downstream lint venv java clean capture-fixtures capture-lifecycle
 
 help: ## this list (each target's `##` comment)
 	@awk -F':.*## ' '/^[a-z0-9-]+:.*## / { printf "  make %-18s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
@@ -76,6 +77,11 @@ bench-statements: venv ## statements and SQL time of a run, next to an increment
 # node (--help).
 bench-rows-read: venv ## rows a batch's lookups read, per partition layout
 	@$(BIN)/python -m vcmt_lab.bench.rows_read $(ARGS)
+
+# What a change feed and an online aggregate cost a load, on the embedded engine; ARGS="--rows 1000000 --batch 100000"
+# (--help).
+bench-downstream: venv ## what a change feed and an online aggregate cost a load
+	@$(BIN)/python -m vcmt_lab.bench.downstream $(ARGS)
 
 # Spark staging throughput next to the ClickHouse apply (issue 15); ARGS="--sizes 50000 --landed ''" (--help).
 bench-staging: venv java ## Spark staging throughput next to the ClickHouse apply

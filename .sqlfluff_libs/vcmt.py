@@ -16,3 +16,11 @@ def is_incremental():
 
 def watermark(default=None):
     return "0"
+
+
+def current_rows(relation, where=None):
+    return f"(select * from {relation} final where sign = 1)"
+
+
+def changes(relation):
+    return f"(select * except (_vcmt_row) from {relation}__changes where _vcmt_load > 0)"

@@ -38,6 +38,7 @@
   {%- set group_list = groups | join(', ') -%}
   {%- set measures = [] -%}
   {%- for m in metrics -%}{%- do measures.append(vcmt._vcmt_test_quote(m)) -%}{%- endfor -%}
+  {%- set sql -%}
 with vcmt_groupby as (
     select
         tuple({{ group_list }}) as vcmt_group,
@@ -85,4 +86,6 @@ where not (
            {{ vcmt._vcmt_test_same(a, b, tolerance) }}, {{ vcmt._vcmt_test_same(a, b) }})
     {%- endfor %}
 )
+  {%- endset -%}
+  {{ return(vcmt._vcmt_test_sql(model, sql)) }}
 {% endmacro %}

@@ -88,6 +88,7 @@ where not (
     {%- endfor %}
 )
   {%- endset -%}
+  {%- if vcmt._vcmt_test_reads_nothing(model) -%}{{ return(vcmt._vcmt_test_sql(model, diff_sql)) }}{%- endif -%}
   {%- do vcmt._log_first_differences(relation, diff_sql, keys, compare_columns) -%}
   {{ return(diff_sql) }}
 {% endmacro %}

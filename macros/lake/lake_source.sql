@@ -44,6 +44,11 @@
     {%- endif -%}
     {%- set files = layout.files -%}
   {%- endif -%}
+  {#- Under --empty dbt reads every ref and source with `limit 0`; a dataset is neither, so it does the same:
+      no row is read, and no file is claimed (new_files) or recorded (watermark). -#}
+  {%- if flags.EMPTY -%}
+    {{ return('(select * from ' ~ vcmt._lake_table_function(dataset, format, format, files) ~ ' limit 0)') }}
+  {%- endif -%}
   {%- if new_files -%}
     {{ return(vcmt._lake_new_files_source(dataset, format, files)) }}
   {%- endif -%}

@@ -72,3 +72,40 @@ def test_streams_delivered_as_lake_files_match_oracle(tmp_path, chdb_path, lab_d
     assert not failures, (
         "mismatches (replay with python -m vcmt_lab.fuzz --lake-every 1 --streams 1 --seed S):\n" + "\n".join(failures)
     )
+
+
+# Streams through `dbt run` with downstream models (make fuzz runs them on every stream through `dbt run`).
+DOWNSTREAM_STREAMS = int(os.environ.get("VCMT_FUZZ_DOWNSTREAM_STREAMS", "1"))
+
+
+def test_downstream_models_match_oracle(tmp_path, chdb_path, lab_dir, engine):
+    """A stream through `dbt run` whose model keeps a change feed: its incremental model over the feed and its
+    online aggregate (vcmt_lab.fuzz.downstream) equal the oracle's totals after every batch, through crashed and
+    empty loads, runs of the incremental model that fail while reading or after their swap, a full refresh of
+    the model mid-stream (the incremental model then names its --full-refresh), and, on a served node, a batch
+    loaded by two overlapping runs while the incremental model runs."""
+    project = make_project(
+        tmp_path / "proj",
+        "fuzz_downstream",
+        chdb_path,
+        lab_dir,
+        custom_settings=HOSTILE_PROFILE_SETTINGS,
+        engine=engine,
+    )
+    try:
+        # Seed 1002: fz_policies (every policy, an SQL one among them: loads in rounds), versioned deletes, so
+        # crashed loads too.
+        results = run_campaign(project, DOWNSTREAM_STREAMS, 100, 1002, dbt_every=1, max_batches=5, downstream=True)
+    finally:
+        project.close()
+    assert [r.path for r in results] == ["dbt"] * DOWNSTREAM_STREAMS
+    # Two failing runs where two plain steps remain (one is the overlapping loads' on a served node).
+    assert all(r.downstream_runs >= 4 and r.full_refreshes == 1 and r.downstream_failures >= 1 for r in results), (
+        results
+    )
+    assert all(r.overlapping_loads == 1 for r in results) == engine.served, results
+    failures = [f"seed {r.seed} ({r.model}): " + "; ".join(r.problems[:3]) for r in results if r.problems]
+    assert not failures, (
+        "mismatches (replay with python -m vcmt_lab.fuzz --dbt-every 1 --lake-every 0 --max-batches 5 --events 100 "
+        "--streams 1 --seed S):\n" + "\n".join(failures)
+    )

@@ -107,7 +107,8 @@ def _results(project) -> dict[str, tuple[str, int]]:
 
 @pytest.fixture(scope="module")
 def phases(tmp_path_factory, chdb_path, lab_dir, engine) -> dict[str, dict[str, tuple[str, int]]]:
-    """Test results after the first run, after an update batch, and after OPTIMIZE FINAL."""
+    """Test results after the first run (and `dbt show` then), after an update batch, and after OPTIMIZE
+    FINAL."""
     project = make_project(
         tmp_path_factory.mktemp(f"dbt_tests_{engine.kind}") / "proj",
         "dbt_tests_on_vcmt",
@@ -128,6 +129,8 @@ def phases(tmp_path_factory, chdb_path, lab_dir, engine) -> dict[str, dict[str, 
         customers.run_batch([(1, "ann", 1, 1), (2, "bob", 1, 1)])
         orders.run_batch([(1, 1, "open", "ups", 1, 1), (2, 2, "draft", None, 1, 1)])
         found["first run"] = _results(project)
+        # dbt show previews the model and the tests on it, `relationships` among them (README).
+        found["show"] = project.dbt("show", "--select", "customers").log
         # Order 1 ships, order 2 is confirmed with a carrier, customer 2 is deleted (order 2 still points to it).
         customers.run_batch([(2, "bob", 2, -1)])
         orders.run_batch([(1, 1, "shipped", "ups", 2, 1), (2, 2, "open", "dhl", 2, 1)])
@@ -155,6 +158,15 @@ def test_first_run(phases):
         "orders_vcmt_groupby": ("pass", 0),
         "customers_id_unique": ("pass", 0),
     }
+
+
+def test_show_previews_a_model_whose_relationships_test_ends_with_settings(phases):
+    """`dbt show --select customers` also runs, with a limit, the tests on it, `relationships`
+    (orders_customer_exists, whose parent is customers) among them, which dbt-clickhouse ends with `settings
+    join_use_nulls = 1`: with the dispatch line the limit goes before the settings (dbt's own put it after them,
+    a syntax error that failed the command)."""
+    assert "Previewing node 'customers'" in phases["show"]
+    assert "Excluded node 'orders_customer_exists' from results" in phases["show"]
 
 
 @pytest.mark.parametrize("phase", ["update batch", "merged"])

@@ -63,13 +63,36 @@ def _rows(project: DbtProject, table: str = "m") -> list[tuple]:
 
 def test_build_empty_loads_nothing_and_breaks_nothing(project: DbtProject) -> None:
     """`dbt build --empty` builds the model's objects and loads no event; the next run loads them all. A model
-    reading its current rows with vcmt.current_rows builds too (FINAL cannot take dbt's empty subquery)."""
-    _vcmt_project(project)
-    project.dbt("build", "--empty")
-    assert _rows(project) == []
+    reading its current rows with vcmt.current_rows builds too, and vcmt's generic tests pass, reading no row
+    (FINAL and the projection check cannot take dbt's empty subquery); a vcmt_aggregate model is created empty,
+    and built by the next run (no view can keep a subquery online)."""
+    _vcmt_project(project, ", projections=[{'name': 'by_x', 'query': 'select x, sum(sign) group by x'}]")
+    project.model("e", "{{ config(materialized='view') }}\nselect toInt32(1) as id, toInt64(10) as x")
+    project.model(
+        "a",
+        "{{ config(materialized='vcmt_aggregate') }}\nselect id, sum(x * sign) as x from {{ ref('m') }} group by id",
+    )
+    project.write(
+        "models/_tests.yml",
+        """
+        version: 2
+        models:
+          - name: m
+            data_tests:
+              - vcmt.sign_sum_in_range
+              - vcmt.single_live_version
+              - vcmt.groupby_matches_final: {arguments: {group_by: [x]}}
+              - vcmt.projection_matches_base
+              - vcmt.matches_expected_state: {arguments: {expected: ref('e')}}
+    """,
+    )
+    build = project.dbt("build", "--empty")
+    assert sum(str(r.status) == "pass" for r in build.result.result.results) == 5, build.log[-3000:]
+    assert _rows(project) == [] == project.query("select * from a")
     project.dbt("run")
     assert _rows(project) == [(1, 10), (2, 20)]
     assert _rows(project, "d") == [(1, 10), (2, 20)] == _rows(project, "c")
+    assert project.query("select id, sum(x) from a group by id order by id") == [(1, 10), (2, 20)]
 
 
 def _contract(project: DbtProject, x_type: str = "Int64", constraint: str = "") -> None:
@@ -135,8 +158,9 @@ def test_docs_generate_lists_the_models_columns(project: DbtProject) -> None:
 
 
 def test_unit_tests_on_a_vcmt_model_and_on_a_model_reading_it(project: DbtProject) -> None:
-    """`unit_tests:` on the vcmt model (its SELECT, given the source's rows) and on a model reading it (given
-    the vcmt model's rows, a cancel row among them)."""
+    """`unit_tests:` on the vcmt model (its SELECT, given the source's rows) and on models reading it: with sign
+    arithmetic, given the vcmt model's rows, a cancel row among them; through vcmt.current_rows, given its current
+    rows (a fixture is read as given: FINAL cannot read the fixture's CTE)."""
     _vcmt_project(project)
     project.write(
         "models/_unit_tests.yml",
@@ -162,12 +186,25 @@ def test_unit_tests_on_a_vcmt_model_and_on_a_model_reading_it(project: DbtProjec
             expect:
               rows:
                 - {id: 2, x: 7}
+          - name: c_reads_the_fixture_as_its_current_rows
+            model: c
+            given:
+              - input: ref('m')
+                rows:
+                  - {id: 1, x: 5, _version: 1, sign: 1}
+                  - {id: 2, x: 7, _version: 3, sign: 1}
+            expect:
+              rows:
+                - {id: 1, x: 5}
+                - {id: 2, x: 7}
     """,
     )
     project.dbt("run")
     run = project.dbt("test", "--select", "test_type:unit")
     passed = sorted(r.node.name for r in run.result.result.results if str(r.status) == "pass")
-    assert passed == ["d_reads_the_current_rows", "m_selects_the_events"], run.log[-3000:]
+    assert passed == ["c_reads_the_fixture_as_its_current_rows", "d_reads_the_current_rows", "m_selects_the_events"], (
+        run.log[-3000:]
+    )
 
 
 def test_retry_after_a_failed_run(project: DbtProject) -> None:
@@ -233,17 +270,20 @@ def test_clone_copies_the_table_and_the_next_run_asks_for_a_full_refresh(project
     assert _rows(project, f"{dev}.m") == [(1, 10), (2, 20), (3, 30)]
 
 
-def test_source_freshness_over_the_staged_lake(project: DbtProject, tmp_path) -> None:
-    """`dbt source freshness` on a source over the staged lake: its `loaded_at_query` reads the dataset with
-    vcmt.lake_source (the source names no table: a lake dataset is files)."""
+def _lake_batch(project: DbtProject, tmp_path, select: str) -> None:
+    """A staged lake under `tmp_path` whose dataset `stg_orders` holds one batch, a Parquet file of `select`'s rows,
+    and the project's var `vcmt_lake_root` pointing to it."""
     lake = tmp_path / "lake"
     folder = lake / "staged" / "stg_orders" / "_batch_id=1"
     folder.mkdir(parents=True)
-    project.command(
-        f"insert into function file('{folder / 'part-0.parquet'}', 'Parquet') "
-        "select toUInt64(1) as id, now64(3) - interval 2 hour as _source_ts"
-    )
+    project.command(f"insert into function file('{folder / 'part-0.parquet'}', 'Parquet') {select}")
     project.vars = {"vcmt_lake_root": str(lake)}
+
+
+def test_source_freshness_over_the_staged_lake(project: DbtProject, tmp_path) -> None:
+    """`dbt source freshness` on a source over the staged lake: its `loaded_at_query` reads the dataset with
+    vcmt.lake_source (the source names no table: a lake dataset is files)."""
+    _lake_batch(project, tmp_path, "select toUInt64(1) as id, now64(3) - interval 2 hour as _source_ts")
     project.write(
         "models/_lake.yml",
         """
@@ -262,3 +302,35 @@ def test_source_freshness_over_the_staged_lake(project: DbtProject, tmp_path) ->
     run = project.dbt("source", "freshness")
     (result,) = [r for r in run.result.result.results if r.node.name == "stg_orders"]
     assert str(result.status) == "warn" and 7000 < result.age < 7300, (result.status, result.age, run.log[-3000:])
+
+
+def test_build_empty_reads_no_lake_row_and_records_no_file(project: DbtProject, tmp_path) -> None:
+    """`dbt build --empty` on marts over the staged lake (vcmt.lake_source, with new_files=true and with a
+    `_batch_id` watermark) loads no row and claims or records no file: the next run loads the whole lake."""
+    _lake_batch(project, tmp_path, "select toInt64(number) as id, toUInt64(1) as _version from numbers(3)")
+    project.model(
+        "by_file",
+        """
+        {{ config(materialized='vcmt_upsert', unique_key='id') }}
+        select assumeNotNull(id) as id, assumeNotNull(_version) as _version
+        from {{ vcmt.lake_source('stg_orders', new_files=true) }}
+    """,
+    )
+    project.model(
+        "by_batch",
+        """
+        {{ config(materialized='vcmt_upsert', unique_key='id', watermark='_batch_id') }}
+        select assumeNotNull(id) as id, assumeNotNull(_version) as _version, _batch_id
+        from {{ vcmt.lake_source('stg_orders') }}
+    """,
+    )
+    project.dbt("build", "--empty")
+    records = (
+        f"select count() from system.tables where database = '{project.schema}' "
+        "and name in ('by_file__lake_files', 'by_batch__lake_batches')"
+    )
+    assert project.scalar(records) == 0
+    assert project.scalar("select count() from by_file") == project.scalar("select count() from by_batch") == 0
+    project.dbt("run")
+    assert project.query("select id from by_file final order by id") == [(0,), (1,), (2,)]
+    assert project.query("select id from by_batch final order by id") == [(0,), (1,), (2,)]

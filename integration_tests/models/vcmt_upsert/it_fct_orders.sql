@@ -4,6 +4,7 @@
     partition_by='toYYYYMM(created_at)',
     settings={'index_granularity': 1024},
     projections=[{'name': 'by_status', 'query': 'select status, sum(sign), sum(amount * sign) group by status'}],
+    changes=true,
 ) }}
 
 select

@@ -39,6 +39,13 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="deliver each stream in at most this many batches (default: up to 21)",
     )
+    parser.add_argument(
+        "--no-downstream",
+        dest="downstream",
+        action="store_false",
+        help="streams through `dbt run` leave out their downstream models (an incremental model over the change "
+        "feed and an online aggregate, compared with the oracle after every batch)",
+    )
     parser.add_argument("--jobs", type=int, default=2, help="worker processes, each with its own chDB engine")
     parser.add_argument("--work", type=Path, default=REPO_ROOT / ".local" / "fuzz")
     parser.add_argument(
@@ -65,10 +72,11 @@ def main(argv: list[str] | None = None) -> int:
     total_events = sum(r.events for r in results)
     sharded = sum(r.virtual_shards > 1 for r in results)
     refreshed = sum(r.full_refreshes for r in results)
+    downstream_runs = sum(r.downstream_runs for r in results)
     print(
         f"\n{len(results)} streams × {args.events} events: {len(failed)} mismatches "
         f"({total_events} events delivered incl. redeliveries; {sharded} of them on more than one virtual shard; "
-        f"{refreshed} full refreshes mid-stream; "
+        f"{refreshed} full refreshes mid-stream; downstream models compared after {downstream_runs} batches; "
         f"{time.time() - started:.0f}s)"
     )
     for r in failed:

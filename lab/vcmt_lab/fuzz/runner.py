@@ -15,6 +15,7 @@ from typing import Any
 
 from vcmt_lab import invariants
 from vcmt_lab.dbt_project import DbtProject, Engine
+from vcmt_lab.fuzz import downstream as fuzz_downstream
 from vcmt_lab.fuzz.streams import (
     MODEL_SPECS,
     ModelSpec,
@@ -52,6 +53,12 @@ class StreamResult:
     problems: list[str] = field(default_factory=list)
     # A lake stream's deliveries by kind: late files, duplicates, failed loads, killed staging jobs.
     lake: dict[str, int] = field(default_factory=dict)
+    # Steps after which the downstream models were run and compared with the oracle; batches loaded by two
+    # overlapping runs.
+    downstream_runs: int = 0
+    overlapping_loads: int = 0
+    # Runs of the downstream incremental model made to fail, before a run that must read on.
+    downstream_failures: int = 0
 
 
 # Applies a whole stream's steps in one dbt invocation: each step's rows through
@@ -92,16 +99,22 @@ def _on_cluster(project: DbtProject) -> str:
 
 
 def write_model(
-    project: DbtProject, spec: ModelSpec, virtual_shards: int, where: str = "", source: str | None = None
+    project: DbtProject,
+    spec: ModelSpec,
+    virtual_shards: int,
+    where: str = "",
+    source: str | None = None,
+    changes: bool = False,
 ) -> None:
     """The model of `spec`, reading `<name>_src` (rows matching `where`), or the SELECT `source`; each stream sets
-    its own `virtual_shards`. On a cluster the model is sharded by its key."""
+    its own `virtual_shards`, and `changes` with downstream models. On a cluster the model is sharded by its key."""
     config = {
         "unique_key": list(spec.keys),
         "merge": spec.merge,
         "delete_mode": spec.delete_mode,
         "insert_settings": spec.insert_settings,
         "virtual_shards": virtual_shards,
+        "changes": changes,
     }
     if project.engine.cluster:
         config["sharding_key"] = sharding_key(spec)
@@ -158,16 +171,62 @@ def _apply_batch(
     project.dbt("run", "--select", spec.name, *extra, expect_pass=expect_pass)
 
 
+def _overlapping_loads(project: DbtProject, spec: ModelSpec, rows: list[dict[str, Any]], expected: Oracle) -> list[str]:
+    """The batch `rows` loaded by a `dbt run` in its own process and, at once, by one in this process; the
+    downstream incremental model runs here until the other process has ended (each run reads the loads that
+    have ended when it compiles), then once more. Its totals must then be the oracle's."""
+    project.command(f"truncate table `{spec.name}_src`")
+    if rows:
+        names = list(spec.all_columns)
+        project.client.insert(f"{spec.name}_src", [[r[c] for c in names] for r in rows], column_names=names)
+    other = project.dbt_process("overlap", "run", "--select", spec.name)
+    project.dbt("run", "--select", spec.name)
+    totals = fuzz_downstream.totals_name(spec)
+    while other.poll() is None:
+        project.dbt("run", "--select", totals)
+    out = other.communicate()[0]
+    if other.returncode != 0:
+        return [f"the overlapping load failed: {out[-2000:]}"]
+    project.dbt("run", "--select", totals)
+    return fuzz_downstream.check_downstream(project, spec, expected)
+
+
+def _run_downstream(project: DbtProject, spec: ModelSpec, mode: str, first: bool, fail: str | None) -> list[str]:
+    """The downstream models' runs after a step of the model's: on the first step (the stream's model was reset)
+    both are rebuilt; after a full refresh the incremental model, once it has read something, must fail naming
+    its --full-refresh, which then rebuilds it (the online aggregate was rebuilt by the model's run). With
+    `fail`, a run of the incremental model fails first, "while reading" (nothing changed) or "after its swap"
+    (its new table in place), and the next one must read on from where it stands."""
+    totals, online = fuzz_downstream.totals_name(spec), fuzz_downstream.online_name(spec)
+    if first:
+        project.dbt("run", "--select", totals, online, "--full-refresh")
+        return []
+    problems = []
+    if mode == "full_refresh":
+        read = project.scalar(f"select count() from `{totals}`") > 0
+        refused = project.dbt("run", "--select", totals, expect_pass=not read)
+        if read and f"dbt run --full-refresh --select {totals}" not in refused.log:
+            problems.append(f"after the model's full refresh, {totals} did not name its --full-refresh")
+        project.dbt("run", "--select", totals, "--full-refresh")
+        return problems
+    if fail:
+        project.model(totals, fuzz_downstream.totals_sql(spec, fail=fail))
+        project.dbt("run", "--select", totals, expect_pass=False)
+        project.model(totals, fuzz_downstream.totals_sql(spec))
+    project.dbt("run", "--select", totals)
+    return problems
+
+
 def _apply_failing_full_refresh(
-    project: DbtProject, spec: ModelSpec, rows: list[dict[str, Any]], virtual_shards: int
+    project: DbtProject, spec: ModelSpec, rows: list[dict[str, Any]], virtual_shards: int, changes: bool = False
 ) -> None:
     """A `dbt run --full-refresh` whose source fails mid-load, once the new tables are built: the run fails and
     must leave the model as it was."""
     # Not foldable to a constant (`_version >= 0` on a UInt is): it must raise when rows are read, not at parse time.
     fail = "throwIf(toString(`_version`) != '', 'fuzz: the source failed')"
-    write_model(project, spec, virtual_shards, where=f" where {fail} = 0")
+    write_model(project, spec, virtual_shards, where=f" where {fail} = 0", changes=changes)
     _apply_batch(project, spec, rows, "--full-refresh", expect_pass=False)
-    write_model(project, spec, virtual_shards)
+    write_model(project, spec, virtual_shards, changes=changes)
 
 
 def _apply_steps(project: DbtProject, spec: ModelSpec, steps: list[tuple[list[dict[str, Any]], list[str]]]) -> None:
@@ -233,9 +292,13 @@ def check_target(project: DbtProject, spec: ModelSpec, oracle: Oracle) -> list[s
     return problems
 
 
-def run_stream(project: DbtProject, stream: Stream, path: str) -> StreamResult:
+def run_stream(project: DbtProject, stream: Stream, path: str, downstream: bool = False) -> StreamResult:
+    """`stream` through the stage writer or `dbt run` (`path`); with `downstream` (through `dbt run`), its model
+    keeps a change feed, and its downstream models (vcmt_lab.fuzz.downstream) are run after each batch and
+    compared with the oracle."""
     spec = stream.spec
-    write_model(project, spec, stream.virtual_shards)
+    downstream = downstream and path == "dbt"
+    write_model(project, spec, stream.virtual_shards, changes=downstream)
     # The table that merges: the model itself, or on a cluster each shard's local table.
     target = project.object_names(spec.name)["target"] if project.engine.cluster else spec.name
     on_cluster = _on_cluster(project)
@@ -251,8 +314,15 @@ def run_stream(project: DbtProject, stream: Stream, path: str) -> StreamResult:
     # generator, so a seed's other faults stay as they were.
     refresh_rng = random.Random(f"full_refresh/{stream.seed}")
     refresh_at = refresh_rng.randrange(1, len(stream.batches)) if path == "dbt" and len(stream.batches) > 1 else -1
+    # With downstream models on a served node, one batch (not the full refresh's) is loaded by overlapping runs.
+    overlap_at = (
+        random.Random(f"overlap/{stream.seed}").choice([i for i in range(len(stream.batches)) if i != refresh_at])
+        if downstream and project.engine.served and len(stream.batches) > 1
+        else -1
+    )
     # rows, merge statements after them, how they are applied: a plain run, "full_refresh" or
-    # "failing_full_refresh", and for the latter the oracle the model must still match.
+    # "failing_full_refresh", and the oracle the model must match after it (with `downstream`, or for a failing
+    # full refresh, which must change nothing).
     steps: list[tuple[list[dict[str, Any]], list[str], str, Oracle | None]] = []
     for i, (rows, action) in enumerate(zip(stream.batches, stream.actions, strict=True)):
         if i == refresh_at and rows and refresh_rng.random() < 0.5:
@@ -261,28 +331,60 @@ def run_stream(project: DbtProject, stream: Stream, path: str) -> StreamResult:
         # deletes: an unconditional delete replayed after a later upsert of its
         # key removes it again (README "Guarantees and limits").
         if spec.delete_mode == "versioned" and rows and rng.random() < 0.15:
-            steps.append((crashed_part(rows, spec, rng), [], "run", None))
+            part = crashed_part(rows, spec, rng)
+            crashed = copy.deepcopy(oracle) if downstream else None
+            if crashed:
+                crashed.apply_batch(to_events(part, spec))
+            steps.append((part, [], "run", crashed))
         statements, stopped = _merge_statements(target, on_cluster, action, stopped)
         mode = "run"
         if i == refresh_at:
             mode = "full_refresh"
             result.full_refreshes += 1
             oracle = Oracle(spec.columns, {c: python_policy(p) for c, p in spec.merge.items()}, spec.delete_mode)
-        steps.append((rows, statements, mode, None))
-        if rng.random() < 0.1:
-            steps.append(([], [], "run", None))  # an empty run changes nothing
+        elif i == overlap_at:
+            # Loaded by two `dbt run`s at once (one in its own process), the downstream model run meanwhile: the
+            # loads take turns (the model's lock), so the batch is applied twice.
+            mode = "overlapping"
+            oracle.apply_batch(to_events(rows, spec))
         oracle.apply_batch(to_events(rows, spec))
+        steps.append((rows, statements, mode, copy.deepcopy(oracle) if downstream else None))
+        if rng.random() < 0.1:
+            steps.append(([], [], "run", copy.deepcopy(oracle) if downstream else None))  # an empty run changes nothing
     if path == "writer":
         _apply_steps(project, spec, [(rows, statements) for rows, statements, _, _ in steps])
     else:
-        for rows, statements, mode, before in steps:
+        if downstream:
+            fuzz_downstream.write_downstream(project, spec)
+            # Two of the incremental model's runs fail first: one while it reads, one after its swap.
+            plain = [n for n, step in enumerate(steps) if n > 0 and step[2] == "run" and step[3] is not None]
+            failing = dict(
+                zip(
+                    random.Random(f"downstream/{stream.seed}").sample(plain, min(2, len(plain))),
+                    ["while reading", "after its swap"],
+                    strict=False,
+                )
+            )
+        for n, (rows, statements, mode, expected) in enumerate(steps):
             if mode == "failing_full_refresh":
-                _apply_failing_full_refresh(project, spec, rows, stream.virtual_shards)
-                result.problems += [f"after a failing full refresh: {p}" for p in check_target(project, spec, before)]
+                _apply_failing_full_refresh(project, spec, rows, stream.virtual_shards, changes=downstream)
+                result.problems += [f"after a failing full refresh: {p}" for p in check_target(project, spec, expected)]
+            elif mode == "overlapping":
+                result.problems += [
+                    f"after step {n} (overlapping loads): {p}"
+                    for p in _overlapping_loads(project, spec, rows, expected)
+                ]
+                result.overlapping_loads += 1
             else:
                 _apply_batch(project, spec, rows, *(["--full-refresh"] if mode == "full_refresh" else []))
             for statement in statements:
                 project.command(statement)
+            if downstream and expected is not None:
+                problems = _run_downstream(project, spec, mode, first=n == 0, fail=failing.get(n))
+                result.downstream_failures += n in failing
+                problems += fuzz_downstream.check_downstream(project, spec, expected)
+                result.problems += [f"after step {n} ({mode}): {p}" for p in problems]
+                result.downstream_runs += 1
     project.command(f"system start merges{on_cluster} `{target}`")
     result.problems += check_target(project, spec, oracle)
     return result
@@ -393,16 +495,22 @@ def run_campaign(
     indices: list[int] | None = None,
     lake_every: int = 0,
     max_batches: int | None = None,
+    downstream: bool = False,
 ) -> list[StreamResult]:
     """Run streams `seed + i` for i in `indices` (default: all of range(streams)).
 
     Every `dbt_every`-th stream goes through `dbt run` instead of the stage writer; on the embedded engine
     without a cluster, every `lake_every`-th (0: none) is delivered as lake files instead (`run_lake_stream`).
-    `max_batches` delivers each stream's events in that many batches at most (generate_stream).
+    `max_batches` delivers each stream's events in that many batches at most (generate_stream). With
+    `downstream` (not on a cluster), each stream through `dbt run` also runs its model's downstream models after
+    each batch and compares them with the oracle (vcmt_lab.fuzz.downstream).
     """
-    setup_models(project)
+    indices = indices if indices is not None else list(range(streams))
+    # The models of the shapes these streams use (a stream's seed picks its shape).
+    used = {(seed + i) % len(MODEL_SPECS) for i in indices}
+    setup_models(project, tuple(spec for n, spec in enumerate(MODEL_SPECS) if n in used))
     results = []
-    for i in indices if indices is not None else range(streams):
+    for i in indices:
         stream_seed = seed + i
         spec = MODEL_SPECS[stream_seed % len(MODEL_SPECS)]
         # Drawn from the stream's own seed, so every model shape goes through `dbt run` too.
@@ -417,7 +525,7 @@ def run_campaign(
         if lake:
             result = run_lake_stream(project, stream, project.root.parent / "lake")
         else:
-            result = run_stream(project, stream, path)
+            result = run_stream(project, stream, path, downstream=downstream and not project.engine.cluster)
         results.append(result)
         if progress:
             progress(i, result)
@@ -471,6 +579,7 @@ def run_share(args: argparse.Namespace, job: int, indices: list[int], started: f
             indices,
             lake_every=getattr(args, "lake_every", 0),
             max_batches=getattr(args, "max_batches", None),
+            downstream=getattr(args, "downstream", False),
         )
     finally:
         project.close()

@@ -86,8 +86,9 @@
   {%- if load_into.target.identifier != objs.target.identifier -%}
     {%- do vcmt._swap_in_new_objects(cfg, objs, load_into, columns, found) -%}
   {%- endif -%}
+  {#- Under the lock: the views on the old table now feed totals of rows that are gone (aggregate.sql). -#}
+  {%- do vcmt._rebuild_downstream_views(cfg, objs, downstream) -%}
   {%- do vcmt._release_lock(objs.target) -%}
-  {%- do vcmt._warn_downstream_views(objs, downstream) -%}
   {%- set summary = vcmt._summary(stats) -%}
   {{ log('vcmt_upsert ' ~ target.identifier ~ vcmt._modes_note(cfg) ~ ': ' ~ summary, info=true) }}
   {#- The whole report is the model's result (its status line, run_results.json's message): dbt-clickhouse's

@@ -20,10 +20,12 @@
 {% endmacro %}
 
 
-{#- Every scratch table of `chk` dropped, in one statement. -#}
+{#- Every scratch table of `chk` dropped, in one statement (the scratch lock
+    of _check_views too). -#}
 {% macro _drop_check_relations(chk) %}
   {%- set names = [] -%}
   {%- for role in chk.keys() -%}{%- do names.append(chk[role] | string) -%}{%- endfor -%}
+  {%- do names.append(vcmt._lock_relation(chk.target) | string) -%}
   {%- call statement('vcmt_check_drop') -%}drop temporary table if exists {{ names | join(', ') }}{%- endcall -%}
 {% endmacro %}
 
@@ -195,6 +197,12 @@
   {%- for role, create_sql in vcmt._helper_tables(cfg, chk, columns) -%}
     {%- call statement('vcmt_check_' ~ role) -%}{{ vcmt._as_temporary(create_sql) }}{%- endcall -%}
   {%- endfor -%}
+  {#- The change feed's writer reads the model's lock (load/changes.sql `_load_number_sql`): a scratch one. -#}
+  {%- if vcmt._object_wanted(vcmt._object('changes_writer'), cfg) -%}
+    {%- call statement('vcmt_check_lock') -%}
+      {{ vcmt._as_temporary(vcmt._create_lock_sql(vcmt._lock_relation(chk.target))) }}
+    {%- endcall -%}
+  {%- endif -%}
   {%- set names = vcmt._column_list(columns | map(attribute='name') | list) -%}
   {%- call statement('vcmt_check_transform') -%}
     insert into {{ chk.target }} ({{ names }}) select {{ names }} from ({{ vcmt.transform_sql(cfg, chk, columns) }})

@@ -75,21 +75,25 @@
 {% endmacro %}
 
 
-{% macro _check_projection_exact(projection, sign, fns, tree) %}
+{#- Refuses a projection's query (a `vcmt_aggregate` model's SELECT too,
+    with its own message `head`) that is not provably exact; returns its
+    SELECT items (parse tree nodes). `tree`: the query's parse tree, `fns`
+    the kinds of its functions (engine/catalog.sql `_projection_parses`). -#}
+{% macro _check_projection_exact(projection, sign, fns, tree, head=none) %}
   {%- set name = projection['name'] -%}
   {%- set query = projection['query'] -%}
+  {%- set head = head or "vcmt_upsert: `projections`: projection `" ~ name ~ "` " -%}
   {#- The engine's own parser (_explain_ast). A projection's query parses as a
       SELECT without FROM; that it also parses as a projection was checked
       first (_check_syntax). -#}
   {%- set selects = tree.children[0].children[0].children -%}
   {%- if selects | length != 1 or selects[0].kind != 'SelectQuery' -%}
-    {{ exceptions.raise_compiler_error("vcmt_upsert: `projections`: projection `" ~ name ~ "` must be one `select ... "
-        ~ "group by ...` query; got `" ~ query ~ "`.") }}
+    {{ exceptions.raise_compiler_error(head ~ "must be one `select ... group by ...` query; got `" ~ query ~ "`.") }}
   {%- endif -%}
   {%- set sums = [] -%}
   {%- do vcmt._ast_find(tree, 'Function', 'sum', sums) -%}
   {%- set texts = vcmt._sum_arguments(query) -%}
-  {%- set ctx = {'name': name, 'sign': sign, 'fns': fns, 'query': query,
+  {%- set ctx = {'head': head, 'sign': sign, 'fns': fns, 'query': query,
                  'sum_texts': texts if texts | length == sums | length else [], 'sums_seen': []} -%}
   {#- EXPLAIN in a subquery shows a SELECT without FROM as reading system.one;
       the projection grammar has no FROM (checked by _check_syntax). -#}
@@ -101,6 +105,7 @@
   {%- for clause in clauses[1:] -%}
     {%- do vcmt._ast_check(clause, ctx, false) -%}
   {%- endfor -%}
+  {{ return(clauses[0].children) }}
 {% endmacro %}
 
 
@@ -109,7 +114,7 @@
     true for a whole item of the SELECT list. -#}
 {% macro _ast_check(node, ctx, top) %}
   {%- set sign = ctx.sign -%}
-  {%- set head = "vcmt_upsert: `projections`: projection `" ~ ctx.name ~ "` " -%}
+  {%- set head = ctx.head -%}
   {%- set got = "; got `" ~ ctx.query ~ "`." -%}
   {%- set why = " Under collapsing only sum(" ~ sign ~ ") and sums of sign-weighted expressions such as sum(amount * "
       ~ sign ~ ") stay exact, because a cancel row subtracts exactly what its state row added; count(), min, max, avg, "
@@ -131,9 +136,9 @@
     {%- if is_sum -%}{%- do ctx.sums_seen.append(1) -%}{%- endif -%}
     {%- if not top -%}
       {{ exceptions.raise_compiler_error(head ~ "uses the aggregate `" ~ node.name ~ "()` inside an expression; "
-          ~ "each aggregate must be a whole SELECT item, because a projection merges the stored aggregates part by "
-          ~ "part and does not recompute expressions over them: compute ratios such as sum(x * " ~ sign ~ ") / sum("
-          ~ sign ~ ") at query time" ~ got) }}
+          ~ "each aggregate must be a whole SELECT item, because a projection (or an aggregate table) merges the "
+          ~ "stored aggregates part by part and does not recompute expressions over them: compute ratios such as "
+          ~ "sum(x * " ~ sign ~ ") / sum(" ~ sign ~ ") at query time" ~ got) }}
     {%- endif -%}
     {%- if not is_sum -%}
       {%- set hint = " Write sumIf(x, cond) as sum(if(cond, x, 0) * " ~ sign

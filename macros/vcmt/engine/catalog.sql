@@ -29,6 +29,15 @@
 {% endmacro %}
 
 
+{#- A table's (or view's) uuid, comment and stored SELECT, or none when
+    it does not exist. -#}
+{% macro _table_identity(relation) %}
+  {%- set rows = run_query("select toString(uuid), comment, as_select from system.tables where database = "
+      ~ vcmt._sql_string(relation.schema) ~ " and name = " ~ vcmt._sql_string(relation.identifier)).rows -%}
+  {{ return({'uuid': rows[0][0], 'comment': rows[0][1], 'as_select': rows[0][2]} if rows | length > 0 else none) }}
+{% endmacro %}
+
+
 {#- Whether `relation` exists on every node it is made on: each replica of
     the model's cluster for a relation created ON CLUSTER, else this node.
     A CREATE ... ON CLUSTER that a node missed (down then, its DDL task
@@ -165,19 +174,6 @@
         ~ '`'}) -%}
   {%- endfor -%}
   {{ return(views) }}
-{% endmacro %}
-
-
-{#- After a full refresh: name every downstream view whose table no longer
-    matches the model, and what to run. -#}
-{% macro _warn_downstream_views(objs, views) %}
-  {%- for v in views -%}
-    {%- do exceptions.warn('vcmt_upsert ' ~ objs.target.identifier ~ ': full refresh: the materialized view ' ~ v.view
-        ~ ' reads ' ~ objs.target.identifier ~ ', whose rows the rebuild replaced without cancel rows: ' ~ v.feeds
-        ~ ' no longer matches it. Rebuild it from the model, with writers paused: TRUNCATE TABLE '
-        ~ v.feeds ~ ', then INSERT INTO ' ~ v.feeds ~ ' the view\'s SELECT (run over ' ~ objs.target.identifier
-        ~ ' as it is now).') -%}
-  {%- endfor -%}
 {% endmacro %}
 
 

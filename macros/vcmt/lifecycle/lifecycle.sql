@@ -10,22 +10,25 @@
 {% endmacro %}
 
 
-{#- The declared views the config does not want (an earlier config's), by role. -#}
+{#- The declared views and helper tables the config does not want (an
+    earlier config's), by role, in their drop order (a view before the
+    table it writes). -#}
 {% macro _unwanted_views(cfg) %}
   {%- set roles = [] -%}
-  {%- for o in vcmt._roles_of('view') if not vcmt._object_wanted(o, cfg) -%}
+  {%- for o in vcmt._object_roles() | selectattr('drop', 'defined') | sort(attribute='drop')
+      if o.kind in ['view', 'helper'] and not vcmt._object_wanted(o, cfg) -%}
     {%- do roles.append(o.role) -%}
   {%- endfor -%}
   {{ return(roles) }}
 {% endmacro %}
 
 
-{#- The model's helper tables (model/objects.sql), as (role, CREATE
-    statement), for the relations in `objs`. Create, full refresh and
-    reconcile all build them from this list. -#}
+{#- The model's helper tables the config wants (model/objects.sql), as
+    (role, CREATE statement), for the relations in `objs`. Create, full
+    refresh and reconcile all build them from this list. -#}
 {% macro _helper_tables(cfg, objs, columns) %}
   {%- set tables = [] -%}
-  {%- for o in vcmt._roles_of('helper') -%}
+  {%- for o in vcmt._roles_of('helper') if vcmt._object_wanted(o, cfg) -%}
     {%- do tables.append((o.role, vcmt._create_role_sql(cfg, o.role, objs[o.role], columns))) -%}
   {%- endfor -%}
   {{ return(tables) }}
@@ -47,9 +50,14 @@
 
 
 {#- The tables a full refresh swaps in (EXCHANGE, or RENAME where the model
-    had none), in the order it swaps them (model/objects.sql `swap`). -#}
+    had none), in the order it swaps them (model/objects.sql `swap`): those
+    the config wants. -#}
 {% macro _swapped_roles(cfg, objs, columns) %}
-  {{ return(vcmt._roles_by(objs, 'swap')) }}
+  {%- set roles = [] -%}
+  {%- for role in vcmt._roles_by(objs, 'swap') if vcmt._object_wanted(vcmt._object(role), cfg) -%}
+    {%- do roles.append(role) -%}
+  {%- endfor -%}
+  {{ return(roles) }}
 {% endmacro %}
 
 
@@ -82,7 +90,7 @@
   {%- set guard = {} -%}
   {%- for o in vcmt._object_roles() if o.role in objs -%}
     {%- set name = 'vcmt_create_' ~ o.role -%}
-    {%- if o.kind in ['table', 'helper'] -%}
+    {%- if o.kind in ['table', 'helper'] and vcmt._object_wanted(o, cfg) -%}
       {%- do statements.append((name, vcmt._create_role_sql(cfg, o.role, objs[o.role], columns))) -%}
     {%- elif o.kind == 'stage' and guarded -%}
       {#- The guard holds the stage's name; the real stage is built under the staging set's name. -#}

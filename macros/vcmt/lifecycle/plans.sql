@@ -127,7 +127,10 @@
           fence=false)) -%}
     {%- endif -%}
   {%- endfor -%}
-  {%- for role in vcmt._unwanted_views(cfg) -%}
+  {#- Unwanted views go from every node (on a cluster a view may be on some only); an unwanted helper is not
+      swapped: the model's own goes. Objects never on a cluster (`one_node`) go where they were found. -#}
+  {%- for role in vcmt._unwanted_views(cfg) if objs[role].identifier in found
+      or (vcmt._object(role).kind == 'view' and not vcmt._object(role).get('one_node')) -%}
     {%- do steps.append(vcmt._step('vcmt_drop_' ~ role, vcmt._drop_sql(objs[role]))) -%}
   {%- endfor -%}
   {#- The staging names now hold the old tables, and the staging views (dropped first) serve them. -#}

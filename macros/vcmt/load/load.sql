@@ -73,6 +73,8 @@
           ~ vcmt._public_relation(objs).identifier)) -%}
     {%- endif -%}
   {%- endif -%}
+  {#- The change feed's first step, before any write (changes.sql). -#}
+  {%- do vcmt._prepare_changes(cfg, objs) -%}
   {#- The run's observation read them before it took the lock, which no load has held since (observe.sql). -#}
   {%- set before = vcmt._applied_totals(objs) if not obs or not obs.get('applied') else {
       'inserted': obs.applied[0].inserted | int, 'updated': obs.applied[0].updated | int,

@@ -609,6 +609,14 @@
       {%- do vcmt._release_lock(vcmt.objects(vcmt._node_target(res.node), res.node.config.get('sharding_key')).target,
                                 failed=true) -%}
     {%- endfor -%}
+    {#- A vcmt_aggregate model builds under the lock of the vcmt_upsert model it reads (its one input). -#}
+    {%- for res in results if res.node.resource_type == 'model' and res.node.config.materialized == 'vcmt_aggregate'
+                              and res.status in ('error', 'fail') and res.node.depends_on.nodes | length == 1 -%}
+      {%- set upstream = graph.nodes.get(res.node.depends_on.nodes[0]) -%}
+      {%- if upstream and upstream.config.materialized == 'vcmt_upsert' -%}
+        {%- do vcmt._release_lock(vcmt._node_target(upstream), failed=true) -%}
+      {%- endif -%}
+    {%- endfor -%}
   {%- endif -%}
   {%- do vcmt._warn_tests_reading_stored_rows(results) -%}
   {{ return('') }}

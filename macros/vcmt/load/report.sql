@@ -29,6 +29,8 @@
       ('seconds', 'Float64', 'duration of the load'),
       ('shards', 'String', "a sharded model's placement when it loaded: the shard weights of the profile's cluster, "
           ~ "in shard order (e.g. '1,1'); '' when the model is not sharded"),
+      ('load', 'UInt64', "the load's number: its lock's generation, which grows with each load of the model; the "
+          ~ "change feed labels the rows a load wrote with it"),
   ]) }}
 {% endmacro %}
 
@@ -135,6 +137,8 @@
     {%- do names.append(vcmt._quote(name)) -%}
     {%- if name == 'loaded_at' -%}
       {%- do values.append('now64(3)') -%}
+    {%- elif name == 'load' -%}
+      {%- do values.append(vcmt._load_number_sql(objs.target)) -%}
     {%- else -%}
       {%- set value = invocation_id if name == 'invocation_id' else stats[name] -%}
       {%- do values.append('cast(' ~ ('null' if value is none else vcmt._sql_string(value)) ~ ', '

@@ -11,7 +11,8 @@
       load's own, named by its lock's generation), `distributed` (a sharded model's
       public table over its `local` role's per-shard tables), or a name that
       is not one of `vcmt.objects`: `lock` (the lock's generations), `lake`
-      (a mart's record of the lake files it read), `staging` (the full
+      (a mart's record of the lake files it read), `changes` (the change
+      feed's next table while a load rebases it), `staging` (the full
       refresh's second set of objects), `guard` (the stage that refuses
       every INSERT while views are attached to its name);
     - of: [set, role]: named as that role of that set, not by a suffix of
@@ -21,7 +22,9 @@
     - from, to, select: a view's source and destination roles, and the
       macro that renders its SELECT, (cfg, objs, columns);
     - only_with: [option, value]: it exists only when the config has that
-      value (a view that is not wanted is dropped);
+      value (a view or a helper that is not wanted is dropped);
+    - one_node: never on a cluster (its option is refused there): a full
+      refresh drops it, unwanted, only where the observation found it;
     - modify_when_changed: a view rewritten in place (MODIFY QUERY) when its
       SELECT changes; the other views are only created when missing;
     - local_name: named with dbt-clickhouse's local suffix on a sharded model;
@@ -43,25 +46,29 @@
 {% macro _object_roles() %}
   {{ return([
       {'role': 'target', 'suffix': '', 'kind': 'table', 'create': 'create_target_sql', 'local_name': true,
-       'swap': 5, 'drop': 8},
+       'swap': 6, 'drop': 9},
       {'role': 'tombstones', 'suffix': '__tombstones', 'kind': 'helper', 'create': '_create_tombstones_sql',
-       'swap': 1, 'drop': 9},
+       'swap': 1, 'drop': 10},
       {'role': 'applied', 'suffix': '__applied', 'kind': 'helper', 'create': '_create_applied_sql', 'swap': 2,
-       'drop': 10},
-      {'role': 'loads', 'suffix': '__loads', 'kind': 'helper', 'create': '_create_loads_sql', 'swap': 3, 'drop': 11},
+       'drop': 11},
+      {'role': 'changes', 'suffix': '__changes', 'kind': 'helper', 'create': '_create_changes_sql', 'swap': 3,
+       'only_with': ['changes', true], 'one_node': true, 'drop': 12},
+      {'role': 'loads', 'suffix': '__loads', 'kind': 'helper', 'create': '_create_loads_sql', 'swap': 4, 'drop': 13},
       {'role': 'truncates', 'suffix': '__truncates', 'kind': 'helper', 'create': '_create_truncates_sql',
-       'swap': 4, 'drop': 12},
+       'swap': 5, 'drop': 14},
       {'role': 'applied_writer', 'suffix': '__applied_writer', 'kind': 'view', 'from': 'target', 'to': 'applied',
        'select': '_applied_writer_sql', 'drop': 6},
       {'role': 'cancels_writer', 'suffix': '__tombstones_from_cancels', 'kind': 'view', 'from': 'target',
        'to': 'tombstones', 'select': '_cancels_writer_sql', 'only_with': ['delete_mode', 'unconditional'],
        'drop': 5},
-      {'role': 'stage', 'suffix': '__stage', 'kind': 'stage', 'local_name': true, 'swap': 6, 'drop': 7},
+      {'role': 'changes_writer', 'suffix': '__changes_writer', 'kind': 'view', 'from': 'target', 'to': 'changes',
+       'select': '_changes_writer_sql', 'only_with': ['changes', true], 'one_node': true, 'drop': 7},
+      {'role': 'stage', 'suffix': '__stage', 'kind': 'stage', 'local_name': true, 'swap': 7, 'drop': 8},
       {'role': 'transform', 'suffix': '__transform', 'kind': 'view', 'from': 'stage', 'to': 'target',
        'select': 'transform_sql', 'modify_when_changed': true, 'drop': 3},
       {'role': 'tombstones_writer', 'suffix': '__tombstones_writer', 'kind': 'view', 'from': 'stage',
        'to': 'tombstones', 'select': '_tombstones_writer_sql', 'drop': 4},
-      {'role': 'batch', 'suffix': '__batch', 'kind': 'load_table', 'engine': 'MergeTree', 'drop': 13,
+      {'role': 'batch', 'suffix': '__batch', 'kind': 'load_table', 'engine': 'MergeTree', 'drop': 15,
        'unnumbered_in': '0.3'},
       {'role': 'fanout', 'suffix': '__fanout', 'kind': 'load_table', 'engine': 'Null', 'views': true},
       {'role': 'distributed', 'suffix': '', 'kind': 'distributed', 'local': 'target', 'drop': 2},
@@ -69,6 +76,7 @@
       {'role': 'lock', 'suffix': '__lock', 'kind': 'lock'},
       {'role': 'lake_batches', 'suffix': '__lake_batches', 'kind': 'lake'},
       {'role': 'lake_files', 'suffix': '__lake_files', 'kind': 'lake'},
+      {'role': 'changes_next', 'suffix': '__changes_next', 'kind': 'changes'},
       {'role': 'staging', 'suffix': '__vcmt_new', 'kind': 'staging'},
       {'role': 'mend', 'suffix': '__vcmt_mend', 'kind': 'staging'},
       {'role': 'mend_source', 'suffix': '__vcmt_mend_src', 'kind': 'staging'},
