@@ -1,6 +1,6 @@
 """dbt's own flags and features on a vcmt_upsert model, on the embedded engine: each works, or is refused
-before any DDL with a message naming the feature and what to do (README, "dbt's own features on a vcmt
-model")."""
+before any DDL with a message naming the feature and what to do (docs/reference.md, "dbt's own features on a
+vcmt model")."""
 
 from __future__ import annotations
 
