@@ -102,10 +102,11 @@ def test_the_sweep_enumerates_the_loads_statements_from_its_log(module_project):
         "insert m__lock released#1",
     ]:
         assert name in statements, statements
-    # From its claim: the lock's state read back (its holder is this load), then its lease renewed (the sweep waits
-    # before each statement, so every step renews). The older generations' batch tables were looked for in the
+    # From its claim: the lock's state read back (its holder is this load); then the load's steps, each renewing the
+    # lease (the sweep waits before each statement). The older generations' batch tables were looked for in the
     # run's observation, before the claim: no read for them here. Taking the lock sends no DDL.
-    assert statements[:3] == ["insert m__lock acquired#1", "select m__lock#1", "insert m__lock renewed#1"], statements
+    assert statements[:2] == ["insert m__lock acquired#1", "select m__lock#1"], statements
+    assert "insert m__lock renewed#1" in statements, statements
     assert not [s for s in statements if s.startswith("select tables#")], statements
     assert not [s for s in statements if s.split()[0] in ("create", "drop") and "__lock" in s], statements
     # The load's own batch table, named by its lock generation, is created once and dropped once.
