@@ -251,3 +251,61 @@ def test_the_swap_sweeps_statements_are_the_sharded_full_refreshs_plan():
     planned = [statement_label(s["sql"]) for s in build["steps"] + exchange + finish if "ON CLUSTER" in s["sql"]]
     model = objs["distributed"].identifier
     assert planned == [s.format(m=model) for s in REFRESH_STATEMENTS]
+
+
+def _merge_table_columns(sql: str) -> list[dict[str, str]]:
+    """The columns a mend's Merge table declares (`vcmt._columns_ddl`: one "`name` type" a line)."""
+    body = sql[sql.index("(\n") + 2 : sql.rindex("\n  ) engine = Merge(")]
+    columns = []
+    for line in body.split(",\n"):
+        name, data_type = re.fullmatch(r"\s*`([^`]+)` (.+)", line, flags=re.S).groups()
+        columns.append({"name": name, "data_type": data_type.strip()})
+    return columns
+
+
+@pytest.mark.parametrize("name", capture.every(_acted_on("split")))
+def test_a_split_swap_is_mended_as_planned(name):
+    """A --full-refresh whose EXCHANGE (or RENAME) of a table ran on some nodes only: for each such table the next
+    run copies the rebuild on every node and swaps the copy in (`vcmt._plan_mend_copy`, then `vcmt._plan_mend_swap`,
+    with an empty table of the model's name first where a split RENAME left it on some nodes only), the statements
+    the run sent on the mend's names, in order, to the byte but the generation.
+
+    The rebuild's columns are what the run read from the dbt node's catalog, a read the capture keeps as the
+    statement that echoes it (the Merge table's column list); everything else is planned from the observation.
+    The real-engine proof that a mend makes every node serve the rebuild is test_sharded's node lost at the
+    local target's EXCHANGE (make test); the split RENAME and a mend split again by a lost node are these
+    captures here, and real runs of them in `make swap-sweep`."""
+    c = capture.load(name)
+    harness = c.harness()
+    objs = c.objects(harness)
+    found_swap = harness.call("_interrupted_swap", c.cfg, objs, c.observation["columns"], c.obs["nodes"])
+    assert found_swap["split"], found_swap
+    new = harness.call("_staging_objects", objs)
+    copies, sources = harness.call("_mend_sets", objs)
+    mend_names = {copies[r].identifier for r in found_swap["split"]} | {
+        sources[r].identifier for r in found_swap["split"]
+    }
+    split_names = {objs[r].identifier for r in found_swap["split"]}
+    # What the run sent on the mend's names, and on the split tables' own (a placeholder's CREATE), in order.
+    sent = [_same_but_generation(s) for s in c.ddl_on(mend_names | split_names)]
+    planned: list[str] = []
+    for role in found_swap["split"]:
+        own = objs[role]
+        merge_table = next(s for s in c.ddl_on({sources[role].identifier}, verbs=("create",)))
+        rebuild_columns = _merge_table_columns(merge_table)
+        names = [own.identifier, new[role].identifier]
+        here = "select min(name) " + harness.call("_commented_tables_sql", own.schema, names, found_swap["generation"])
+        built = harness.call("_sorting_key_default", c.cfg, c.observation["columns"])
+        planned += _planned(
+            harness.call(
+                "_plan_mend_copy", c.cfg, built, objs, c.observation["columns"], role, found_swap["generation"],
+                rebuild_columns, here,
+            )
+        )  # fmt: skip
+        serving = {row["node"] for row in found_swap["rows"] if row["name"] == own.identifier}
+        placeholder = len(serving) < len(found_swap["swapped"])
+        assert placeholder == ("rename" in name), (serving, found_swap["swapped"])
+        planned += _planned(harness.call("_plan_mend_swap", c.cfg, objs, c.observation["columns"], role, placeholder))
+    assert planned and sent[: len(planned)] == planned
+    # Then only the finish of the swap, which drops what is left of the mend.
+    assert [s for s in sent[len(planned) :] if not s.startswith("drop table if exists")] == []
