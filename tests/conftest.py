@@ -11,7 +11,10 @@ Every test gets its own dbt project folder and its own ClickHouse database
   local-server mode), reached by dbt-clickhouse (`type: clickhouse`) over
   that driver.
 
-Parametrised tests show the engine in their id: `test_x[http]`.
+Parametrised tests show the engine in their id: `test_x[http]`. A module whose
+tests prove what the engine computes, not what a driver carries, names its
+other engines as `matrix=(...)`: `VCMT_ENGINE_MATRIX=1 make test` runs them
+there too; make test runs the named engines only (README, "two commands").
 """
 
 from __future__ import annotations
@@ -56,13 +59,18 @@ def _schema_for(node_name: str) -> str:
 
 
 ENGINES = ("chdb", "http", "native")
+# Every engine a module names, its `matrix` ones included (`VCMT_ENGINE_MATRIX=1`).
+ENGINE_MATRIX = os.environ.get("VCMT_ENGINE_MATRIX") == "1"
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """`engine` takes the engines of the closest `engines` mark (default: the embedded one)."""
+    """`engine` takes the engines of the closest `engines` mark (default: the embedded one), and its `matrix`
+    ones under VCMT_ENGINE_MATRIX=1 (not collected otherwise: nothing counts them as run)."""
     if "engine" in metafunc.fixturenames:
         mark = metafunc.definition.get_closest_marker("engines")
         kinds = mark.args if mark else ("chdb",)
+        if mark and ENGINE_MATRIX:
+            kinds = (*kinds, *mark.kwargs.get("matrix", ()))
         unknown = set(kinds) - set(ENGINES)
         if unknown:
             raise ValueError(f"engines mark: unknown engine(s) {sorted(unknown)}; known: {ENGINES}")
@@ -70,42 +78,43 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 # Seconds a module takes, roughly (the sum of its tests' times in `make test`, pytest --durations=0, on 2
-# busy cores), longest first, for those far above LONG_TEST_SECONDS per test. Only an order, never a
+# idle cores, 2026-11-29), longest first, for those far above LONG_TEST_SECONDS per test. Only an order, never a
 # selection: a stale figure costs time, not coverage.
 MODULE_SECONDS = {
-    "tests/materialization/test_sharded.py": 650,
-    "tests/cdc/test_staged_lake.py": 420,
-    "tests/server/test_overlapping_loads.py": 330,
-    "tests/materialization/test_semantics.py": 270,
-    "tests/materialization/test_crash.py": 250,
-    "tests/server/test_faults.py": 220,
-    "tests/fuzz/test_fuzz.py": 380,
-    "tests/materialization/test_reliability.py": 195,
-    "tests/materialization/test_lifecycle_safety.py": 185,
-    "tests/materialization/test_downstream.py": 180,
-    "tests/materialization/test_validation.py": 180,
-    "tests/materialization/test_external_writer.py": 180,
-    "tests/materialization/test_lifecycle.py": 170,
-    "tests/cdc/test_lake_records.py": 170,
-    "tests/cdc/test_python_models_session.py": 140,
-    "tests/bench/test_bench_smoke.py": 130,
-    "tests/materialization/test_cdc_events.py": 120,
-    "tests/adapter/test_engine_path.py": 120,
-    "tests/cdc/test_debezium_decoding.py": 85,
-    "tests/materialization/test_dbt_features.py": 75,
-    "tests/e2e/test_demo.py": 70,
-    "tests/materialization/test_lake_threads.py": 60,
-    "tests/materialization/test_statements.py": 60,
-    "tests/cdc/test_staging_spark.py": 50,
-    "tests/materialization/test_virtual_shards.py": 40,
-    "tests/cdc/test_fixtures_to_marts.py": 40,
-    "tests/cdc/test_staging_amended_batches.py": 35,
-    "tests/adapter/test_server_parity.py": 30,
+    "tests/materialization/test_sharded.py": 580,
+    "tests/server/test_overlapping_loads.py": 400,
+    "tests/materialization/test_validation.py": 290,
+    "tests/materialization/test_lifecycle_safety.py": 290,
+    "tests/materialization/test_lifecycle.py": 280,
+    "tests/server/test_faults.py": 260,
+    "tests/materialization/test_external_writer.py": 240,
+    "tests/cdc/test_staged_lake.py": 240,
+    "tests/fuzz/test_fuzz.py": 230,
+    "tests/materialization/test_semantics.py": 220,
+    "tests/materialization/test_reliability.py": 200,
+    "tests/materialization/test_crash.py": 180,
+    "tests/cdc/test_python_models_session.py": 150,
+    "tests/materialization/test_cdc_events.py": 140,
+    "tests/cdc/test_lake_records.py": 120,
+    "tests/materialization/test_dbt_features.py": 110,
+    "tests/e2e/test_demo.py": 100,
+    "tests/adapter/test_server_parity.py": 90,
+    "tests/cdc/test_debezium_decoding.py": 90,
+    "tests/bench/test_bench_smoke.py": 80,
+    "tests/cdc/test_staging_exact_values.py": 70,
+    "tests/materialization/test_virtual_shards.py": 60,
+    "tests/cdc/test_staging_amended_batches.py": 50,
+    "tests/materialization/test_downstream.py": 50,
+    "tests/cdc/test_fixtures_to_marts.py": 50,
+    "tests/cdc/test_staging_spark.py": 40,
     "tests/generic_tests/test_dbt_tests_on_vcmt_models.py": 40,
-    "tests/server/test_lake_on_server.py": 25,
-    "tests/adapter/test_target_gating.py": 25,
-    "tests/bench/test_virtual_shards_bench.py": 25,
-    "tests/bench/test_rows_read.py": 20,
+    "tests/bench/test_rows_read.py": 40,
+    "tests/server/test_lake_on_server.py": 40,
+    "tests/materialization/test_hot_keys.py": 40,
+    "tests/adapter/test_engine_path.py": 40,
+    "tests/generic_tests/test_groupby_matches_final.py": 30,
+    "tests/cdc/test_python_staging_model.py": 30,
+    "tests/materialization/test_lake_threads.py": 20,
 }
 LONG_TEST_SECONDS = 3
 

@@ -11,8 +11,9 @@ import pytest
 from tests.materialization.scenario import Scenario
 from vcmt_cli.load_stage import LoadError
 
-# The same tests on the embedded engine and on a served node over HTTP (tests/conftest.py).
-pytestmark = pytest.mark.engines("chdb", "http", "native")
+# The embedded engine and a served node over the native protocol; over HTTP too under VCMT_ENGINE_MATRIX=1
+# (tests/conftest.py): the fuzz's streams, which hold truncates and unsent columns, run over HTTP (tests/fuzz).
+pytestmark = pytest.mark.engines("chdb", "native", matrix=("http",))
 
 TRUNC = {"id": "Int32", "qty": "Int64", "_op": "String", "_version": "UInt64", "sign": "Int8"}
 TRUNC_CFG = {"unique_key": "id", "truncate_when": "_op = 't'"}
