@@ -459,21 +459,15 @@
     or a swap every node agrees on. The copy is fenced and names the lock's
     holder, so a long one keeps the lock (lock.sql, `_holder_busy`). -#}
 {% macro _mend_split(cfg, objs, columns, found_swap) %}
-  {%- set new = vcmt._staging_objects(objs) -%}
   {%- set generation = found_swap.generation -%}
   {%- for role in found_swap.split -%}
     {%- do vcmt._renew_lock(cfg, objs) -%}
-    {%- set own = objs[role] -%}
-    {%- set names = [own.identifier, new[role].identifier] -%}
-    {#- On each node that runs it, the one of the two names that holds the rebuild there (the first by name,
-        as _rebuild_holders lists them). -#}
-    {%- set here = 'select min(name) ' ~ vcmt._commented_tables_sql(own.schema, names, generation) -%}
     {%- set rebuild_columns = vcmt._rebuild_columns(objs, role, generation) -%}
     {#- Sorted as the rebuild is (_sorting_key_default: a table from before keeps the key alone). -#}
     {%- set built = vcmt._sorting_key_default(cfg, columns, vcmt._rebuild_relation(objs, role, generation)) -%}
-    {%- do vcmt._apply(cfg, objs, vcmt._plan_mend_copy(cfg, built, objs, columns, role, generation, rebuild_columns,
-        here)) -%}
-    {%- set problems = vcmt._mend_copy_problems(objs, found_swap, role, rebuild_columns, here) -%}
+    {%- do vcmt._apply(cfg, objs, vcmt._plan_mend_copy(cfg, built, objs, columns, role, generation,
+        rebuild_columns)) -%}
+    {%- set problems = vcmt._mend_copy_problems(objs, found_swap, role, rebuild_columns) -%}
     {%- if problems -%}
       {%- do vcmt._apply(cfg, objs, vcmt._plan_drop_mend(objs, role)) -%}
       {{ exceptions.raise_compiler_error("vcmt_upsert " ~ vcmt._public_relation(objs).identifier ~ ": mending the "
@@ -483,27 +477,24 @@
           ~ "same way, run it with --full-refresh, which drops the staging objects on every node and rebuilds the "
           ~ "model.") }}
     {%- endif -%}
-    {#- A split RENAME (the model had no such table before that --full-refresh) leaves the model's name on some
-        nodes only: an empty table of it where it is missing, for the EXCHANGE. -#}
-    {%- do vcmt._apply(cfg, objs, vcmt._plan_mend_swap(cfg, objs, columns, role, found_swap.rows
-        | selectattr('name', 'equalto', own.identifier) | map(attribute='node') | unique | list
-        | length < found_swap.swapped | length)) -%}
+    {%- do vcmt._apply(cfg, objs, vcmt._plan_mend_swap(cfg, objs, columns, role, found_swap)) -%}
   {%- endfor -%}
 {% endmacro %}
 
 
 {#- The copy a mend made of `role`'s rebuild, checked before it is swapped
     in: on every node, its rows and the rows of the table it was copied from
-    (`here`, run on each node) give the same count and checksum as their
+    (_mend_holder_sql, run on each node) give the same count and checksum as their
     engine merges them (`final = 1`: a collapsing, summing or aggregating
     table reads the same whatever its merges have done; the copy may have
     been merged on insert). Returns the differences, one line per node. -#}
-{% macro _mend_copy_problems(objs, found_swap, role, rebuild_columns, here) %}
+{% macro _mend_copy_problems(objs, found_swap, role, rebuild_columns) %}
   {%- set copies, sources = vcmt._mend_sets(objs) -%}
   {#- Fenced, so each read also names the lock's holder while it runs (a long one keeps the lock). -#}
   {%- set fenced = vcmt._fenced(objs.target) -%}
   {%- set made = vcmt._checksums_by_node(copies[role], rebuild_columns, fenced, objs.target) -%}
-  {%- set held = vcmt._checksums_by_node(sources[role], rebuild_columns, '_table in (' ~ here ~ ') and ' ~ fenced,
+  {%- set holder = vcmt._mend_holder_sql(objs, role, found_swap.generation) -%}
+  {%- set held = vcmt._checksums_by_node(sources[role], rebuild_columns, '_table in (' ~ holder ~ ') and ' ~ fenced,
                                         objs.target) -%}
   {%- set problems = [] -%}
   {%- for node in found_swap.swapped if made.get(node) != held.get(node) -%}

@@ -212,11 +212,11 @@
 {#- The copy a mend makes of the split table `role`
     (docs/design.md#a-full-refresh-interrupted-on-some-nodes): on every node,
     from whichever of the model's and the staging name holds the rebuild
-    (`generation`) there (`here`, run on each node), through a Merge table
-    over both names, fenced and named as the lock holder's so a long one
-    keeps the lock. `rebuild_columns`: the rebuild's columns; `built`: the
-    config the copy is sorted by. -#}
-{% macro _plan_mend_copy(cfg, built, objs, columns, role, generation, rebuild_columns, here) %}
+    (`generation`) there (_mend_holder_sql, run on each node), through a
+    Merge table over both names, fenced and named as the lock holder's so a
+    long one keeps the lock. `rebuild_columns`: the rebuild's columns;
+    `built`: the config the copy is sorted by. -#}
+{% macro _plan_mend_copy(cfg, built, objs, columns, role, generation, rebuild_columns) %}
   {%- set new = vcmt._staging_objects(objs) -%}
   {%- set copies, sources = vcmt._mend_sets(objs) -%}
   {%- set own = objs[role] -%}
@@ -232,7 +232,7 @@
     {{ vcmt._create_role_sql(built, role, copies[role], columns) }}
       comment {{ vcmt._sql_string(generation) }}
       as select {{ vcmt._column_list(rebuild_columns | map(attribute='name') | list) }} from {{ sources[role] }}
-      where _table in ({{ here }})
+      where _table in ({{ vcmt._mend_holder_sql(objs, role, generation) }})
         and (select throwIf(count() = 0, {{ vcmt._sql_string('vcmt: no table of the rebuild on this node: '
             ~ names | join(' or ')) }}) {{ vcmt._commented_tables_sql(own.schema, names, generation) }}) = 0
         and {{ vcmt._fenced(objs.target) }}
@@ -243,16 +243,27 @@
 {% endmacro %}
 
 
+{#- On each node that runs it, the one of the model's and the staging name
+    of `role` that holds the rebuild `generation` there (the first by name,
+    as _rebuild_holders lists them): what a mend copies and checks. -#}
+{% macro _mend_holder_sql(objs, role, generation) %}
+  {%- set names = [objs[role].identifier, vcmt._staging_objects(objs)[role].identifier] -%}
+  {{ return('select min(name) ' ~ vcmt._commented_tables_sql(objs[role].schema, names, generation)) }}
+{% endmacro %}
+
+
 {#- Once the copy of `role` matches its source on every node: the Merge table
-    dropped, the model's name made where a split RENAME left it on some
-    nodes only (`placeholder`), and one EXCHANGE of the copy with the
+    dropped, the model's name made where a split RENAME (the model had no
+    such table before that --full-refresh) left it on some nodes only (by
+    `found_swap`, the observed swap), and one EXCHANGE of the copy with the
     model's table, the same statement on every node, which makes every node
     serve the rebuild. -#}
-{% macro _plan_mend_swap(cfg, objs, columns, role, placeholder) %}
+{% macro _plan_mend_swap(cfg, objs, columns, role, found_swap) %}
   {%- set copies, sources = vcmt._mend_sets(objs) -%}
   {%- set own = objs[role] -%}
   {%- set steps = [vcmt._step('vcmt_mend_drop', vcmt._drop_sql(sources[role]))] -%}
-  {%- if placeholder -%}
+  {%- if found_swap.rows | selectattr('name', 'equalto', own.identifier) | map(attribute='node') | unique | list
+      | length < found_swap.swapped | length -%}
     {%- do steps.append(vcmt._step('vcmt_mend_placeholder', vcmt._if_not_exists(vcmt._create_role_sql(cfg, role, own,
         columns)))) -%}
   {%- endif -%}
