@@ -55,8 +55,7 @@ faults: venv ## the load lock's fault-injection sweep (ARGS: --targets http nati
 # RENAME mended (their plans are checked on captures in tests/lifecycle).
 swap-sweep: venv ## a sharded --full-refresh losing a node at each of its ON CLUSTER statements
 	@VCMT_SWAP_SWEEP=1 $(BIN)/python -m pytest -q -p no:cacheprovider $(ARGS) \
-		tests/materialization/test_sharded.py \
-		-k "test_node_lost_at_a_swap_statement or test_node_lost_while_a_split_swap_is_mended or test_a_split_rename_is_mended"
+		-m swap_sweep tests/materialization/test_sharded.py
 
 # The ClickHouse benchmark (ARGS), its server leg (SERVER_ARGS; make bench-server alone), then the Spark
 # staging one (STAGING_ARGS; make bench-staging alone).

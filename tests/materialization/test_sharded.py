@@ -686,7 +686,7 @@ def _sweep_only(test):
     """A real-cluster case that `make swap-sweep` runs and make test does not collect (not skipped: nothing counts
     it): what its run plans is checked, in milliseconds, on a capture of the same state (tests/lifecycle,
     test_plans.py), and the real-engine proof that a mend makes every node serve the rebuild is MAIN_CASE's."""
-    return test if SWEEP else None
+    return pytest.mark.swap_sweep(test) if SWEEP else None
 
 
 def _outcome(statement: str, lost_node: int) -> str:
@@ -709,6 +709,7 @@ def _swap_cases():
                 yield pytest.param(*case, id=f"{statement.format(m='m').replace(' ', '_')}_node{node + 1}")
 
 
+@pytest.mark.swap_sweep
 @pytest.mark.parametrize("statement,lost_node", list(_swap_cases()))
 def test_node_lost_at_a_swap_statement_of_a_full_refresh_then_next_runs_repair(
     on_cluster, cluster, statement, lost_node
