@@ -64,6 +64,11 @@ def test_bench_tiny_run_writes_report_and_chart(tmp_path: Path) -> None:
             assert checks[f"the {key} {size} batch's key-rows read finds one stored row per distinct key"]["ok"]
             assert checks[f"the {key} {size} batch's floor write writes two rows per distinct key"]["ok"]
             assert report["ratios"][key][f"{size}_floor"]["wall"] > 0
+    # The replayed loader INSERT is found in the query logs by the bench's tag, not by the captured load's own
+    # `log_comment`: its memory and, per distribution and batch, its views (the transform among them).
+    for key in ("spread", "article", "hot"):
+        assert report["steps"][key]["big_vcmt"]["engine_memory"] > 0
+    assert markdown.count("| view `bench_vcmt__transform` |") == 6, "a profile of each distribution's two loads"
     ratios = report["ratios"]["spread"]
     assert 0 < ratios["bookkeeping"]["wall"] < 1
     assert ratios["big_floor"]["goal"] == "≤ 1.2" and report["ratios"]["article"]["big_floor"]["goal"] == "–"

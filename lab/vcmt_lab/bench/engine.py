@@ -19,6 +19,7 @@ from typing import Any
 import clickhouse_connect
 import psutil
 
+from vcmt_lab.bench import sql as bench_sql
 from vcmt_lab.clickhouse_server import query_logs_xml
 from vcmt_lab.dbt_project import DbtProject
 from vcmt_lab.dbt_project import Engine as Target
@@ -49,8 +50,7 @@ def measured(tag: str, *pids: int | None) -> Iterator[list[Timing]]:
         out.append(Timing(tag, wall_ms, ((now.user - before.user) + (now.system - before.system)) * 1000))
 
 
-def _str(text: str) -> str:
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+_str = bench_sql.literal
 
 
 class Engine:
@@ -92,6 +92,7 @@ class Engine:
         """Run one statement as it is (settings inline), tagged in query_log by `log_comment`;
         with `want_rows`, a SELECT whose (small) result is returned."""
         self._client.set_client_setting("log_comment", tag)
+        sql = bench_sql.tagged(sql, tag)
         try:
             rows: list[tuple] = []
             with measured(tag) as out:
