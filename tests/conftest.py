@@ -68,8 +68,8 @@ def pytest_configure(config: pytest.Config) -> None:
     # dbt's own test fixtures do this (dbt-core #9498/#9499, dbt-common #56): in-process dbt runs keep the Jinja
     # parse of a text they parsed before (its AST, top-level blocks and macro calls, keyed by the text). Each test
     # has its own project, profile and schema, so each test's first dbt command parses the whole project; without
-    # this that is about 3.5 s of CPU, parsing the same dbt, dbt-clickhouse and vcmt macros again, and it was
-    # about half of make test. Everything after the parse (the manifest, compilation, every statement) is as
+    # this that is about 3.5 s of CPU, parsing the same dbt, dbt-clickhouse and vcmt macros again: a fifth
+    # of make test's time. Everything after the parse (the manifest, compilation, every statement) is as
     # before; a changed file is a new text and is parsed anew. dbt started in its own process does not share it.
     enable_test_caching()
 
