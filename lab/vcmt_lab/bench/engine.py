@@ -50,9 +50,6 @@ def measured(tag: str, *pids: int | None) -> Iterator[list[Timing]]:
         out.append(Timing(tag, wall_ms, ((now.user - before.user) + (now.system - before.system)) * 1000))
 
 
-_str = bench_sql.literal
-
-
 class Engine:
     """A clickhouse-connect client on the bench's chDB path, or over HTTP on a served `node` started with
     `query_logs=True`, with timing and log helpers."""
@@ -110,20 +107,20 @@ class Engine:
 
     def _query_id(self, tag: str) -> str:
         return (f"(select any(query_id) from system.query_log where type = 'QueryFinish' and query_kind = 'Insert' "
-                f"and log_comment = {_str(tag)})")  # fmt: skip
+                f"and log_comment = {bench_sql.literal(tag)})")  # fmt: skip
 
     def engine_memory(self, tags: list[str]) -> dict[str, int]:
         """Peak memory query_log recorded for each tagged statement (materialized views included)."""
         rows = self._logged(
             "select log_comment, max(memory_usage) from system.query_log where type = 'QueryFinish' "
-            f"and query_kind not in ('Set', 'System') and log_comment in ({', '.join(map(_str, tags))}) "
+            f"and query_kind not in ('Set', 'System') and log_comment in ({', '.join(map(bench_sql.literal, tags))}) "
             "group by log_comment"
         ) if tags else []  # fmt: skip
         return {str(r[0]): int(r[1]) for r in rows}
 
     def view_stats(self, query_id: str) -> list[tuple[str, float, int]]:
         """Per materialized view of one INSERT (its id, or a subquery finding it): (view, ms, peak memory)."""
-        query_id = query_id if query_id.startswith("(") else _str(query_id)
+        query_id = query_id if query_id.startswith("(") else bench_sql.literal(query_id)
         rows = self._logged("select view_name, view_duration_ms, peak_memory_usage from system.query_views_log "
                             f"where initial_query_id = {query_id} order by event_time_microseconds")  # fmt: skip
         return [(str(r[0]).split(".")[-1].strip("`"), float(r[1]), int(r[2])) for r in rows]

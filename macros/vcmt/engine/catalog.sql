@@ -186,6 +186,19 @@
 {% endmacro %}
 
 
+{#- Each node's rows of system.tables that match `where` (SQL over its
+    columns), as `node, name, comment, engine`: every replica of every shard
+    through clusterAllReplicas when `cluster` is named, else this server.
+    In one order, by shard, node and name, so that a message that lists the
+    nodes lists them alike from run to run. -#}
+{% macro _node_tables_sql(cluster, where) %}
+  {%- set source = "clusterAllReplicas(" ~ vcmt._sql_string(cluster) ~ ", system.tables)" if cluster
+      else "system.tables" -%}
+  {{ return("select " ~ vcmt._node_label_sql(cluster) ~ " as node, name, comment, engine from " ~ source ~ " where "
+      ~ where ~ " order by " ~ ("_shard_num, " if cluster else "") ~ "node, name") }}
+{% endmacro %}
+
+
 {#- Which of `names` (identifiers in `relation`'s schema) exist on each node
     of the model's cluster, with their comment, as [{node, name, comment}]:
     every replica of every shard through clusterAllReplicas on a cluster
@@ -197,17 +210,8 @@
     also has the object's `engine`. -#}
 {% macro _objects_on_every_node(relation, names, prefixes=[]) %}
   {%- set cluster = vcmt._cluster_name() if on_cluster_clause(relation) | trim else none -%}
-  {%- set quoted = [] -%}
-  {%- for name in names -%}{%- do quoted.append(vcmt._sql_string(name)) -%}{%- endfor -%}
-  {%- set node = vcmt._node_label_sql(cluster) -%}
-  {%- set source = "clusterAllReplicas(" ~ vcmt._sql_string(cluster) ~ ", system.tables)"
-      if cluster else "system.tables" -%}
-  {%- set starts = [] -%}
-  {%- for p in prefixes -%}{%- do starts.append(" or startsWith(name, " ~ vcmt._sql_string(p) ~ ")") -%}{%- endfor -%}
-  {%- set rows = run_query("select " ~ node ~ " as node, name, comment, engine from " ~ source
-                           ~ " where database = "
-                           ~ vcmt._sql_string(relation.schema) ~ " and (name in (" ~ quoted | join(', ') ~ ")"
-                           ~ starts | join('') ~ ") order by node, name") -%}
+  {%- set rows = run_query(vcmt._node_tables_sql(cluster, vcmt._observed_tables_condition(relation.schema,
+      {'names': names, 'prefixes': prefixes}))) -%}
   {%- set out = [] -%}
   {%- for row in rows.rows -%}
     {%- do out.append({'node': row[0], 'name': row[1], 'comment': row[2], 'engine': row[3]}) -%}

@@ -88,15 +88,12 @@
   {%- do parts.append({'key': 'tables', 'json': true, 'sql': vcmt._json_rows_sql({'name': 'name', 'engine': 'engine',
       'comment': 'comment', 'as_select': 'as_select', 'create_table_query': 'create_table_query',
       'sorting_key': 'sorting_key'}, tables)}) -%}
-  {#- Every node's: ON CLUSTER DDL may have run on some nodes only. In shard order, so that what a run says about
-      the nodes lists them in one order (groupArray keeps a small sorted subquery's order). -#}
-  {%- set label = vcmt._node_label_sql(cluster) -%}
+  {#- Every node's: ON CLUSTER DDL may have run on some nodes only. In _node_tables_sql's order (groupArray keeps a
+      small sorted subquery's order), as a re-read after DDL (catalog.sql `_objects_on_every_node`) lists them. -#}
   {%- if cluster -%}
     {%- do parts.append({'key': 'nodes', 'json': true, 'sql': vcmt._json_rows_sql({'node': 'node', 'name': 'name',
-        'comment': 'comment', 'engine': 'engine'}, 'from (select ' ~ label ~ ' as node, _shard_num as shard, name, '
-        ~ 'comment, engine from clusterAllReplicas(' ~ vcmt._sql_string(cluster) ~ ', system.tables) where '
-        ~ vcmt._observed_tables_condition(schema, observed) ~ ' order by shard, node)'
-        ~ ' settings skip_unavailable_shards = 0')}) -%}
+        'comment': 'comment', 'engine': 'engine'}, 'from (' ~ vcmt._node_tables_sql(cluster,
+        vcmt._observed_tables_condition(schema, observed)) ~ ') settings skip_unavailable_shards = 0')}) -%}
   {%- endif -%}
   {%- do parts.append({'key': 'node', 'json': false, 'sql': 'select ' ~ vcmt._node_label_sql(none)}) -%}
   {%- if cluster -%}
