@@ -10,9 +10,12 @@ import os
 import signal
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import clickhouse_connect
+import pytest
 import yaml
 
 from vcmt_lab.faults.harness import inject_program, wait_until_stopped
@@ -138,3 +141,52 @@ def test_memory_path_builds_and_tests_model(tmp_path):
     assert returncode == 0, output
     assert "PASS=3 WARN=0 ERROR=0" in output
     assert not (root / ":memory:").exists()
+
+
+# 30 s on one thread: sleepEachRow sleeps a block of 1000 rows, 1 s, at a time (the engine allows 3 s a block).
+SLOW_STATEMENT = "select sum(sleepEachRow(0.001)) from numbers(30000) settings max_block_size = 1000, max_threads = 1"
+
+
+def test_a_cancel_stops_a_statement_the_engine_had_not_listed_yet(chdb_path, monkeypatch):
+    """dbt cancels a connection (Ctrl-C, --fail-fast) from another thread, at any moment of a statement. A
+    statement marked running but not yet listed by the engine (here it reaches the engine 1 s after it is
+    marked) is not stopped by the first ask: the cancel asks again until the statement has returned. It ran
+    to its end (30 s here, a load's INSERT minutes), and dbt waited for it, when the engine was asked once."""
+    from dbt.adapters.chdb.client import ChdbClient
+    from dbt.adapters.chdb.credentials import ChdbCredentials
+    from dbt.adapters.clickhouse.httpclient import ChHttpClient
+    from dbt_common.exceptions import DbtDatabaseError
+
+    client = ChdbClient(ChdbCredentials(path=str(chdb_path), schema="cancel_race", database=""))
+    reaches_engine = ChHttpClient.command
+
+    def late(self, sql, **kwargs):
+        time.sleep(1.0)
+        return reaches_engine(self, sql, **kwargs)
+
+    monkeypatch.setattr(ChHttpClient, "command", late)
+    outcome: dict[str, object] = {}
+
+    def run() -> None:
+        started = time.monotonic()
+        try:
+            outcome["result"] = client.command(SLOW_STATEMENT)
+        except DbtDatabaseError as ex:
+            outcome["error"] = str(ex)
+        outcome["seconds"] = time.monotonic() - started
+
+    statement = threading.Thread(target=run)
+    statement.start()
+    while client._running_on is None and statement.is_alive():
+        time.sleep(0.01)
+    time.sleep(0.2)  # marked running, still on its way to the engine
+    assert client.stop_statement(wait_s=20) is True
+    statement.join(timeout=40)
+    assert not statement.is_alive()
+    assert "QUERY_WAS_CANCELLED" in str(outcome.get("error")), outcome
+    assert outcome["seconds"] < 10, outcome
+    # The connection refuses every later statement.
+    monkeypatch.undo()
+    with pytest.raises(DbtDatabaseError, match="the connection was cancelled"):
+        client.command("select 1")
+    client.close()

@@ -185,7 +185,12 @@ def test_ctrl_c_during_a_load_ends_dbt_and_keeps_a_killed_loads_guarantees(tmp_p
                 break
         time.sleep(3)  # the INSERT runs
         proc.send_signal(signal.SIGINT)
-        out, _ = proc.communicate(timeout=TIMEOUT)
+        try:
+            out, _ = proc.communicate(timeout=TIMEOUT)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, _ = proc.communicate(timeout=TIMEOUT)
+            pytest.fail(f"dbt still ran {TIMEOUT} s after Ctrl-C; its log:\n{(''.join(seen) + out)[-6000:]}")
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -213,12 +213,22 @@ def release_engine() -> None:
 
 
 def stop_statements_of_thread(thread: int) -> None:
-    """Stop (KILL QUERY ... SYNC) the statements the kept engine runs for the OS thread `thread`: the thread
-    that sends a statement runs it, and the engine lists it among the statement's `thread_ids`."""
+    """Ask the kept engine to stop (KILL QUERY, not waiting) the statements it runs for the OS thread `thread`:
+    the thread that sends a statement runs it, and the engine lists it among the statement's `thread_ids`."""
     with _kept_lock:
         handle = next(iter(_kept.values()), None)
     if handle is not None:
-        handle.query(f"KILL QUERY WHERE has(thread_ids, {int(thread)}) SYNC", "TSV")
+        handle.query(f"KILL QUERY WHERE has(thread_ids, {int(thread)}) ASYNC", "TSV")
+
+
+# Which statement a client runs, and whether dbt cancelled it, change together (ChdbClient._statement,
+# stop_statement): a statement either sees the cancel and never starts, or is seen running and stopped.
+_statement_state_lock = threading.Lock()
+# How long a cancel keeps stopping the statement it found running (ChdbClient.stop_statement), and how often it
+# asks again: a statement sent but not yet listed by the engine is not stopped by the first ask.
+STOP_WAIT_S = 60.0
+_STOP_POLL_S = 0.05
+_STOP_ASK_AGAIN_S = 0.5
 
 
 def _release_kept() -> None:
@@ -270,22 +280,44 @@ class ChdbClient(ChHttpClient):
 
     @contextmanager
     def _statement(self) -> Iterator[None]:
-        if self._cancelled:
-            raise DbtDatabaseError("chdb: the connection was cancelled (Ctrl-C, or dbt's --fail-fast)")
-        self._running_on = threading.get_native_id()
+        with _statement_state_lock:
+            if self._cancelled:
+                raise DbtDatabaseError("chdb: the connection was cancelled (Ctrl-C, or dbt's --fail-fast)")
+            self._running_on = threading.get_native_id()
         try:
             yield
         finally:
-            self._running_on = None
+            with _statement_state_lock:
+                self._running_on = None
 
-    def stop_statement(self) -> None:
+    def stop_statement(self, wait_s: float = STOP_WAIT_S) -> bool:
         """Stop the statement this client runs, if any, and refuse any later one: dbt cancels a connection
         (Ctrl-C, --fail-fast) from another thread. Closing the client alone, as dbt-clickhouse's cancel does,
-        waits for the statement to end: a load's INSERT went on for minutes (docs/adapters.md, "Ctrl-C")."""
-        self._cancelled = True
-        thread = self._running_on
-        if thread is not None:
+        waits for the statement to end: a load's INSERT went on for minutes (docs/adapters.md, "Ctrl-C").
+
+        The engine is asked again every half second until the statement has returned, for at most `wait_s`:
+        a statement sent just before the cancel may not be listed by the engine yet when first asked. Returns
+        whether no statement runs any more."""
+        with _statement_state_lock:
+            self._cancelled = True
+            thread = self._running_on
+        if thread is None:
+            return True
+        deadline = time.monotonic() + wait_s
+        while True:
             stop_statements_of_thread(thread)
+            ask_again = min(deadline, time.monotonic() + _STOP_ASK_AGAIN_S)
+            while time.monotonic() < ask_again:
+                if self._running_on != thread:
+                    return True
+                time.sleep(_STOP_POLL_S)
+            if self._running_on != thread:
+                return True
+            if time.monotonic() >= deadline:
+                logger.warning(
+                    f"chdb: the running statement did not stop within {wait_s:.0f} s of the cancel; dbt waits for it"
+                )
+                return False
 
     @staticmethod
     def _refuse_multi_statements(sql) -> None:
