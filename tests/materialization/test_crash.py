@@ -47,14 +47,29 @@ def _dbt(project: DbtProject, *args: str) -> str:
 
 
 def _start_debug_run(project: DbtProject) -> subprocess.Popen:
-    """`dbt run --debug`, which logs each statement before it sends it, in its own process."""
+    """`dbt run --debug`, which logs each statement before it sends it, in its own process. SIGABRT makes it
+    print every thread's stack (PYTHONFAULTHANDLER) before it ends."""
     return subprocess.Popen(
         _dbt_cli(project, "run", "--debug"),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
-        env={**os.environ, "DO_NOT_TRACK": "1"},
+        env={**os.environ, "DO_NOT_TRACK": "1", "PYTHONFAULTHANDLER": "1"},
     )
+
+
+def _why_still_running(proc: subprocess.Popen) -> str:
+    """A dbt process that outlived its wait: its signal masks (blocked, ignored, pending), then every thread's
+    stack, which SIGABRT has it print; it is killed if it does not end then."""
+    status = Path(f"/proc/{proc.pid}/status").read_text()
+    masks = " ".join(line for line in status.splitlines() if line.startswith(("Sig", "ShdPnd")))
+    proc.send_signal(signal.SIGABRT)
+    try:
+        out, _ = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, _ = proc.communicate(timeout=TIMEOUT)
+    return f"{masks}\n{out}"
 
 
 def _kill_during_round(project: DbtProject, round_no: int) -> str:
@@ -188,9 +203,10 @@ def test_ctrl_c_during_a_load_ends_dbt_and_keeps_a_killed_loads_guarantees(tmp_p
         try:
             out, _ = proc.communicate(timeout=TIMEOUT)
         except subprocess.TimeoutExpired:
-            proc.kill()
-            out, _ = proc.communicate(timeout=TIMEOUT)
-            pytest.fail(f"dbt still ran {TIMEOUT} s after Ctrl-C; its log:\n{(''.join(seen) + out)[-6000:]}")
+            pytest.fail(
+                f"dbt still ran {TIMEOUT} s after Ctrl-C; its log:\n{''.join(seen)[-4000:]}\n"
+                f"{_why_still_running(proc)[-12000:]}"
+            )
     finally:
         if proc.poll() is None:
             proc.kill()
