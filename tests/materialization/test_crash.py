@@ -46,29 +46,34 @@ def _dbt(project: DbtProject, *args: str) -> str:
     return done.stdout
 
 
+# dbt's own command line (the `dbt` script runs the same), which prints every thread's stack on SIGUSR1: a signal
+# the embedded engine leaves alone (it takes SIGABRT over).
+_DBT_WITH_STACKS = (
+    "import faulthandler, signal, sys; faulthandler.register(signal.SIGUSR1, all_threads=True); "
+    "from dbt.cli.main import cli; sys.argv[0] = 'dbt'; sys.exit(cli())"
+)
+
+
 def _start_debug_run(project: DbtProject) -> subprocess.Popen:
-    """`dbt run --debug`, which logs each statement before it sends it, in its own process. SIGABRT makes it
-    print every thread's stack (PYTHONFAULTHANDLER) before it ends."""
+    """`dbt run --debug`, which logs each statement before it sends it, in its own process."""
     return subprocess.Popen(
-        _dbt_cli(project, "run", "--debug"),
+        [sys.executable, "-c", _DBT_WITH_STACKS, *_dbt_cli(project, "run", "--debug")[1:]],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
-        env={**os.environ, "DO_NOT_TRACK": "1", "PYTHONFAULTHANDLER": "1"},
+        env={**os.environ, "DO_NOT_TRACK": "1"},
     )
 
 
 def _why_still_running(proc: subprocess.Popen) -> str:
-    """A dbt process that outlived its wait: its signal masks (blocked, ignored, pending), then every thread's
-    stack, which SIGABRT has it print; it is killed if it does not end then."""
+    """A dbt process that outlived its wait: its signal masks (blocked, ignored, pending, caught), then every
+    thread's stack, which SIGUSR1 has it print; then it is killed."""
     status = Path(f"/proc/{proc.pid}/status").read_text()
     masks = " ".join(line for line in status.splitlines() if line.startswith(("Sig", "ShdPnd")))
-    proc.send_signal(signal.SIGABRT)
-    try:
-        out, _ = proc.communicate(timeout=60)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        out, _ = proc.communicate(timeout=TIMEOUT)
+    proc.send_signal(signal.SIGUSR1)
+    time.sleep(2)
+    proc.kill()
+    out, _ = proc.communicate(timeout=TIMEOUT)
     return f"{masks}\n{out}"
 
 
