@@ -46,10 +46,13 @@ def _dbt(project: DbtProject, *args: str) -> str:
     return done.stdout
 
 
-# dbt's own command line (the `dbt` script runs the same), which prints every thread's stack on SIGUSR1: a signal
-# the embedded engine leaves alone (it takes SIGABRT over).
+# dbt's own command line (the `dbt` script runs the same), as a terminal starts it: Ctrl-C raises KeyboardInterrupt.
+# A process inherits an ignored signal, and a pytest worker that ran other tests had SIGHUP, SIGINT and SIGQUIT
+# ignored: the dbt it started never saw the test's SIGINT (its /proc status, SigIgn 0x81001007). It also prints
+# every thread's stack on SIGUSR1, a signal the embedded engine leaves alone (it takes SIGABRT over).
 _DBT_WITH_STACKS = (
-    "import faulthandler, signal, sys; faulthandler.register(signal.SIGUSR1, all_threads=True); "
+    "import faulthandler, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "faulthandler.register(signal.SIGUSR1, all_threads=True); "
     "from dbt.cli.main import cli; sys.argv[0] = 'dbt'; sys.exit(cli())"
 )
 
