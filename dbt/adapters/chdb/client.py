@@ -304,20 +304,17 @@ class ChdbClient(ChHttpClient):
         if thread is None:
             return True
         deadline = time.monotonic() + wait_s
-        while True:
-            stop_statements_of_thread(thread)
-            ask_again = min(deadline, time.monotonic() + _STOP_ASK_AGAIN_S)
-            while time.monotonic() < ask_again:
-                if self._running_on != thread:
-                    return True
-                time.sleep(_STOP_POLL_S)
-            if self._running_on != thread:
-                return True
+        while self._running_on == thread:
             if time.monotonic() >= deadline:
                 logger.warning(
                     f"chdb: the running statement did not stop within {wait_s:.0f} s of the cancel; dbt waits for it"
                 )
                 return False
+            stop_statements_of_thread(thread)
+            ask_again = min(deadline, time.monotonic() + _STOP_ASK_AGAIN_S)
+            while self._running_on == thread and time.monotonic() < ask_again:
+                time.sleep(_STOP_POLL_S)
+        return True
 
     @staticmethod
     def _refuse_multi_statements(sql) -> None:
