@@ -22,8 +22,10 @@ from __future__ import annotations
 import itertools
 import os
 import re
+import signal
 import textwrap
 import uuid
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -139,6 +141,43 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         by_module.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
     order = sorted(by_module, key=lambda m: -MODULE_SECONDS.get(m, LONG_TEST_SECONDS * len(by_module[m])))
     items[:] = [item for module in order for item in by_module[module]]
+
+
+def _ignored_signals() -> int:
+    """The signals this process ignores, as the kernel has them (/proc/self/status `SigIgn`): a native library's
+    `signal(..., SIG_IGN)` does not show in Python's `signal.getsignal`."""
+    with open("/proc/self/status") as status:
+        return int(re.search(r"^SigIgn:\s*([0-9a-f]+)$", status.read(), re.M).group(1), 16)
+
+
+# What the test process ignored when it started (Python itself ignores SIGPIPE and SIGXFSZ).
+_IGNORED_AT_START = _ignored_signals()
+
+
+@pytest.fixture(autouse=True)
+def _signals_left_as_found(request) -> Iterator[None]:
+    """A test (its fixtures included) that leaves a signal ignored in this process is named, and the signal
+    restored. A child process inherits ignored signals: one worker whose SIGHUP, SIGINT and SIGQUIT an earlier
+    test had left ignored started a dbt that a later test's SIGINT could not stop (tests/materialization/
+    test_crash.py)."""
+    yield
+    added = _ignored_signals() & ~_IGNORED_AT_START
+    if not added:
+        return
+    names = []
+    for number in range(1, signal.NSIG):
+        if added >> (number - 1) & 1:
+            names.append(signal.Signals(number).name if number in signal.Signals._value2member_map_ else str(number))
+            try:  # back to the handler Python knows of (SIGINT: KeyboardInterrupt; else the default)
+                signal.signal(number, signal.getsignal(number) or signal.SIG_DFL)
+            except (OSError, ValueError):
+                pass  # a signal the C library reserves
+    warnings.warn(
+        f"{request.node.nodeid} left {', '.join(names)} ignored in this pytest worker (restored): "
+        "a child process started after it would inherit that",
+        pytest.PytestWarning,
+        stacklevel=1,
+    )
 
 
 @pytest.fixture(scope="session")
