@@ -9,7 +9,11 @@ import pytest
 from tests.materialization.scenario import Scenario
 from vcmt_cli.load_stage import LoadError, main
 
-pytestmark = pytest.mark.engines("chdb", "http")
+# The embedded engine; over HTTP too under VCMT_ENGINE_MATRIX=1 (tests/conftest.py). On a served node in make test
+# too (ON_A_SERVER_TOO): files (a served node reads them with its own file(), under its user_files_path), the
+# command's refusal of a local path there, and key names needing quotes.
+pytestmark = pytest.mark.engines("chdb", matrix=("http",))
+ON_A_SERVER_TOO = pytest.mark.engines("chdb", "http")
 
 COLS = {"id": "Int32", "x": "Int64", "_version": "UInt64", "sign": "Int8"}
 
@@ -34,6 +38,7 @@ def _live(project, table="m"):
     return project.query(f"select * except sign from {table} final where sign = 1 order by 1")
 
 
+@ON_A_SERVER_TOO
 @pytest.mark.parametrize("bad", ["null", "NaN"])
 def test_a_null_or_nan_version_fails_the_load_naming_row_and_column(module_project, m, tmp_path, bad):
     """0.1.0 wrote a NULL or NaN version as 0. (The cases share one project, each with a model of its own.)"""
@@ -50,6 +55,7 @@ def test_a_null_or_nan_version_fails_the_load_naming_row_and_column(module_proje
     assert _live(project, m) == [(1, 1, 1)]
 
 
+@ON_A_SERVER_TOO
 def test_a_bad_value_in_a_later_round_applies_nothing(project, tmp_path):
     """0.1.0 raised on round 2 after round 1 was committed: the input was half-applied."""
     s = Scenario(project, COLS, {"unique_key": "id", "merge": {"x": "sum"}})
@@ -73,6 +79,7 @@ def test_one_uuid_in_two_spellings_is_one_key(project, tmp_path):
     assert project.query("select sum(sign) from m") == [(1,)]
 
 
+@ON_A_SERVER_TOO
 def test_the_model_config_decides_not_the_caller(project, tmp_path):
     """Keys, version and merge policies come from the model: a file cannot contradict them."""
     s = Scenario(project, COLS, {"unique_key": "id", "merge": {"x": "sum"}})
@@ -91,6 +98,7 @@ def test_the_model_config_decides_not_the_caller(project, tmp_path):
     assert _live(project) == [(1, 12, 2)]
 
 
+@ON_A_SERVER_TOO
 def test_the_command_loads_a_local_file_on_the_embedded_engine_only(project, tmp_path, capsys):
     """`vcmt-load-stage` hands the engine a path of this machine: the embedded engine reads it; a server
     target is refused before anything runs, saying how to load there."""
@@ -117,6 +125,7 @@ def _model(project, columns: str, config: str = "unique_key='id'", m: str = "m")
     project.dbt("run", "--select", m)
 
 
+@ON_A_SERVER_TOO
 def test_csv_text_reaches_the_cast_as_written(project, tmp_path):
     """A CSV key `01234` was read as the number 1234 and updated key `1234` instead."""
     _model(project, "id String, note String, _version UInt64")
@@ -191,6 +200,7 @@ def test_watermark_is_compared_as_the_targets_type(project):
     ]
 
 
+@ON_A_SERVER_TOO
 def test_key_names_with_quotes_and_backticks(project):
     """The order_by check compared escaped names with raw ones and refused such keys."""
     project.command(
@@ -204,6 +214,7 @@ def test_key_names_with_quotes_and_backticks(project):
     assert project.query("select x from m final where sign = 1") == [(4,)]
 
 
+@ON_A_SERVER_TOO
 def test_rows_the_reader_cannot_parse_fail_the_load(tmp_path, chdb_path, lab_dir, engine):
     """With input_format_allow_errors_num in the profile, a malformed CSV row (a delete) was skipped silently."""
     from tests.conftest import make_project
@@ -228,6 +239,7 @@ def test_rows_the_reader_cannot_parse_fail_the_load(tmp_path, chdb_path, lab_dir
         project.close()
 
 
+@ON_A_SERVER_TOO
 def test_a_path_with_glob_characters_is_refused(project, tmp_path):
     """file() expanded `ev?.csv` and loaded other files' events too."""
     _model(project, "id Int32, _version UInt64")
@@ -251,6 +263,7 @@ select * from m_src {% if vcmt.is_incremental() %} where _batch_id > {{ vcmt.wat
 """
 
 
+@ON_A_SERVER_TOO
 def test_an_external_load_leaves_the_models_watermark_unless_asked(project, tmp_path, capsys):
     """0.2 recorded an external file's highest `_batch_id`: the next dbt run skipped batches of its own source."""
     project.command(
@@ -334,6 +347,7 @@ def _kinds_file(tmp_path, fmt: str, events: list[dict]):
     return path
 
 
+@ON_A_SERVER_TOO
 @pytest.mark.parametrize("fmt", ["csv", "jsonl"])
 def test_valid_text_files_load_for_every_column_kind(module_project, m, tmp_path, fmt):
     """A CSV for a model with a sign column, and JSON lines with a quoted sign, failed with NO_COMMON_TYPE: the text
@@ -370,6 +384,7 @@ def test_valid_text_files_load_for_every_column_kind(module_project, m, tmp_path
     assert project.query(f"select events, deletes, inserted from {m}__loads where events > 0") == [(3, 1, 1)]
 
 
+@ON_A_SERVER_TOO
 @pytest.mark.parametrize("sign", ["abc", "1.5", ""])
 def test_a_sign_that_is_no_integer_fails_the_load_naming_row_and_column(module_project, m, tmp_path, sign):
     """A text sign is checked like any value: no integer, nothing loaded. (The cases share one project, each
