@@ -9,6 +9,7 @@
 - every system.* read of the package's macros lives in macros/vcmt/engine/;
 - the staging contract has one list of kinds and reasons, which the example project's vars repeat;
 - one version number: pyproject.toml's, which every copy repeats and CHANGELOG.md's newest release names.
+- every command the Makefile runs as a module answers `--help`.
 """
 
 from __future__ import annotations
@@ -570,3 +571,26 @@ def test_one_version_number() -> None:
         f"CHANGELOG.md's newest released section is {released[:1]}, pyproject.toml's version is {version}: "
         f"move the Unreleased entries under '## [{version}] - <date>' when the version is set"
     )
+
+
+# A Makefile recipe that runs a command as a module: `$(BIN)/python -m <module> $(ARGS)` (or $(SERVER_ARGS), ...).
+MAKE_COMMAND = re.compile(r"^\t@.*?\$\(BIN\)/python -m ([a-z_][a-z0-9_.]*) \$\([A-Z_]*ARGS\)", re.M)
+
+
+def test_every_command_the_makefile_runs_answers_help() -> None:
+    """`make <target> ARGS=--help` prints the command's usage: the README and the Makefile offer it for each.
+    `make bench ARGS=--help` failed with a TypeError (a help text with `%` in it, which argparse formats)."""
+    modules = sorted(set(MAKE_COMMAND.findall((ROOT / "Makefile").read_text())))
+    assert {"vcmt_lab.bench", "vcmt_lab.demo", "vcmt_lab.faults", "vcmt_lab.fuzz"} <= set(modules), modules
+    procs = {
+        m: subprocess.Popen(
+            [sys.executable, "-m", m, "--help"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for m in modules
+    }
+    failed = []
+    for m, proc in procs.items():
+        out, err = proc.communicate(timeout=120)
+        if proc.returncode != 0 or not out.startswith("usage: "):
+            failed.append(f"python -m {m} --help: exit {proc.returncode}\n{(out + err)[-1500:]}")
+    assert not failed, "\n\n".join(failed)

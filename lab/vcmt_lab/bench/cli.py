@@ -53,8 +53,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--distributions", type=_distributions, default=DISTRIBUTIONS,
+        # argparse formats help with %: a label's `id % 20` broke --help.
         help="key distributions, the first one judged by the goals (default "
-        f"{','.join(d.key for d in DISTRIBUTIONS)}: {'; '.join(f'{d.key}: {d.label}' for d in DISTRIBUTIONS)})",
+        f"{','.join(d.key for d in DISTRIBUTIONS)}: {'; '.join(f'{d.key}: {d.label}' for d in DISTRIBUTIONS)})"
+        .replace("%", "%%"),
     )  # fmt: skip
     p.add_argument(
         "--shapes", action="store_true",
