@@ -157,9 +157,8 @@ _IGNORED_AT_START = _ignored_signals()
 @pytest.fixture(autouse=True)
 def _signals_left_as_found(request) -> Iterator[None]:
     """A test (its fixtures included) that leaves a signal ignored in this process is named, and the signal
-    restored. A child process inherits ignored signals: one worker whose SIGHUP, SIGINT and SIGQUIT an earlier
-    test had left ignored started a dbt that a later test's SIGINT could not stop (tests/materialization/
-    test_crash.py)."""
+    restored: every child process a later test starts would inherit it. A dbt started with SIGINT ignored never
+    sees a test's Ctrl-C (tests/materialization/test_crash.py, where a pytest started by `nohup ... &` hung so)."""
     yield
     added = _ignored_signals() & ~_IGNORED_AT_START
     if not added:

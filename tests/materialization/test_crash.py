@@ -47,8 +47,9 @@ def _dbt(project: DbtProject, *args: str) -> str:
 
 
 # dbt's own command line (the `dbt` script runs the same), as a terminal starts it: Ctrl-C raises KeyboardInterrupt.
-# A process inherits an ignored signal, and a pytest worker that ran other tests had SIGHUP, SIGINT and SIGQUIT
-# ignored: the dbt it started never saw the test's SIGINT (its /proc status, SigIgn 0x81001007). It also prints
+# A process inherits an ignored signal, and Python installs its Ctrl-C handler only if SIGINT is not ignored at
+# start: `make test` started in the background (`nohup ... &`: SIGHUP, SIGINT and SIGQUIT ignored) passed that on
+# to the dbt it started, which never saw the test's SIGINT (its /proc status, SigIgn 0x81001007). It also prints
 # every thread's stack on SIGUSR1, a signal the embedded engine leaves alone (it takes SIGABRT over).
 _DBT_WITH_STACKS = (
     "import faulthandler, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
