@@ -190,3 +190,49 @@ def test_a_cancel_stops_a_statement_the_engine_had_not_listed_yet(chdb_path, mon
     with pytest.raises(DbtDatabaseError, match="the connection was cancelled"):
         client.command("select 1")
     client.close()
+
+
+def test_a_cancel_never_stops_a_statement_begun_after_the_cancelled_one_ended(chdb_path, monkeypatch):
+    """The engine is asked to stop the statements of the OS thread that runs the cancelled one. If that statement
+    ends just after the cancel saw it running, the same thread may start another (dbt reuses its threads): the ask
+    must not reach that one. It is sent under the lock the statement's end takes, after checking it still runs.
+    Here the statement ends at the cancel's first look at its deadline, right before the ask: no ask is sent."""
+    from dbt.adapters.chdb import client as client_module
+    from dbt.adapters.chdb.client import ChdbClient
+    from dbt.adapters.chdb.credentials import ChdbCredentials
+    from dbt.adapters.clickhouse.httpclient import ChHttpClient
+
+    client = ChdbClient(ChdbCredentials(path=str(chdb_path), schema="cancel_after_end", database=""))
+    release = threading.Event()
+
+    def held(self, sql, **kwargs):  # the statement runs until released (nothing reaches the engine)
+        release.wait(timeout=30)
+        return "ok"
+
+    monkeypatch.setattr(ChHttpClient, "command", held)
+    statement = threading.Thread(target=client.command, args=("select 1",))
+    statement.start()
+    while client._running_on is None and statement.is_alive():
+        time.sleep(0.01)
+    assert client._running_on is not None
+
+    class Clock:  # the cancel's second clock read (its deadline check) happens once the statement has ended
+        reads = 0
+
+        @classmethod
+        def monotonic(cls) -> float:
+            cls.reads += 1
+            if cls.reads == 2:
+                release.set()
+                statement.join(timeout=30)
+            return time.monotonic()
+
+        sleep = staticmethod(time.sleep)
+
+    asks = []
+    monkeypatch.setattr(client_module, "time", Clock)
+    monkeypatch.setattr(client_module, "stop_statements_of_thread", asks.append)
+    assert client.stop_statement(wait_s=10) is True
+    assert not statement.is_alive() and Clock.reads >= 2
+    assert asks == [], f"asked the engine to stop the statements of thread {asks} after the statement had ended"
+    client.close()

@@ -310,7 +310,12 @@ class ChdbClient(ChHttpClient):
                     f"chdb: the running statement did not stop within {wait_s:.0f} s of the cancel; dbt waits for it"
                 )
                 return False
-            stop_statements_of_thread(thread)
+            with _statement_state_lock:
+                # Asked under the lock its end takes: `thread` runs this statement until the ask is sent, never
+                # another one that began on the same thread after this one had ended.
+                if self._running_on != thread:
+                    break
+                stop_statements_of_thread(thread)
             ask_again = min(deadline, time.monotonic() + _STOP_ASK_AGAIN_S)
             while self._running_on == thread and time.monotonic() < ask_again:
                 time.sleep(_STOP_POLL_S)
