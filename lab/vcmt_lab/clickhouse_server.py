@@ -312,7 +312,9 @@ def serve(data_path: str, lifetime_s: int) -> None:
 
 def run_with_node(folder: Path, command: Sequence[str]) -> int:
     """Run `command` while a node serves from `folder`; it finds the node in the environment, as dbt
-    profiles do: CLICKHOUSE_HOST, CLICKHOUSE_PORT (HTTP) and CLICKHOUSE_NATIVE_PORT. Returns its exit code."""
+    profiles do: CLICKHOUSE_HOST, CLICKHOUSE_PORT (HTTP) and CLICKHOUSE_NATIVE_PORT. Returns its exit code.
+    The command is looked up in this interpreter's environment first (`.venv/bin/python -m ... -- dbt run`
+    runs that environment's dbt, with none activated)."""
     with served_node(folder) as node:
         print(
             f"clickhouse_server: node on {HOST}, HTTP port {node.http_port}, native port {node.tcp_port} "
@@ -324,8 +326,13 @@ def run_with_node(folder: Path, command: Sequence[str]) -> int:
             "CLICKHOUSE_HOST": HOST,
             "CLICKHOUSE_PORT": str(node.http_port),
             "CLICKHOUSE_NATIVE_PORT": str(node.tcp_port),
+            "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
         }
-        return subprocess.call(list(command), env=env)
+        try:
+            return subprocess.call(list(command), env=env)
+        except FileNotFoundError:
+            print(f"clickhouse_server: no command `{command[0]}` in {env['PATH']}", file=sys.stderr, flush=True)
+            return 127
 
 
 def main(argv: Sequence[str]) -> int:

@@ -97,3 +97,30 @@ def test_a_node_stops_when_the_process_that_started_it_dies(tmp_path):
     while _alive(pid) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not _alive(pid), f"served node {pid} outlived the process that started it"
+
+
+def test_the_readme_runner_finds_the_environments_dbt_with_none_activated(tmp_path):
+    """README's "No server at hand?": `.venv/bin/python -m vcmt_lab.clickhouse_server run <folder> -- dbt ...`
+    from a shell with no environment activated. The command failed with FileNotFoundError: `dbt` is only in
+    the interpreter's own bin folder. It now runs, and sees the node in its environment; a command that exists
+    nowhere exits 127, naming it."""
+    env = {**os.environ, "PATH": "/usr/bin:/bin"}
+    probe = "import os; print(os.environ['CLICKHOUSE_HOST'], os.environ['CLICKHOUSE_PORT'])"
+    run = subprocess.run(
+        [sys.executable, "-m", "vcmt_lab.clickhouse_server", "run", str(tmp_path / "n"), "--", "dbt", "--help"],
+        env=env, capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    assert "Usage: dbt" in run.stdout, run.stdout[-2000:]
+    # The command sees the node (the environment's python, found the same way).
+    run = subprocess.run(
+        [sys.executable, "-m", "vcmt_lab.clickhouse_server", "run", str(tmp_path / "n"), "--", "python", "-c", probe],
+        env=env, capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    assert run.returncode == 0 and run.stdout.splitlines()[-1].split()[0] == HOST, run.stdout + run.stderr
+    missing = subprocess.run(
+        [sys.executable, "-m", "vcmt_lab.clickhouse_server", "run", str(tmp_path / "n"), "--", "no-such-command-x"],
+        env=env, capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    assert missing.returncode == 127 and "no command `no-such-command-x`" in missing.stderr, missing.stderr[-2000:]
+    assert "Traceback" not in missing.stderr
