@@ -58,11 +58,12 @@ swap-sweep: venv ## a sharded --full-refresh losing a node at each of its ON CLU
 		-m swap_sweep tests/materialization/test_sharded.py
 
 # The ClickHouse benchmark (ARGS), its server leg (SERVER_ARGS; make bench-server alone), then the Spark
-# staging one (STAGING_ARGS; make bench-staging alone).
+# staging one (STAGING_ARGS; make bench-staging alone). ARGS=--help prints the three's options and runs none.
+HELP_ASKED = $(filter --help -h,$(ARGS))
 bench: venv java ## every benchmark: ClickHouse, its server leg, Spark staging
 	@$(BIN)/python -m vcmt_lab.bench $(ARGS)
-	@$(BIN)/python -m vcmt_lab.bench.server $(SERVER_ARGS)
-	@$(BIN)/python -m vcmt_lab.bench.staging $(STAGING_ARGS)
+	@$(BIN)/python -m vcmt_lab.bench.server $(if $(HELP_ASKED),--help,$(SERVER_ARGS))
+	@$(BIN)/python -m vcmt_lab.bench.staging $(if $(HELP_ASKED),--help,$(STAGING_ARGS))
 
 # One model loaded by dbt run on the embedded engine and on a served node (HTTP, native); ARGS (--help).
 bench-server: venv ## one model by dbt run on chDB and on a served node (HTTP, native)

@@ -594,3 +594,13 @@ def test_every_command_the_makefile_runs_answers_help() -> None:
         if proc.returncode != 0 or not out.startswith("usage: "):
             failed.append(f"python -m {m} --help: exit {proc.returncode}\n{(out + err)[-1500:]}")
     assert not failed, "\n\n".join(failed)
+
+
+def test_make_bench_help_runs_no_benchmark() -> None:
+    """`make bench` runs three benchmarks; with ARGS=--help each prints its options and none runs (ARGS reached
+    the first only, and the other two then ran whole)."""
+    dry = subprocess.run(
+        ["make", "-n", "bench", "ARGS=--help"], cwd=ROOT, capture_output=True, text=True, timeout=60, check=True
+    ).stdout
+    commands = [line for line in dry.splitlines() if " -m vcmt_lab.bench" in line]
+    assert len(commands) == 3 and all(line.split()[-1] == "--help" for line in commands), dry
