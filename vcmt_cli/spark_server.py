@@ -27,11 +27,20 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from dbt.adapters.vcmt_spark.credentials import LOCAL_SESSION_DEFAULTS, is_local_master
-from dbt.adapters.vcmt_spark.java import java_problem
-from dbt.adapters.vcmt_spark.spark_log import write_log_config
-
 from vcmt_cli.processes import die_with_parent, port_open, signal_group
+
+try:  # the `[spark]` extra: dbt-spark (which the vcmt_spark adapter extends) and PySpark (its jars)
+    from dbt.adapters.vcmt_spark.credentials import LOCAL_SESSION_DEFAULTS, is_local_master
+    from dbt.adapters.vcmt_spark.java import java_problem
+    from dbt.adapters.vcmt_spark.spark_log import write_log_config
+except ModuleNotFoundError as missing:
+    _WITHOUT_SPARK: ModuleNotFoundError | None = missing
+else:
+    _WITHOUT_SPARK = None
+SPARK_EXTRA_HINT = (
+    "vcmt-spark-server needs vcmt's Spark staging: install it with the `[spark]` extra, "
+    '`pip install -c vcmt/constraints.txt "./vcmt[spark]"` (README, Quick start, "1. Install")'
+)
 
 SERVER_CLASSES = {
     "connect": "org.apache.spark.sql.connect.service.SparkConnectServer",
@@ -140,6 +149,9 @@ def _conf(pairs: Sequence[str]) -> dict[str, str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    if _WITHOUT_SPARK is not None:
+        print(f"vcmt-spark-server: no module `{_WITHOUT_SPARK.name}`. {SPARK_EXTRA_HINT}.", file=sys.stderr)
+        return 2
     parser = argparse.ArgumentParser(
         prog="vcmt-spark-server",
         description="Run a Spark Connect server in the foreground for `method: connect` targets (Ctrl-C stops it).",

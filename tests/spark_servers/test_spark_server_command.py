@@ -108,3 +108,16 @@ def test_a_kept_state_folder_is_relinked_to_this_pyspark(tmp_path):
     assert spark_home(tmp_path, tmp_path / "conf") == home
     assert (home / "jars").resolve() == spark_install() / "jars" and (home / "bin").resolve() == spark_install() / "bin"
     assert (home / "conf").resolve() == tmp_path / "conf"
+
+
+def test_without_the_spark_extra_it_says_what_to_install():
+    """The base install (no `[spark]` extra) creates the command too: it printed a traceback ending in
+    ModuleNotFoundError. Here dbt-spark is made unimportable, as on that install."""
+    probe = (
+        "import sys; sys.modules['dbt.adapters.spark'] = None; "
+        "from vcmt_cli.spark_server import main; sys.exit(main(['--help']))"
+    )
+    run = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert "no module `dbt.adapters.spark" in run.stderr and '"./vcmt[spark]"' in run.stderr, run.stderr
+    assert "Traceback" not in run.stderr and not run.stdout
