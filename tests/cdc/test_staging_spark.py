@@ -9,6 +9,7 @@ pyarrow) and compare it with the staging contract in `reference.py`.
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections import Counter
 from dataclasses import dataclass
@@ -270,3 +271,25 @@ def test_dbt_schema_tests_pass_on_staged_lake(staging: StagingRun) -> None:
     """`dbt test --select staging` passes, the batch audit (count in = staged + quarantined) included."""
     assert staging.tests.success
     assert "accepted_values_stg_cdc__batch_audit_unaccounted" in staging.tests.log
+
+
+def test_the_example_stages_under_the_lake_root_its_vars_name(tmp_path, chdb_path: Path, lab_dir: Path) -> None:
+    """The example's Python staging models take their folders from yml configs over var `vcmt_lake_root`. Its
+    default was Jinja (an env_var), which a yml config does not render again: with no --vars, Spark was asked
+    for `{{ env_var(...) }}/raw/pg.public.orders`. Parsed as a user runs it, the paths are plain."""
+    proj = DbtProject(
+        root=tmp_path / "proj",
+        package_root=PACKAGE_ROOT,
+        chdb_path=chdb_path,
+        schema="t_cdc_example_parse",
+        lab_dir=lab_dir,
+        example=EXAMPLE_ROOT,
+        write_json=True,
+    )
+    proj.dbt("parse", target="vcmt_spark")
+    nodes = json.loads((proj.root / "target" / "manifest.json").read_text())["nodes"].values()
+    configs = {n["name"]: n["config"] for n in nodes if n["name"] in ("stg_pg__orders", "stg_mysql__customers")}
+    assert configs["stg_pg__orders"]["location_root"] == ".local/lake/staged", configs
+    assert configs["stg_pg__orders"]["meta"]["topic_path"] == ".local/lake/raw/pg.public.orders", configs
+    assert configs["stg_mysql__customers"]["meta"]["topic_path"] == ".local/lake/raw/mysql.shop.customers", configs
+    proj.close()
