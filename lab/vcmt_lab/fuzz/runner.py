@@ -314,10 +314,12 @@ def run_stream(project: DbtProject, stream: Stream, path: str, downstream: bool 
     # generator, so a seed's other faults stay as they were.
     refresh_rng = random.Random(f"full_refresh/{stream.seed}")
     refresh_at = refresh_rng.randrange(1, len(stream.batches)) if path == "dbt" and len(stream.batches) > 1 else -1
-    # With downstream models on a served node, one batch (not the full refresh's) is loaded by overlapping runs.
+    # With downstream models on a served node, one batch is loaded by overlapping runs: not the first (the
+    # downstream models are built after it) nor the full refresh's.
+    overlapped = [i for i in range(1, len(stream.batches)) if i != refresh_at]
     overlap_at = (
-        random.Random(f"overlap/{stream.seed}").choice([i for i in range(len(stream.batches)) if i != refresh_at])
-        if downstream and project.engine.served and len(stream.batches) > 1
+        random.Random(f"overlap/{stream.seed}").choice(overlapped)
+        if downstream and project.engine.served and overlapped
         else -1
     )
     # rows, merge statements after them, how they are applied: a plain run, "full_refresh" or
