@@ -121,34 +121,6 @@ def run_two_batches(lake: Path, run: Callable[[], object]) -> None:
     run()
 
 
-def test_a_relative_location_root_is_taken_from_where_dbt_runs(
-    tmp_path_factory, chdb_path: Path, lab_dir: Path, monkeypatch
-) -> None:
-    """Spark anchors a relative table location at its warehouse, while the model's reads (`topic_path`) and
-    ClickHouse's lake root are taken from the directory dbt runs in: the example project's default lake root
-    (`.local/lake`) staged under the warehouse, where its marts found nothing. It now stages where it reads."""
-    root = tmp_path_factory.mktemp("relative_lake")
-    proj = python_staging_project(root, chdb_path, lab_dir)
-    proj.write(
-        "models/_models.yml",
-        """
-        version: 2
-        models:
-          - name: stg_orders_py
-            config:
-              location_root: "rel_lake/staged"
-              meta:
-                topic_path: "rel_lake/raw/orders"
-    """,
-    )
-    monkeypatch.chdir(root)
-    _land(root / "rel_lake", 0, [envelope(op="r", after={"id": 1, "amount": b64(1000), "note": "a"}, lsn=10)])
-    proj.dbt("run", "--select", "stg_orders_py", target="vcmt_spark")
-    staged = root / "rel_lake" / "staged" / "stg_orders_py"
-    assert [p.name for p in staged.iterdir() if p.is_dir()] == ["_batch_id=0"], sorted(root.rglob("_batch_id=0"))
-    proj.close()
-
-
 def test_python_staging_model_incremental_by_batch(
     tmp_path_factory, chdb_path: Path, lab_dir: Path, monkeypatch
 ) -> None:

@@ -12,7 +12,6 @@ models run on too (docs/adapters.md#how-the-spark-targets-work).
 
 from __future__ import annotations
 
-import os
 import re
 from typing import Any
 
@@ -185,15 +184,6 @@ def _refuse_other_columns(session: Any, df: Any, table: str) -> None:
     )
 
 
-def anchored_location(location: str) -> str:
-    """A table's `location_root/<alias>` as the model's reads see it: Spark anchors a relative table location at
-    its warehouse, while a relative read path (`topic_path`) and ClickHouse's `vcmt_lake_root` are taken from the
-    directory dbt runs in. A relative one is anchored there; absolute paths and URLs (`s3a://...`) are kept."""
-    if "://" in location or os.path.isabs(location):
-        return location
-    return os.path.abspath(location)
-
-
 def save_model_result(
     session: Any,
     df: Any,
@@ -254,6 +244,6 @@ def save_model_result(
         # overwrite does `select *` from the unpartitioned `__dbt_tmp` table: a model returns them last too.
         writer = writer.partitionBy(*partition_by)
     if location:
-        writer = writer.option("path", anchored_location(location))
+        writer = writer.option("path", location)
     writer.saveAsTable(table)
     record_staged(session, table)
