@@ -167,8 +167,9 @@ def _signals_left_as_found(request) -> Iterator[None]:
     for number in range(1, signal.NSIG):
         if added >> (number - 1) & 1:
             names.append(signal.Signals(number).name if number in signal.Signals._value2member_map_ else str(number))
-            try:  # back to the handler Python knows of (SIGINT: KeyboardInterrupt; else the default)
-                signal.signal(number, signal.getsignal(number) or signal.SIG_DFL)
+            handler = signal.getsignal(number)
+            try:  # back to the handler Python knows of (SIGINT: KeyboardInterrupt), else to the default
+                signal.signal(number, signal.SIG_DFL if handler in (None, signal.SIG_IGN) else handler)
             except (OSError, ValueError):
                 pass  # a signal the C library reserves
     warnings.warn(

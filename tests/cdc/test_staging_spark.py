@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.cdc.reference import Parsed, parse_lake
-from tests.conftest import PACKAGE_ROOT
+from tests.conftest import PACKAGE_ROOT, make_project
 from vcmt_lab.cdc import REASONS, Manifest, generate
 from vcmt_lab.dbt_project import DbtProject, DbtRun
 from vcmt_lab.paths import EXAMPLE_ROOT
@@ -277,14 +277,8 @@ def test_the_example_stages_under_the_lake_root_its_vars_name(tmp_path, chdb_pat
     """The example's Python staging models take their folders from yml configs over var `vcmt_lake_root`. Its
     default was Jinja (an env_var), which a yml config does not render again: with no --vars, Spark was asked
     for `{{ env_var(...) }}/raw/pg.public.orders`. Parsed as a user runs it, the paths are plain."""
-    proj = DbtProject(
-        root=tmp_path / "proj",
-        package_root=PACKAGE_ROOT,
-        chdb_path=chdb_path,
-        schema="t_cdc_example_parse",
-        lab_dir=lab_dir,
-        example=EXAMPLE_ROOT,
-        write_json=True,
+    proj = make_project(
+        tmp_path / "proj", "cdc_example_parse", chdb_path, lab_dir, example=EXAMPLE_ROOT, write_json=True
     )
     proj.dbt("parse", target="vcmt_spark")
     nodes = json.loads((proj.root / "target" / "manifest.json").read_text())["nodes"].values()
