@@ -61,3 +61,27 @@ def test_the_captured_objects_are_the_ones_vcmt_objects_names(name):
     # Each relation renders as the run's statements name it.
     sent = "\n".join(c.statements)
     assert str(built["target"]) in sent and str(built["stage"]) in sent
+
+
+def test_what_a_context_keeps_is_keyed_by_every_input_and_never_shared():
+    """vcmt.objects and _settings_clause answer once per context (objects.sql, `_memo`): a second call with other
+    inputs (schema, name, cluster, sharding key, a setting's value or type) gets its own answer, and a caller that
+    changes the dict it got (the lock swaps in its generation's load tables) changes no other caller's."""
+    harness = MacroHarness(AdapterFacts(cluster="c1"))
+    a = harness.relation("s", "m")
+    first = harness.call("objects", a)
+    first.update({"batch": harness.relation("s", "m__batch_7")})
+    assert harness.call("objects", a)["batch"].identifier == "m__batch"
+    assert harness.call("objects", harness.relation("s", "n"))["target"].identifier == "n"
+    assert harness.call("objects", harness.relation("t", "m"))["target"].schema == "t"
+    assert harness.call("objects", harness.relation("s", "m", on_cluster=True))["target"].can_on_cluster
+    assert not harness.call("objects", a)["target"].can_on_cluster
+    sharded = harness.call("objects", a, "id")
+    assert "distributed" in sharded and "distributed" not in harness.call("objects", a)
+    assert harness.call("_settings_clause", {"final": 0}) == "settings final = 0"
+    assert harness.call("_settings_clause", {"final": "0"}) == "settings final = '0'"
+    assert harness.call("_settings_clause", {"final": 1}) == "settings final = 1"
+    assert harness.call("_settings_clause", {}) == ""
+    # The memo lives in the context: a new context starts empty.
+    assert "_vcmt_memo" in harness.context
+    assert "_vcmt_memo" not in MacroHarness(AdapterFacts()).context

@@ -111,11 +111,18 @@
 {#- `settings k = v, ...` for a dict of settings (a string value quoted): the one
     renderer of a SETTINGS clause, for queries and tables alike. -#}
 {% macro _settings_clause(settings) %}
+  {#- The same few sets of settings end most statements of a run: each clause is rendered once per context
+      (objects.sql, _memo). -#}
+  {%- set memo = vcmt._memo() -%}
+  {%- set key = 'settings ' ~ (settings.items() | list | string) -%}
+  {%- if key in memo -%}{{ return(memo[key]) }}{%- endif -%}
   {%- set parts = [] -%}
   {%- for k, v in settings.items() -%}
     {%- do parts.append(k ~ ' = ' ~ (vcmt._sql_string(v) if v is string else v)) -%}
   {%- endfor -%}
-  {{ return('settings ' ~ parts | join(', ') if parts else '') }}
+  {%- set clause = 'settings ' ~ parts | join(', ') if parts else '' -%}
+  {%- do memo.update({key: clause}) -%}
+  {{ return(clause) }}
 {% endmacro %}
 
 

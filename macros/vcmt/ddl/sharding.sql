@@ -5,7 +5,7 @@
 
 {#- Whether `objs` are a sharded model's (docs/design.md#sharded-clusters). -#}
 {% macro _sharded(objs) %}
-  {%- for role, local in vcmt._distributed_pairs() if role in objs -%}{{ return(true) }}{%- endfor -%}
+  {%- for o in vcmt._roles_of('distributed') if o.role in objs -%}{{ return(true) }}{%- endfor -%}
   {{ return(false) }}
 {% endmacro %}
 

@@ -15,7 +15,7 @@
     table it writes). -#}
 {% macro _unwanted_views(cfg) %}
   {%- set roles = [] -%}
-  {%- for o in vcmt._object_roles() | selectattr('drop', 'defined') | sort(attribute='drop')
+  {%- for o in vcmt._declared_roles() | selectattr('drop', 'defined') | sort(attribute='drop')
       if o.kind in ['view', 'helper'] and not vcmt._object_wanted(o, cfg) -%}
     {%- do roles.append(o.role) -%}
   {%- endfor -%}
@@ -88,7 +88,7 @@
   {%- endfor -%}
   {%- set statements = [] -%}
   {%- set guard = {} -%}
-  {%- for o in vcmt._object_roles() if o.role in objs -%}
+  {%- for o in vcmt._declared_roles() if o.role in objs -%}
     {%- set name = 'vcmt_create_' ~ o.role -%}
     {%- if o.kind in ['table', 'helper'] and vcmt._object_wanted(o, cfg) -%}
       {%- do statements.append((name, vcmt._create_role_sql(cfg, o.role, objs[o.role], columns))) -%}

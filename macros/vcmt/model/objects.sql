@@ -85,13 +85,51 @@
 {% endmacro %}
 
 
+{#- A dict that lives as long as the dbt context rendering this macro (one
+    model's execution, one hook, one operation), where vcmt keeps the answers
+    of pure macros, keyed by all they depend on: `_object_roles`' lookups,
+    `objects`, `_settings_clause`. A run asks for them hundreds of times, and
+    a macro call costs dbt a copy of its whole context. Kept under `context`
+    (dbt's context dict itself); a renderer without one gets a new dict, so
+    nothing is kept. Never for anything read from the engine. The hottest
+    lookups read it as `context._vcmt_memo` and call this only the first
+    time. -#}
+{% macro _memo() %}
+  {%- if context is not defined or context is not mapping -%}{{ return({}) }}{%- endif -%}
+  {%- if context.get('_vcmt_memo') is none -%}
+    {%- set roles = vcmt._object_roles() -%}
+    {%- set by_kind = {} -%}
+    {%- set by_role = {} -%}
+    {%- for o in roles -%}
+      {%- do by_kind.setdefault(o.kind, []).append(o) -%}
+      {%- do by_role.update({o.role: o}) -%}
+    {%- endfor -%}
+    {%- do context.update({'_vcmt_memo': {'roles': roles, 'by_kind': by_kind, 'by_role': by_role,
+                                                 'objects': {}}}) -%}
+  {%- endif -%}
+  {{ return(context._vcmt_memo) }}
+{% endmacro %}
+
+{#- The declared objects (_object_roles), once per context. -#}
+{% macro _declared_roles() %}
+  {%- set memo = context._vcmt_memo if context is defined and context._vcmt_memo is defined
+                  else vcmt._memo() -%}
+  {{ return(memo.roles if 'roles' in memo else vcmt._object_roles()) }}
+{% endmacro %}
+
 {#- The declared objects of kind `kind`, in declaration order. -#}
 {% macro _roles_of(kind) %}
+  {%- set memo = context._vcmt_memo if context is defined and context._vcmt_memo is defined
+                  else vcmt._memo() -%}
+  {%- if 'by_kind' in memo -%}{{ return(memo.by_kind.get(kind, [])) }}{%- endif -%}
   {{ return(vcmt._object_roles() | selectattr('kind', 'equalto', kind) | list) }}
 {% endmacro %}
 
 {#- The declared object `role`. -#}
 {% macro _object(role) %}
+  {%- set memo = context._vcmt_memo if context is defined and context._vcmt_memo is defined
+                  else vcmt._memo() -%}
+  {%- if 'by_role' in memo -%}{{ return(memo.by_role[role]) }}{%- endif -%}
   {{ return(vcmt._object_roles() | selectattr('role', 'equalto', role) | first) }}
 {% endmacro %}
 
@@ -103,7 +141,7 @@
 
 {#- The declared objects that `objs` holds, ordered by `field` (swap, drop). -#}
 {% macro _roles_by(objs, field) %}
-  {%- set roles = vcmt._object_roles() | selectattr(field, 'defined') | selectattr('role', 'in', objs) -%}
+  {%- set roles = vcmt._declared_roles() | selectattr(field, 'defined') | selectattr('role', 'in', objs) -%}
   {{ return(roles | sort(attribute=field) | map(attribute='role') | list) }}
 {% endmacro %}
 
@@ -123,13 +161,20 @@
 {#- The relations of a model's objects, by role (_object_roles: the kinds
     that `objs` holds). Dispatched, so an adapter may rename them. -#}
 {% macro objects(target, sharding_key=none) %}
-  {{ return(adapter.dispatch('objects', 'vcmt')(target, sharding_key)) }}
+  {#- Kept per context (_memo), by what the names depend on; each caller gets its own dict. -#}
+  {%- set memo = context._vcmt_memo if context is defined and context._vcmt_memo is defined
+                  else vcmt._memo() -%}
+  {%- set key = [target.database, target.schema, target.identifier, target.can_on_cluster, sharding_key] | string -%}
+  {%- if 'objects' in memo and key in memo.objects -%}{{ return(dict(memo.objects[key])) }}{%- endif -%}
+  {%- set objs = adapter.dispatch('objects', 'vcmt')(target, sharding_key) -%}
+  {%- if 'objects' in memo -%}{%- do memo.objects.update({key: dict(objs)}) -%}{%- endif -%}
+  {{ return(objs) }}
 {% endmacro %}
 
 {% macro default__objects(target, sharding_key=none) %}
   {%- set local = adapter.get_clickhouse_local_suffix() if sharding_key else '' -%}
   {%- set objs = {} -%}
-  {%- for o in vcmt._object_roles() if o.kind in ['table', 'helper', 'view', 'stage', 'load_table']
+  {%- for o in vcmt._declared_roles() if o.kind in ['table', 'helper', 'view', 'stage', 'load_table']
       or (o.kind == 'distributed' and sharding_key) -%}
     {#- Helpers follow the target onto the cluster (dbt-clickhouse's can_on_cluster). -#}
     {%- do objs.update({o.role: api.Relation.create(database=target.database, schema=target.schema,
