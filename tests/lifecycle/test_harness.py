@@ -66,12 +66,17 @@ def test_the_captured_objects_are_the_ones_vcmt_objects_names(name):
 def test_what_a_context_keeps_is_keyed_by_every_input_and_never_shared():
     """vcmt.objects and _settings_clause answer once per context (objects.sql, `_memo`): a second call with other
     inputs (schema, name, cluster, sharding key, a setting's value or type) gets its own answer, and a caller that
-    changes the dict it got (the lock swaps in its generation's load tables) changes no other caller's."""
+    changes what it got (the lock swaps in its generation's load tables) changes no other caller's."""
     harness = MacroHarness(AdapterFacts(cluster="c1"))
     a = harness.relation("s", "m")
     first = harness.call("objects", a)
     first.update({"batch": harness.relation("s", "m__batch_7")})
+    kept = harness.call("objects", a)
+    assert kept["batch"].identifier == "m__batch"
+    kept.update({"batch": harness.relation("s", "m__batch_8")})
     assert harness.call("objects", a)["batch"].identifier == "m__batch"
+    harness.call("_roles_of", "load_table").append({"role": "x"})
+    assert [o["role"] for o in harness.call("_roles_of", "load_table")] == ["batch", "fanout"]
     assert harness.call("objects", harness.relation("s", "n"))["target"].identifier == "n"
     assert harness.call("objects", harness.relation("t", "m"))["target"].schema == "t"
     assert harness.call("objects", harness.relation("s", "m", on_cluster=True))["target"].can_on_cluster

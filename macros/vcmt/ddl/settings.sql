@@ -113,7 +113,8 @@
 {% macro _settings_clause(settings) %}
   {#- The same few sets of settings end most statements of a run: each clause is rendered once per context
       (objects.sql, _memo). -#}
-  {%- set memo = vcmt._memo() -%}
+  {%- set memo = context._vcmt_memo if context is defined and context._vcmt_memo is defined
+                  else vcmt._memo() -%}
   {%- set key = 'settings ' ~ (settings.items() | list | string) -%}
   {%- if key in memo -%}{{ return(memo[key]) }}{%- endif -%}
   {%- set parts = [] -%}

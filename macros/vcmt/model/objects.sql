@@ -88,7 +88,7 @@
 {#- A dict that lives as long as the dbt context rendering this macro (one
     model's execution, one hook, one operation), where vcmt keeps the answers
     of pure macros, keyed by all they depend on: `_object_roles`' lookups,
-    `objects`, `_settings_clause`. A run asks for them hundreds of times, and
+    `default__objects`, `_settings_clause`. A run asks for them hundreds of times, and
     a macro call costs dbt a copy of its whole context. Kept under `context`
     (dbt's context dict itself); a renderer without one gets a new dict, so
     nothing is kept. Never for anything read from the engine. The hottest
@@ -121,7 +121,7 @@
 {% macro _roles_of(kind) %}
   {%- set memo = context._vcmt_memo if context is defined and context._vcmt_memo is defined
                   else vcmt._memo() -%}
-  {%- if 'by_kind' in memo -%}{{ return(memo.by_kind.get(kind, [])) }}{%- endif -%}
+  {%- if 'by_kind' in memo -%}{{ return(memo.by_kind.get(kind, []) | list) }}{%- endif -%}
   {{ return(vcmt._object_roles() | selectattr('kind', 'equalto', kind) | list) }}
 {% endmacro %}
 
@@ -129,7 +129,7 @@
 {% macro _object(role) %}
   {%- set memo = context._vcmt_memo if context is defined and context._vcmt_memo is defined
                   else vcmt._memo() -%}
-  {%- if 'by_role' in memo -%}{{ return(memo.by_role[role]) }}{%- endif -%}
+  {%- if 'by_role' in memo and role in memo.by_role -%}{{ return(memo.by_role[role]) }}{%- endif -%}
   {{ return(vcmt._object_roles() | selectattr('role', 'equalto', role) | first) }}
 {% endmacro %}
 
@@ -161,17 +161,16 @@
 {#- The relations of a model's objects, by role (_object_roles: the kinds
     that `objs` holds). Dispatched, so an adapter may rename them. -#}
 {% macro objects(target, sharding_key=none) %}
-  {#- Kept per context (_memo), by what the names depend on; each caller gets its own dict. -#}
+  {{ return(adapter.dispatch('objects', 'vcmt')(target, sharding_key)) }}
+{% endmacro %}
+
+{#- Kept per context (_memo), by all it reads: an override of `objects` is not kept. Each caller gets its own
+    dict (the lock puts its generation's load tables in its own). -#}
+{% macro default__objects(target, sharding_key=none) %}
   {%- set memo = context._vcmt_memo if context is defined and context._vcmt_memo is defined
                   else vcmt._memo() -%}
   {%- set key = [target.database, target.schema, target.identifier, target.can_on_cluster, sharding_key] | string -%}
   {%- if 'objects' in memo and key in memo.objects -%}{{ return(dict(memo.objects[key])) }}{%- endif -%}
-  {%- set objs = adapter.dispatch('objects', 'vcmt')(target, sharding_key) -%}
-  {%- if 'objects' in memo -%}{%- do memo.objects.update({key: dict(objs)}) -%}{%- endif -%}
-  {{ return(objs) }}
-{% endmacro %}
-
-{% macro default__objects(target, sharding_key=none) %}
   {%- set local = adapter.get_clickhouse_local_suffix() if sharding_key else '' -%}
   {%- set objs = {} -%}
   {%- for o in vcmt._declared_roles() if o.kind in ['table', 'helper', 'view', 'stage', 'load_table']
@@ -181,6 +180,7 @@
         identifier=target.identifier ~ o.suffix ~ (local if o.get('local_name') else ''), type='table',
         can_on_cluster=target.can_on_cluster)}) -%}
   {%- endfor -%}
+  {%- if 'objects' in memo -%}{%- do memo.objects.update({key: dict(objs)}) -%}{%- endif -%}
   {{ return(objs) }}
 {% endmacro %}
 
