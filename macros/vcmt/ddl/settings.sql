@@ -115,14 +115,14 @@
       (objects.sql, _memo). -#}
   {%- set memo = context._vcmt_memo if context is defined and context._vcmt_memo is defined
                   else vcmt._memo() -%}
-  {%- set key = 'settings ' ~ (settings.items() | list | string) -%}
-  {%- if key in memo -%}{{ return(memo[key]) }}{%- endif -%}
+  {%- set key = settings.items() | list | string -%}
+  {%- if key in memo.settings -%}{{ return(memo.settings[key]) }}{%- endif -%}
   {%- set parts = [] -%}
   {%- for k, v in settings.items() -%}
     {%- do parts.append(k ~ ' = ' ~ (vcmt._sql_string(v) if v is string else v)) -%}
   {%- endfor -%}
   {%- set clause = 'settings ' ~ parts | join(', ') if parts else '' -%}
-  {%- do memo.update({key: clause}) -%}
+  {%- do memo.settings.update({key: clause}) -%}
   {{ return(clause) }}
 {% endmacro %}
 

@@ -90,47 +90,42 @@
     of pure macros, keyed by all they depend on: `_object_roles`' lookups,
     `default__objects`, `_settings_clause`. A run asks for them hundreds of times, and
     a macro call costs dbt a copy of its whole context. Kept under `context`
-    (dbt's context dict itself); a renderer without one gets a new dict, so
-    nothing is kept. Never for anything read from the engine. The hottest
+    (dbt's context dict itself); a renderer without one gets a new memo at
+    every call, so nothing is kept. Never for anything read from the engine. The hottest
     lookups read it as `context._vcmt_memo` and call this only the first
     time. -#}
 {% macro _memo() %}
-  {%- if context is not defined or context is not mapping -%}{{ return({}) }}{%- endif -%}
-  {%- if context.get('_vcmt_memo') is none -%}
-    {%- set roles = vcmt._object_roles() -%}
-    {%- set by_kind = {} -%}
-    {%- set by_role = {} -%}
-    {%- for o in roles -%}
-      {%- do by_kind.setdefault(o.kind, []).append(o) -%}
-      {%- do by_role.update({o.role: o}) -%}
-    {%- endfor -%}
-    {%- do context.update({'_vcmt_memo': {'roles': roles, 'by_kind': by_kind, 'by_role': by_role,
-                                                 'objects': {}}}) -%}
-  {%- endif -%}
-  {{ return(context._vcmt_memo) }}
+  {%- set kept = context is defined and context is mapping -%}
+  {%- if kept and context.get('_vcmt_memo') is not none -%}{{ return(context._vcmt_memo) }}{%- endif -%}
+  {%- set memo = {'roles': vcmt._object_roles(), 'by_kind': {}, 'by_role': {}, 'objects': {}, 'settings': {}} -%}
+  {%- for o in memo.roles -%}
+    {%- do memo.by_kind.setdefault(o.kind, []).append(o) -%}
+    {%- do memo.by_role.update({o.role: o}) -%}
+  {%- endfor -%}
+  {%- if kept -%}{%- do context.update({'_vcmt_memo': memo}) -%}{%- endif -%}
+  {{ return(memo) }}
 {% endmacro %}
 
 {#- The declared objects (_object_roles), once per context. -#}
 {% macro _declared_roles() %}
   {%- set memo = context._vcmt_memo if context is defined and context._vcmt_memo is defined
                   else vcmt._memo() -%}
-  {{ return(memo.roles if 'roles' in memo else vcmt._object_roles()) }}
+  {{ return(memo.roles) }}
 {% endmacro %}
 
-{#- The declared objects of kind `kind`, in declaration order. -#}
+{#- The declared objects of kind `kind`, in declaration order (a list of the caller's own). -#}
 {% macro _roles_of(kind) %}
   {%- set memo = context._vcmt_memo if context is defined and context._vcmt_memo is defined
                   else vcmt._memo() -%}
-  {%- if 'by_kind' in memo -%}{{ return(memo.by_kind.get(kind, []) | list) }}{%- endif -%}
-  {{ return(vcmt._object_roles() | selectattr('kind', 'equalto', kind) | list) }}
+  {{ return(memo.by_kind.get(kind, []) | list) }}
 {% endmacro %}
 
-{#- The declared object `role`. -#}
+{#- The declared object `role`; undefined for an undeclared one, as `first` of nothing is (`by_role[role]`
+    would reach the dict's own attributes in dbt's sandbox, `items` for `'items'`). -#}
 {% macro _object(role) %}
   {%- set memo = context._vcmt_memo if context is defined and context._vcmt_memo is defined
                   else vcmt._memo() -%}
-  {%- if 'by_role' in memo and role in memo.by_role -%}{{ return(memo.by_role[role]) }}{%- endif -%}
-  {{ return(vcmt._object_roles() | selectattr('role', 'equalto', role) | first) }}
+  {{ return(memo.by_role[role] if role in memo.by_role else [] | first) }}
 {% endmacro %}
 
 {#- The declared name of `role` after the model's (a lock's and a batch's
@@ -170,7 +165,7 @@
   {%- set memo = context._vcmt_memo if context is defined and context._vcmt_memo is defined
                   else vcmt._memo() -%}
   {%- set key = [target.database, target.schema, target.identifier, target.can_on_cluster, sharding_key] | string -%}
-  {%- if 'objects' in memo and key in memo.objects -%}{{ return(dict(memo.objects[key])) }}{%- endif -%}
+  {%- if key in memo.objects -%}{{ return(dict(memo.objects[key])) }}{%- endif -%}
   {%- set local = adapter.get_clickhouse_local_suffix() if sharding_key else '' -%}
   {%- set objs = {} -%}
   {%- for o in vcmt._declared_roles() if o.kind in ['table', 'helper', 'view', 'stage', 'load_table']
@@ -180,7 +175,7 @@
         identifier=target.identifier ~ o.suffix ~ (local if o.get('local_name') else ''), type='table',
         can_on_cluster=target.can_on_cluster)}) -%}
   {%- endfor -%}
-  {%- if 'objects' in memo -%}{%- do memo.objects.update({key: dict(objs)}) -%}{%- endif -%}
+  {%- do memo.objects.update({key: dict(objs)}) -%}
   {{ return(objs) }}
 {% endmacro %}
 
