@@ -12,10 +12,21 @@ results=()
 
 phase() { printf '\n==> [%s] %s\n' "$1" "$2"; }
 
-phase 1/5 "pytest (chDB + Spark, real engines)"
+phase 1/4 "pytest (chDB + Spark, real engines)"
 # The Spark server tests (a Spark Connect and a Thrift server, each with two executor JVMs) run
 # beside the rest in their own pytest process: they mostly wait on those JVMs. Their output
 # follows the main run's.
+# Beside it, the dbt-core 1.12 environment for phase 2 (~40 s of pip on a fresh clone): every pinned package of
+# constraints-dbt112.txt, without dependencies: dbt-core 1.12 runs without the experimental parser it asks for,
+# whose wheel is built from outside the package registries. vcmt itself is installed into it in phase 2: that
+# install writes the source tree's build folders, which a test's wheel build (tests/test_layout.py) writes too.
+dbt112_log=$(mktemp)
+{ test -x .venv-dbt112/bin/dbt || {
+    python3 -m venv .venv-dbt112 &&
+    .venv-dbt112/bin/python -m pip install --quiet --disable-pip-version-check "pip==24.3.1" &&
+    .venv-dbt112/bin/python -m pip install --quiet --disable-pip-version-check --no-deps -r constraints-dbt112.txt; }
+} > "$dbt112_log" 2>&1 &
+dbt112_pid=$!
 pytest_log=$(mktemp)
 servers_log=$(mktemp)
 servers_tmp=$(mktemp -d)
@@ -48,57 +59,73 @@ else
   results+=("pytest: ${pytest_line}")
 fi
 
-# integration_tests' seeds, models, unit and generic tests, built from scratch on one target. With DBT_FLAGS=1 (one
-# leg: each dbt command costs ~20 s here) the vcmt_upsert models and their downstream models are first built with
-# --empty (objects built, no event loaded, tests read no row), and dbt show then previews a model whose
-# relationships test it runs too.
-dbt_build() {
-  local target=$1; shift
+# integration_tests' seeds, models, unit and generic tests, built from scratch on three legs at once, each in its
+# own process group (so a Ctrl-C of make test stops it) with its own chDB folder, target and log folders under
+# integration_tests/.local/legs/<leg>: chdb and a served node over HTTP on dbt-core 1.11, and chdb on dbt-core 1.12.
+# They start once pytest has ended (each dbt command costs ~20 s of one core; after each other they took ~95 s).
+# On the chdb leg the vcmt_upsert models and their downstream models are first built with --empty (objects built,
+# no event loaded, tests read no row), and dbt show then previews a model whose relationships test it runs too.
+legs_dir=$(mktemp -d)
+leg_names=(); leg_labels=(); leg_pids=()
+start_leg() {  # start_leg <leg> <target> <label> <command prefix...>
+  local leg=$1 target=$2 label=$3; shift 3
   local empty="" show=""
-  if [ "${DBT_FLAGS:-}" = 1 ]; then
+  if [ "$leg" = chdb ]; then
     empty="dbt build --target $target --empty --select it_fct_orders+ && "
     show=" && dbt show --target $target --select it_fct_orders --limit 3"
   fi
+  set -m
   (
     cd integration_tests &&
-    rm -rf .local/chdb .local/served_node &&
-    dbt deps --quiet &&
+    rm -rf ".local/legs/$leg" &&
+    export DBT_TARGET_PATH=".local/legs/$leg/target" DBT_LOG_PATH=".local/legs/$leg/logs" \
+      VCMT_CHDB_PATH=".local/legs/$leg/chdb" &&
     "$@" sh -c "dbt seed --target $target --full-refresh && ${empty}dbt build --target $target${show}"
-  ) 2>&1 | tee "$pytest_log.dbt"
-  local rc=${PIPESTATUS[0]}
-  local line; line=$(grep -E 'Done\. PASS=' "$pytest_log.dbt" | tail -n1 | sed 's/.*Done\. //')
-  if [ "$rc" -ne 0 ]; then failed+=("dbt build on $target"); fi
-  results+=("dbt build on $target: ${line:-exit $rc}")
+  ) > "$legs_dir/$leg.log" 2>&1 &
+  leg_pids+=($!)
+  set +m
+  leg_names+=("$leg"); leg_labels+=("$label")
 }
+stop_legs() { for pid in "${leg_pids[@]}"; do kill -INT -- "-$pid" 2>/dev/null; done; }
+trap 'stop_legs; exit 130' INT TERM
 
-phase 2/5 "dbt build of integration_tests on chdb, then on a served node over HTTP"
-DBT_FLAGS=1 dbt_build chdb env
-# A ClickHouse node on 127.0.0.1 for the build's lifetime; profiles.yml's clickhouse target reads its port.
-dbt_build clickhouse python -m vcmt_lab.clickhouse_server run .local/served_node --
-
-phase 3/5 "dbt build of integration_tests on chdb with dbt-core 1.12 (.venv-dbt112)"
-# Every pinned package of constraints-dbt112.txt, without dependencies: dbt-core 1.12 runs without the
-# experimental parser it asks for, whose wheel is built from outside the package registries.
-if { test -x .venv-dbt112/bin/dbt || {
-       python3 -m venv .venv-dbt112 &&
-       .venv-dbt112/bin/python -m pip install --quiet --disable-pip-version-check "pip==24.3.1" &&
-       .venv-dbt112/bin/python -m pip install --quiet --disable-pip-version-check --no-deps -r constraints-dbt112.txt; }; } &&
-   .venv-dbt112/bin/python -m pip install --quiet --disable-pip-version-check --no-deps -e . \
-     --config-settings editable_mode=compat; then
-  dbt_build chdb env PATH="$PWD/.venv-dbt112/bin:$PATH"
-  results[${#results[@]}-1]="${results[${#results[@]}-1]/dbt build on chdb/dbt build on chdb with dbt-core 1.12}"
+phase 2/4 "dbt build of integration_tests: on chdb and on a served node over HTTP (dbt-core 1.11), on chdb with dbt-core 1.12, at once"
+wait "$dbt112_pid" &&
+  .venv-dbt112/bin/python -m pip install --quiet --disable-pip-version-check --no-deps -e . \
+    --config-settings editable_mode=compat >> "$dbt112_log" 2>&1
+dbt112_rc=$?
+cat "$dbt112_log"
+# Each dbt-core installs the package (into the one dbt_packages folder) before any leg starts.
+(cd integration_tests && dbt deps --quiet) || failed+=("dbt deps")
+if [ "$dbt112_rc" -eq 0 ] && (cd integration_tests && PATH="$PWD/../.venv-dbt112/bin:$PATH" dbt deps --quiet); then
+  dbt112_ready=1
 else
-  failed+=("dbt-core 1.12 install"); results+=("dbt-core 1.12: install failed")
+  dbt112_ready=0; failed+=("dbt-core 1.12 install"); results+=("dbt-core 1.12: install failed")
 fi
+start_leg chdb chdb "dbt build on chdb" env
+# A ClickHouse node on 127.0.0.1 for the leg's lifetime; profiles.yml's clickhouse target reads its port.
+start_leg clickhouse clickhouse "dbt build on clickhouse" python -m vcmt_lab.clickhouse_server run .local/legs/clickhouse/node --
+if [ "$dbt112_ready" = 1 ]; then
+  start_leg chdb112 chdb "dbt build on chdb with dbt-core 1.12" env PATH="$PWD/.venv-dbt112/bin:$PATH"
+fi
+for i in "${!leg_pids[@]}"; do
+  wait "${leg_pids[$i]}"; rc=$?
+  echo "--- ${leg_labels[$i]}:"
+  cat "$legs_dir/${leg_names[$i]}.log"
+  line=$(grep -E 'Done\. PASS=' "$legs_dir/${leg_names[$i]}.log" | tail -n1 | sed 's/.*Done\. //')
+  if [ "$rc" -ne 0 ]; then failed+=("${leg_labels[$i]}"); fi
+  results+=("${leg_labels[$i]}: ${line:-exit $rc}")
+done
+trap - INT TERM
 
-phase 4/5 "sqlfluff lint (models)"
+phase 3/4 "sqlfluff lint (models)"
 if sqlfluff lint examples/cdc/models integration_tests/models --disable-progress-bar; then
   results+=("sqlfluff: clean")
 else
   failed+=("sqlfluff"); results+=("sqlfluff: violations")
 fi
 
-phase 5/5 "ruff (lint, then format: \`ruff format .\` applies it)"
+phase 4/4 "ruff (lint, then format: \`ruff format .\` applies it)"
 if ruff check . && ruff format --check . ; then results+=("ruff: clean"); else failed+=("ruff"); results+=("ruff: violations"); fi
 
 elapsed=$(( $(date +%s) - start ))

@@ -91,40 +91,41 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 # Seconds a module takes, roughly (the sum of its tests' times in `make test`, pytest --junitxml, on 2 idle
-# cores, 2026-11-29, the Jinja parse kept between tests), longest first, for those far above LONG_TEST_SECONDS per
-# test. Only an order, never a selection: a stale figure costs time, not coverage.
+# cores, 2026-11-30), longest first, for those of 15 s or more. Any other module counts LONG_TEST_SECONDS per test,
+# at most 15 s. Only an order, never a selection: a stale figure costs time, not coverage.
 MODULE_SECONDS = {
-    "tests/materialization/test_sharded.py": 610,
-    "tests/server/test_overlapping_loads.py": 450,
-    "tests/server/test_faults.py": 250,
-    "tests/materialization/test_semantics.py": 230,
-    "tests/fuzz/test_fuzz.py": 220,
-    "tests/materialization/test_crash.py": 200,
-    "tests/cdc/test_debezium_decoding.py": 160,
-    "tests/cdc/test_staged_lake.py": 140,
-    "tests/e2e/test_demo.py": 120,
-    "tests/cdc/test_python_models_session.py": 120,
-    "tests/materialization/test_lifecycle_safety.py": 115,
-    "tests/materialization/test_reliability.py": 110,
-    "tests/materialization/test_cdc_events.py": 110,
-    "tests/materialization/test_external_writer.py": 100,
-    "tests/materialization/test_lifecycle.py": 100,
-    "tests/bench/test_bench_smoke.py": 90,
+    "tests/materialization/test_sharded.py": 415,
+    "tests/server/test_overlapping_loads.py": 365,
+    "tests/server/test_faults.py": 175,
+    "tests/cdc/test_staged_lake.py": 160,
+    "tests/fuzz/test_fuzz.py": 145,
+    "tests/materialization/test_crash.py": 145,
+    "tests/cdc/test_debezium_decoding.py": 140,
+    "tests/materialization/test_semantics.py": 135,
+    "tests/cdc/test_python_models_session.py": 85,
     "tests/materialization/test_validation.py": 85,
-    "tests/cdc/test_fixtures_to_marts.py": 60,
-    "tests/cdc/test_lake_records.py": 60,
-    "tests/materialization/test_virtual_shards.py": 60,
-    "tests/cdc/test_staging_exact_values.py": 60,
-    "tests/adapter/test_engine_path.py": 50,
-    "tests/materialization/test_downstream.py": 50,
-    "tests/bench/test_rows_read.py": 50,
-    "tests/cdc/test_staging_amended_batches.py": 50,
-    "tests/adapter/test_server_parity.py": 50,
-    "tests/cdc/test_staging_spark.py": 50,
-    "tests/materialization/test_dbt_features.py": 40,
+    "tests/materialization/test_external_writer.py": 75,
+    "tests/materialization/test_lifecycle_safety.py": 70,
+    "tests/materialization/test_lifecycle.py": 70,
+    "tests/e2e/test_demo.py": 70,
+    "tests/materialization/test_cdc_events.py": 60,
+    "tests/bench/test_bench_smoke.py": 50,
+    "tests/materialization/test_reliability.py": 45,
+    "tests/materialization/test_downstream.py": 35,
+    "tests/materialization/test_virtual_shards.py": 35,
+    "tests/cdc/test_lake_records.py": 35,
+    "tests/cdc/test_staging_amended_batches.py": 35,
+    "tests/cdc/test_fixtures_to_marts.py": 30,
+    "tests/cdc/test_staging_spark.py": 30,
+    "tests/bench/test_rows_read.py": 30,
+    "tests/cdc/test_staging_exact_values.py": 25,
+    "tests/materialization/test_dbt_features.py": 25,
+    "tests/test_layout.py": 25,
+    "tests/adapter/test_engine_path.py": 25,
+    "tests/adapter/test_server_parity.py": 20,
     "tests/cdc/test_python_staging_model.py": 20,
-    "tests/generic_tests/test_sign_sum_in_range.py": 20,
-    "tests/test_layout.py": 20,
+    "tests/generic_tests/test_dbt_tests_on_vcmt_models.py": 20,
+    "tests/server/test_lake_on_server.py": 15,
 }
 LONG_TEST_SECONDS = 3
 
@@ -139,7 +140,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     by_module: dict[str, list[pytest.Item]] = {}
     for item in items:
         by_module.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
-    order = sorted(by_module, key=lambda m: -MODULE_SECONDS.get(m, LONG_TEST_SECONDS * len(by_module[m])))
+    order = sorted(by_module, key=lambda m: -MODULE_SECONDS.get(m, min(15, LONG_TEST_SECONDS * len(by_module[m]))))
     items[:] = [item for module in order for item in by_module[module]]
 
 
