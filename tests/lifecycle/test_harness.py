@@ -90,3 +90,21 @@ def test_what_a_context_keeps_is_keyed_by_every_input_and_never_shared():
     # Kept in the context (else nothing would be kept); an undeclared role is not a dict's attribute.
     assert set(harness.context["_vcmt_memo"]["settings"].values()) >= {"settings final = 0", "settings final = '0'"}
     assert harness.call("_object", "items") is None or not harness.call("_object", "items")
+
+
+HOSTILE_TEXTS = ["plain", "it's", "back\\slash", "tick`", "\\'", "", "été", "new\nline", 7, None]
+
+
+def test_a_list_quoted_in_one_call_is_each_value_quoted_alone(harness):
+    """_sql_string and _quote with `each` (sql_text.sql: one macro call for many values) give, in order, what each
+    value alone gives; an empty list gives an empty list. The hot callers quote through it: a settings clause,
+    a column list."""
+    for macro in ("_sql_string", "_quote"):
+        alone = [harness.call(macro, v) for v in HOSTILE_TEXTS]
+        assert harness.call(macro, HOSTILE_TEXTS, each=True) == alone
+        assert harness.call(macro, [], each=True) == []
+    assert harness.call("_sql_string", "it's") == "'it\\'s'"
+    assert harness.call("_quote", "tick`") == "`tick\\``"
+    clause = harness.call("_settings_clause", {"log_comment": "a'b", "max_threads": 1, "final": "x\\y"})
+    assert clause == "settings log_comment = 'a\\'b', max_threads = 1, final = 'x\\\\y'"
+    assert harness.call("_column_list", ["a", "b`c"]) == "`a`, `b\\`c`"

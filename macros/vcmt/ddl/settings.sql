@@ -117,9 +117,10 @@
                   else vcmt._memo() -%}
   {%- set key = settings.items() | list | string -%}
   {%- if key in memo.settings -%}{{ return(memo.settings[key]) }}{%- endif -%}
+  {%- set literals = vcmt._sql_string(settings.values() | list, each=true) -%}
   {%- set parts = [] -%}
   {%- for k, v in settings.items() -%}
-    {%- do parts.append(k ~ ' = ' ~ (vcmt._sql_string(v) if v is string else v)) -%}
+    {%- do parts.append(k ~ ' = ' ~ (literals[loop.index0] if v is string else v)) -%}
   {%- endfor -%}
   {%- set clause = 'settings ' ~ parts | join(', ') if parts else '' -%}
   {%- do memo.settings.update({key: clause}) -%}

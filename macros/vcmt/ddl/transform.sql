@@ -13,11 +13,16 @@
 {% endmacro %}
 
 {% macro default__transform_sql(cfg, objs, columns) %}
-  {%- set q = vcmt._quote -%}
   {%- set keys = vcmt._column_list(cfg.key_columns) -%}
   {%- set key_tuple = vcmt._key_tuple(cfg.key_columns) -%}
   {%- set lookup = vcmt._lookup_key(cfg, columns) -%}
   {%- set data = vcmt._data_columns(cfg, columns) -%}
+  {#- Every name this SELECT quotes, quoted in one call: q(name) is its identifier. -#}
+  {%- set names = cfg.key_columns + data + [cfg.version, cfg.sign] -%}
+  {%- set quoted = vcmt._quote(names, each=true) -%}
+  {%- set identifiers = {} -%}
+  {%- for n in names -%}{%- do identifiers.update({n: quoted[loop.index0]}) -%}{%- endfor -%}
+  {%- set q = identifiers.get -%}
   {%- set v = q(cfg.version) -%}
   {%- set s = q(cfg.sign) -%}
   {%- set deletes_apply = '_vcmt_has_old' if cfg.delete_mode == 'unconditional'

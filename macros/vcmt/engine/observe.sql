@@ -32,9 +32,10 @@
 {#- A part giving the rows of `from_where` (`from ... where ...`) as a JSON
     array of objects of `fields` ({name: SQL expression}), every value text. -#}
 {% macro _json_rows_sql(fields, from_where) %}
+  {%- set names = vcmt._sql_string(fields.keys() | list, each=true) -%}
   {%- set pairs = [] -%}
   {%- for name, expr in fields.items() -%}
-    {%- do pairs.append(vcmt._sql_string(name) ~ ', toString(' ~ expr ~ ')') -%}
+    {%- do pairs.append(names[loop.index0] ~ ', toString(' ~ expr ~ ')') -%}
   {%- endfor -%}
   {{ return('select toJSONString(groupArray(map(' ~ pairs | join(', ') ~ '))) ' ~ from_where) }}
 {% endmacro %}
@@ -61,12 +62,11 @@
 {#- The condition on system.tables (or system.columns' `table`, with
     `column`) of `schema` and the observed names. -#}
 {% macro _observed_tables_condition(schema, observed, column='name') %}
-  {%- set quoted = [] -%}
-  {%- for name in observed.names -%}{%- do quoted.append(vcmt._sql_string(name)) -%}{%- endfor -%}
+  {%- set n = observed.names | length -%}
+  {%- set literals = vcmt._sql_string([schema] + observed.names + observed.prefixes, each=true) -%}
   {%- set starts = [] -%}
-  {%- for p in observed.prefixes -%}{%- do starts.append(' or startsWith(' ~ column ~ ', ' ~ vcmt._sql_string(p)
-      ~ ')') -%}{%- endfor -%}
-  {{ return('database = ' ~ vcmt._sql_string(schema) ~ ' and (' ~ column ~ ' in (' ~ quoted | join(', ') ~ ')'
+  {%- for p in literals[1 + n:] -%}{%- do starts.append(' or startsWith(' ~ column ~ ', ' ~ p ~ ')') -%}{%- endfor -%}
+  {{ return('database = ' ~ literals[0] ~ ' and (' ~ column ~ ' in (' ~ literals[1:1 + n] | join(', ') ~ ')'
       ~ starts | join('') ~ ')') }}
 {% endmacro %}
 

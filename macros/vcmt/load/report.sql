@@ -119,9 +119,10 @@
 
 
 {% macro _create_loads_sql(cfg, relation, columns) %}
+  {%- set declared = vcmt._loads_fields() -%}
+  {%- set names = vcmt._quote(declared | map(attribute=0) | list, each=true) -%}
   {%- set fields = [] -%}
-  {%- for name, type, _ in vcmt._loads_fields() -%}{%- do fields.append(vcmt._quote(name) ~ ' '
-      ~ type) -%}{%- endfor -%}
+  {%- for name, type, _ in declared -%}{%- do fields.append(names[loop.index0] ~ ' ' ~ type) -%}{%- endfor -%}
   create table {{ relation }} {{ on_cluster_clause(relation) }} (
     {{ fields | join(',\n    ') }}
   ) engine = MergeTree order by loaded_at
@@ -131,22 +132,27 @@
 {#- Record one load in `<model>__loads`, by column name, from the run's stats
     (the keys of `stats` are the field names). -#}
 {% macro _record_load(objs, stats) %}
-  {%- set names = [] -%}
+  {%- set fields = vcmt._loads_fields() -%}
+  {%- set given = [] -%}
+  {%- for name, type, _ in fields -%}
+    {%- do given.append(invocation_id if name == 'invocation_id' else none if name in ['loaded_at', 'load']
+        else stats[name]) -%}
+  {%- endfor -%}
+  {#- Every literal in one call each (_sql_string, _quote): a field's value, then its type. -#}
+  {%- set literals = vcmt._sql_string(given + fields | map(attribute=1) | list, each=true) -%}
   {%- set values = [] -%}
-  {%- for name, type, _ in vcmt._loads_fields() -%}
-    {%- do names.append(vcmt._quote(name)) -%}
+  {%- for name, type, _ in fields -%}
     {%- if name == 'loaded_at' -%}
       {%- do values.append('now64(3)') -%}
     {%- elif name == 'load' -%}
       {%- do values.append(vcmt._load_number_sql(objs.target)) -%}
     {%- else -%}
-      {%- set value = invocation_id if name == 'invocation_id' else stats[name] -%}
-      {%- do values.append('cast(' ~ ('null' if value is none else vcmt._sql_string(value)) ~ ', '
-          ~ vcmt._sql_string(type) ~ ')') -%}
+      {%- do values.append('cast(' ~ ('null' if given[loop.index0] is none else literals[loop.index0]) ~ ', '
+          ~ literals[fields | length + loop.index0] ~ ')') -%}
     {%- endif -%}
   {%- endfor -%}
   {%- call statement('vcmt_log_load') -%}
-    insert into {{ objs.loads }} ({{ names | join(', ') }})
+    insert into {{ objs.loads }} ({{ vcmt._column_list(fields | map(attribute=0)) }})
     select {{ values | join(', ') }} where {{ vcmt._fenced(objs.target) }}
     {{ vcmt._settings_clause(vcmt._holder_settings(objs.target)) }}
   {%- endcall -%}

@@ -92,9 +92,7 @@
 
 
 {% macro _column_list(names) %}
-  {%- set quoted = [] -%}
-  {%- for n in names -%}{%- do quoted.append(vcmt._quote(n)) -%}{%- endfor -%}
-  {{ return(quoted | join(', ')) }}
+  {{ return(vcmt._quote(names, each=true) | join(', ')) }}
 {% endmacro %}
 
 
