@@ -55,6 +55,13 @@ _OBJECT = re.compile(
     re.I,
 )
 _LOCK_KIND = re.compile(r"'(acquired|renewed|released)' as kind")
+# An INSERT through a table function that names its table in its third argument, as a sharded model's lock writes
+# its rows to the first shard: `insert into function cluster('c', 'db', 'm__lock', 0)` (macros/vcmt/load/lock.sql
+# `_lock_rows_into`) names `m__lock`, as the same INSERT on one node does.
+_LITERAL = r"'(?:[^'\\]|\\.)*'"
+_FUNCTION_TABLE = re.compile(
+    rf"\binto\s+function\s+\w+\s*\(\s*{_LITERAL}\s*,\s*{_LITERAL}\s*,\s*'((?:[^'\\]|\\.)*)'", re.I
+)
 
 
 def sent_statements(log: Path) -> list[str]:
@@ -73,6 +80,8 @@ def statement_label(sql: str) -> str:
     obj = ""
     if found:
         obj = found.group(1).split(".")[-1].strip('`"')
+        through = _FUNCTION_TABLE.search(text) if obj.lower() == "function" else None
+        obj = through.group(1) if through else obj
         obj = re.sub(r"__(lock|batch|fanout)_\d+(?=(?:_\d+)?$)", r"__\1_N", obj)
     kind = _LOCK_KIND.search(text)
     return " ".join(part for part in (verb, obj, kind.group(1) if kind else "") if part)
