@@ -131,8 +131,8 @@ def test_statement_names_are_stable_and_drop_comments_databases_and_generations(
     )
     assert statement_label(sql) == "insert m__lock renewed"
     # A sharded model's lock writes its rows to the first shard through a table function: the same name.
-    through = sql.replace("into `db`.`m__lock`", "into function cluster('c1', 'db', 'm__lock', 0)")
-    assert statement_label(through) == "insert m__lock renewed"
+    through = sql.replace("into `db`.`m__lock`", "into function cluster('c1', 'db', 'm_local__lock', 0)")
+    assert statement_label(through) == "insert m_local__lock renewed"
     assert statement_label("create table if not exists `db`.`m__lock_3` (a Int8)") == "create m__lock_N"
     assert statement_label("drop table if exists `db`.`m__batch_12` sync") == "drop m__batch_N"
     assert (

@@ -56,7 +56,8 @@ from vcmt_lab.oracle import Event, Oracle
 
 LEASE_S = 3
 # The name of a load's claim of its model's lock (vcmt_lab.faults.inject.statement_label).
-CLAIM = "insert m__lock acquired#"
+# The claim of the model's lock: `m__lock`, or on a sharded model `m_local__lock` (named after its local table).
+CLAIMS = ("insert m__lock acquired#", "insert m_local__lock acquired#")
 # A holder renews at a step of its load once silent for max(lease // 5, 1) s (macros/vcmt/load/lock.sql): the
 # enumerating run and a run faulted at a renewal wait longer before each statement (VCMT_FAULT_RENEW_WAIT), so that
 # each renews at every step and `insert m__lock renewed#n` names the same statement in both, whatever the machine's
@@ -274,7 +275,7 @@ def enumerate_statements(project: DbtProject, shape: str) -> list[str]:
             raise AssertionError(f"the clean run failed:\n{out[-4000:]}")
         sent = sent_statements(log)
     # Before its lock a load only reads: its statements from its claim of the lock on are the ones to fault.
-    first = next(i for i, name in enumerate(sent) if name.startswith(CLAIM))
+    first = next(i for i, name in enumerate(sent) if name.startswith(CLAIMS))
     return sent[first:]
 
 

@@ -56,8 +56,8 @@ _OBJECT = re.compile(
 )
 _LOCK_KIND = re.compile(r"'(acquired|renewed|released)' as kind")
 # An INSERT through a table function that names its table in its third argument, as a sharded model's lock writes
-# its rows to the first shard: `insert into function cluster('c', 'db', 'm__lock', 0)` (macros/vcmt/load/lock.sql
-# `_lock_rows_into`) names `m__lock`, as the same INSERT on one node does.
+# its rows to the first shard: `insert into function cluster('c', 'db', 'm_local__lock', 0)` (macros/vcmt/load/lock.sql
+# `_lock_rows_into`) is named `insert m_local__lock ...`, as an INSERT into that table is.
 _LITERAL = r"'(?:[^'\\]|\\.)*'"
 _FUNCTION_TABLE = re.compile(
     rf"\binto\s+function\s+\w+\s*\(\s*{_LITERAL}\s*,\s*{_LITERAL}\s*,\s*'((?:[^'\\]|\\.)*)'", re.I
