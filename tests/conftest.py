@@ -92,7 +92,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 # Seconds a module takes, roughly (the sum of its tests' times in `make test`, pytest --junitxml, on 2 idle
 # cores, 2026-11-30), longest first, for those of 15 s or more. Any other module counts LONG_TEST_SECONDS per test,
-# at most 15 s. Only an order, never a selection: a stale figure costs time, not coverage.
+# at most UNLISTED_MODULE_MAX_SECONDS. Only an order, never a selection: a stale figure costs time, not coverage.
 MODULE_SECONDS = {
     "tests/materialization/test_sharded.py": 415,
     "tests/server/test_overlapping_loads.py": 365,
@@ -128,6 +128,7 @@ MODULE_SECONDS = {
     "tests/server/test_lake_on_server.py": 15,
 }
 LONG_TEST_SECONDS = 3
+UNLISTED_MODULE_MAX_SECONDS = 15  # below every listed module: an unlisted one goes out after them
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -140,7 +141,10 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     by_module: dict[str, list[pytest.Item]] = {}
     for item in items:
         by_module.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
-    order = sorted(by_module, key=lambda m: -MODULE_SECONDS.get(m, min(15, LONG_TEST_SECONDS * len(by_module[m]))))
+    order = sorted(
+        by_module,
+        key=lambda m: -MODULE_SECONDS.get(m, min(UNLISTED_MODULE_MAX_SECONDS, LONG_TEST_SECONDS * len(by_module[m]))),
+    )
     items[:] = [item for module in order for item in by_module[module]]
 
 

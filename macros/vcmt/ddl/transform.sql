@@ -17,7 +17,9 @@
   {%- set key_tuple = vcmt._key_tuple(cfg.key_columns) -%}
   {%- set lookup = vcmt._lookup_key(cfg, columns) -%}
   {%- set data = vcmt._data_columns(cfg, columns) -%}
-  {#- Every name this SELECT quotes, quoted in one call: q(name) is its identifier. -#}
+  {#- Every name this SELECT quotes, quoted in one call: q(name) is its identifier. `names` must hold every name
+      the template passes to q (a name not in it would render as `None`; the harness's build plans compare this
+      view's text with captured runs). -#}
   {%- set names = cfg.key_columns + data + [cfg.version, cfg.sign] -%}
   {%- set quoted = vcmt._quote(names, each=true) -%}
   {%- set identifiers = {} -%}

@@ -62,12 +62,12 @@
 {#- The condition on system.tables (or system.columns' `table`, with
     `column`) of `schema` and the observed names. -#}
 {% macro _observed_tables_condition(schema, observed, column='name') %}
-  {%- set n = observed.names | length -%}
-  {%- set literals = vcmt._sql_string([schema] + observed.names + observed.prefixes, each=true) -%}
   {%- set starts = [] -%}
-  {%- for p in literals[1 + n:] -%}{%- do starts.append(' or startsWith(' ~ column ~ ', ' ~ p ~ ')') -%}{%- endfor -%}
-  {{ return('database = ' ~ literals[0] ~ ' and (' ~ column ~ ' in (' ~ literals[1:1 + n] | join(', ') ~ ')'
-      ~ starts | join('') ~ ')') }}
+  {%- for p in vcmt._sql_string(observed.prefixes, each=true) -%}
+    {%- do starts.append(' or startsWith(' ~ column ~ ', ' ~ p ~ ')') -%}
+  {%- endfor -%}
+  {{ return('database = ' ~ vcmt._sql_string(schema) ~ ' and (' ~ column ~ ' in ('
+      ~ vcmt._sql_string(observed.names, each=true) | join(', ') ~ ')' ~ starts | join('') ~ ')') }}
 {% endmacro %}
 
 

@@ -138,8 +138,9 @@
     {%- do given.append(invocation_id if name == 'invocation_id' else none if name in ['loaded_at', 'load']
         else stats[name]) -%}
   {%- endfor -%}
-  {#- Every literal in one call each (_sql_string, _quote): a field's value, then its type. -#}
-  {%- set literals = vcmt._sql_string(given + fields | map(attribute=1) | list, each=true) -%}
+  {#- The values' and the types' literals, a macro call for each list (sql_text.sql `_sql_string`). -#}
+  {%- set literals = vcmt._sql_string(given, each=true) -%}
+  {%- set types = vcmt._sql_string(fields | map(attribute=1) | list, each=true) -%}
   {%- set values = [] -%}
   {%- for name, type, _ in fields -%}
     {%- if name == 'loaded_at' -%}
@@ -148,7 +149,7 @@
       {%- do values.append(vcmt._load_number_sql(objs.target)) -%}
     {%- else -%}
       {%- do values.append('cast(' ~ ('null' if given[loop.index0] is none else literals[loop.index0]) ~ ', '
-          ~ literals[fields | length + loop.index0] ~ ')') -%}
+          ~ types[loop.index0] ~ ')') -%}
     {%- endif -%}
   {%- endfor -%}
   {%- call statement('vcmt_log_load') -%}
