@@ -70,7 +70,7 @@
       {#- A narrower number or time type would store another value (a
           DateTime64(6) in a DateTime64(3) column, 0.125 in Decimal(10, 2)),
           which can merge two versions or two keys: refused as well. -#}
-      {%- if modules.re.match('^(Nullable\()?(U?Int|Float|Decimal|DateTime|Date|BFloat)', input_types[c.name]) -%}
+      {%- if modules.re.match('^(Nullable\\()?(U?Int|Float|Decimal|DateTime|Date|BFloat)', input_types[c.name]) -%}
         {%- set bad = '(' ~ bad ~ ' or cast(' ~ typed ~ ', ' ~ vcmt._sql_string(input_types[c.name]) ~ ') != ' ~ col
             ~ ')' -%}
       {%- endif -%}
