@@ -239,7 +239,7 @@ CASES = {
     "virtual_shards_not_a_count": (
         "{'unique_key': 'id', 'virtual_shards': 0}",
         SRC,
-        "`virtual_shards` must be a whole number of parallel streams from 1 to 64; got `0`. Fix it in the model's config",
+        "`virtual_shards` must be a whole number of parallel streams from 1 to 64, or 'auto'; got `0`. Fix it in the model's config",
     ),
 }
 

@@ -33,9 +33,10 @@
     sees it as before the load); then one INSERT through the load's fan-out
     sends each shard one range of positions, i.e. of keys, from there.
     `keys` is the batch's number of distinct keys (the stats query counted
-    it): the folded batch's rows. Returns the statements it ran (for
-    target/run/). -#}
-{% macro _load_folded_in_shards(cfg, objs, data, events_sql, keys) %}
+    it): the folded batch's rows; `k` the load's shards
+    (virtual_shards.sql `_virtual_shards_of`). Returns the statements it ran
+    (for target/run/). -#}
+{% macro _load_folded_in_shards(cfg, objs, data, events_sql, keys, k) %}
   {%- set create = vcmt._replace_batch(objs) -%}
   {%- set batch_sql -%}
     {{ create }} engine = MergeTree order by tuple() {{ vcmt._load_table_comment() }} as
@@ -44,7 +45,6 @@
     {{ vcmt._stage_insert_settings(cfg, holder_of=objs.target) }}
   {%- endset -%}
   {%- call statement('vcmt_batch') -%}{{ batch_sql }}{%- endcall -%}
-  {%- set k = cfg.virtual_shards -%}
   {%- set ran = [batch_sql] + vcmt._create_fanout(cfg, objs, data, k) -%}
   {#- _create_fanout checked and renewed the lock right before its DDL: the INSERT follows at once. -#}
   {%- do ran.append(vcmt._round_insert_sql(cfg, objs, data, 1, vcmt._range_shard(k, keys))) -%}

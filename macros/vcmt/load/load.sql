@@ -26,16 +26,17 @@
         ~ events_sql ~ ') ' ~ vcmt._read_settings(holder_of=objs.target) -%}
     {%- set stats = run_query(stats_sql).rows[0] -%}
     {%- set ran = [stats_sql] -%}
-    {%- if stats[0] | int > 0 and cfg.virtual_shards == 1 -%}
+    {%- set k = vcmt._virtual_shards_of(cfg, stats[2] | int) if stats[0] | int > 0 else 1 -%}
+    {%- if stats[0] | int > 0 and k == 1 -%}
       {%- set insert_sql = vcmt._fold_insert_sql(cfg, objs, data, events_sql) -%}
       {%- call statement('vcmt_load') -%}{{ insert_sql }}{%- endcall -%}
       {%- do ran.append(insert_sql) -%}
     {%- elif stats[0] | int > 0 -%}
-      {%- do ran.extend(vcmt._load_folded_in_shards(cfg, objs, data, events_sql, stats[2] | int)) -%}
+      {%- do ran.extend(vcmt._load_folded_in_shards(cfg, objs, data, events_sql, stats[2] | int, k)) -%}
     {%- endif -%}
     {{ return({'events': stats[0] | int, 'deletes': stats[1] | int, 'fed': stats[2] | int,
                'rounds': 1 if stats[0] | int > 0 else 0, 'watermark': stats[3],
-               'virtual_shards': cfg.virtual_shards if stats[0] | int > 0 else 1, 'sql': ran}) }}
+               'virtual_shards': k, 'sql': ran}) }}
   {%- endif -%}
 
   {{ return(vcmt._load_in_rounds(cfg, objs, columns, data, events_sql)) }}

@@ -6,21 +6,41 @@
     `parallel_view_processing`. `max_insert_threads` cannot do it:
     ClickHouse runs the materialized views of an INSERT in one stream. -#}
 
-{#- The `virtual_shards` config: a whole number of shards from 1 to 64;
-    unset is 1 (off). Refused otherwise, before any DDL. Off by default:
-    on 2 idle cores two shards gained 1.07x (chDB) and 1.02x (a server)
-    (docs/design.md#virtual-shards). -#}
+{#- The `virtual_shards` config: a whole number of shards from 1 to 64, or
+    `'auto'` (_virtual_shards_of); unset is 1 (off). Refused otherwise,
+    before any DDL. -#}
 {% macro _validate_virtual_shards(value, cfg=none, opt=none, who='vcmt_upsert') %}
-  {%- set fix = " Fix it in the model's config, e.g. virtual_shards=2 (unset or 1: off)." -%}
+  {%- set fix = " Fix it in the model's config, e.g. virtual_shards=2, or virtual_shards='auto' to let each load "
+      ~ "choose (unset or 1: off)." -%}
+  {%- if value == 'auto' -%}{{ return(value) }}{%- endif -%}
   {%- if value is string -%}
-    {{ exceptions.raise_compiler_error("vcmt_upsert: `virtual_shards` must be a number, not the string `'" ~ value
-        ~ "'`." ~ fix) }}
+    {{ exceptions.raise_compiler_error("vcmt_upsert: `virtual_shards` must be a number or 'auto', not the string `'"
+        ~ value ~ "'`." ~ fix) }}
   {%- endif -%}
   {%- if value is not number or value is boolean or value != (value | int) or value < 1 or value > 64 -%}
     {{ exceptions.raise_compiler_error("vcmt_upsert: `virtual_shards` must be a whole number of parallel streams from "
-        ~ "1 to 64; got `" ~ value ~ "`." ~ fix) }}
+        ~ "1 to 64, or 'auto'; got `" ~ value ~ "`." ~ fix) }}
   {%- endif -%}
   {{ return(value | int) }}
+{% endmacro %}
+
+
+{#- What `virtual_shards='auto'` chooses: K for a load that feeds at least
+    `from_events` events to the stage, 1 below, and 1 on a sharded model
+    (docs/design.md#virtual-shards: on 2 cores two shards gained from 100k
+    events on; below, the fan-out's statements ate the gain; on the lab's
+    cluster, whose nodes share the cores, they lost). -#}
+{% macro _auto_virtual_shards() %}
+  {{ return({'shards': 2, 'from_events': 100000}) }}
+{% endmacro %}
+
+
+{#- The shards of one load that feeds `fed` events to the stage: the
+    configured number, or with `'auto'` the choice of _auto_virtual_shards. -#}
+{% macro _virtual_shards_of(cfg, fed) %}
+  {%- if cfg.virtual_shards != 'auto' -%}{{ return(cfg.virtual_shards) }}{%- endif -%}
+  {%- set auto = vcmt._auto_virtual_shards() -%}
+  {{ return(auto.shards if fed >= auto.from_events and not cfg.sharding_key else 1) }}
 {% endmacro %}
 
 
