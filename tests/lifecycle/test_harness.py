@@ -95,18 +95,19 @@ def test_what_a_context_keeps_is_keyed_by_every_input_and_never_shared():
 HOSTILE_TEXTS = ["plain", "it's", "back\\slash", "tick`", "\\'", "", "été", "new\nline", 7, None]
 
 
-def test_auto_virtual_shards_take_two_from_the_threshold_and_one_on_a_sharded_model(harness):
-    """virtual_shards.sql `_virtual_shards_of`: a number is kept whatever the load; `'auto'` gives 2 from 100,000
-    events fed on and 1 below, and 1 on a sharded model (its nodes' cores already run the load's parts at once).
+def test_auto_virtual_shards_take_two_on_a_fold_from_the_threshold_and_else_one(harness):
+    """virtual_shards.sql `_virtual_shards_of`: a number is kept whatever the load; `'auto'` gives 2 to a folded
+    load from 100,000 events fed on, and 1 below, to a load in rounds and on a sharded model (not measured there).
     `tests/materialization/test_virtual_shards.py` loads both sides of the threshold on an engine."""
     auto = harness.call("_auto_virtual_shards")
     assert auto == {"shards": 2, "from_events": 100_000}
+    plain, sharded = {"virtual_shards": "auto", "sharding_key": None}, {"virtual_shards": "auto", "sharding_key": "k"}
     for fed, want in ((0, 1), (99_999, 1), (100_000, 2), (10_000_000, 2)):
-        assert harness.call("_virtual_shards_of", {"virtual_shards": "auto", "sharding_key": None}, fed) == want
-        assert (
-            harness.call("_virtual_shards_of", {"virtual_shards": "auto", "sharding_key": "cityHash64(id)"}, fed) == 1
-        )
-        assert harness.call("_virtual_shards_of", {"virtual_shards": 3, "sharding_key": None}, fed) == 3
+        assert harness.call("_virtual_shards_of", plain, fed, True) == want
+        assert harness.call("_virtual_shards_of", plain, fed, False) == 1
+        assert harness.call("_virtual_shards_of", sharded, fed, True) == 1
+        for folded in (True, False):
+            assert harness.call("_virtual_shards_of", {"virtual_shards": 3, "sharding_key": None}, fed, folded) == 3
     assert harness.call("_validate_virtual_shards", "auto") == "auto"
 
 

@@ -143,8 +143,8 @@ def test_unset_is_one_and_strings_are_refused_by_name(module_project):
 
 
 def test_auto_chooses_per_load_and_equals_one_stream(module_project):
-    """`virtual_shards='auto'`: a load that feeds 100,000 events or more to the stage runs on 2 virtual shards, a
-    smaller one on 1 (virtual_shards.sql `_auto_virtual_shards`), on the fold and on the rounds path; each ends
+    """`virtual_shards='auto'`: a folded load that feeds 100,000 events or more to the stage runs on 2 virtual
+    shards, a smaller one on 1, and a load in rounds on 1 (virtual_shards.sql `_auto_virtual_shards`); each ends
     equal to a model loading the same events on one stream. The choice is recorded per load."""
     project = module_project
     project.command(f"create table vs_auto_src ({COLUMNS}) engine = MergeTree order by tuple()")
@@ -158,17 +158,17 @@ def test_auto_chooses_per_load_and_equals_one_stream(module_project):
             )
     models = [f"vs_auto_{p}_{k}" for p in PATHS for k in (1, "auto")]
     # Distinct keys, so both paths feed every event: 100,000 (the least that takes 2 shards), then 99,999.
-    for n, version, shards in ((100_000, 1, 2), (99_999, 2, 1)):
+    for n, version, fold_shards in ((100_000, 1, 2), (99_999, 2, 1)):
         project.command("truncate table vs_auto_src")
         project.command(
             f"insert into vs_auto_src select number, number % 3, number * {version}, toString(number % 7), {version}, "
             f"if(number % 11 = 0 and {version} = 2, -1, 1) from numbers({n})"
         )
         run = project.dbt("run", "--select", *models)
-        for path in PATHS:
+        assert ("vs_auto_fold_auto: " in run.log) and (("on 2 virtual shards" in run.log) == (fold_shards == 2))
+        for path, shards in (("fold", fold_shards), ("rounds", 1)):
             auto, one = f"vs_auto_{path}_auto", f"vs_auto_{path}_1"
             recorded = project.query(f"select fed, virtual_shards from {auto}__loads order by loaded_at desc limit 1")
             assert recorded == [(n, shards)], (path, n, recorded)
-            assert (f"{auto}: " in run.log) and (("on 2 virtual shards" in run.log) == (shards == 2)), run.log[-3000:]
             assert _state(project, auto) == _state(project, one)
         assert len(_state(project, "vs_auto_fold_1")) > 90_000

@@ -26,7 +26,7 @@
         ~ events_sql ~ ') ' ~ vcmt._read_settings(holder_of=objs.target) -%}
     {%- set stats = run_query(stats_sql).rows[0] -%}
     {%- set ran = [stats_sql] -%}
-    {%- set k = vcmt._virtual_shards_of(cfg, stats[2] | int) if stats[0] | int > 0 else 1 -%}
+    {%- set k = vcmt._virtual_shards_of(cfg, stats[2] | int, true) if stats[0] | int > 0 else 1 -%}
     {%- if stats[0] | int > 0 and k == 1 -%}
       {%- set insert_sql = vcmt._fold_insert_sql(cfg, objs, data, events_sql) -%}
       {%- call statement('vcmt_load') -%}{{ insert_sql }}{%- endcall -%}

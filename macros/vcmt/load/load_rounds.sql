@@ -29,7 +29,7 @@
                             ~ 'countIf(_vcmt_n > 0) - sum(_vcmt_folded), max(_vcmt_round), ' ~ wm_read
                             ~ ' from ' ~ objs.batch ~ ' ' ~ vcmt._read_settings()).rows[0] -%}
   {%- set rounds = stats[3] | int -%}
-  {%- set shards = vcmt._virtual_shards_of(cfg, stats[2] | int) if rounds > 0 else 1 -%}
+  {%- set shards = vcmt._virtual_shards_of(cfg, stats[2] | int, false) if rounds > 0 else 1 -%}
   {%- if shards > 1 -%}{%- do ran.extend(vcmt._create_fanout(cfg, objs, data, shards)) -%}{%- endif -%}
   {%- for r in range(1, rounds + 1) -%}
     {%- if r % 50 == 0 -%}

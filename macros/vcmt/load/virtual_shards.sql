@@ -25,22 +25,25 @@
 {% endmacro %}
 
 
-{#- What `virtual_shards='auto'` chooses: K for a load that feeds at least
-    `from_events` events to the stage, 1 below, and 1 on a sharded model
-    (docs/design.md#virtual-shards: on 2 cores two shards gained from 100k
-    events on; below, the fan-out's statements ate the gain; on the lab's
-    cluster, whose nodes share the cores, they lost). -#}
+{#- What `virtual_shards='auto'` chooses: K for a folded load (fold.sql)
+    that feeds at least `from_events` events to the stage; one stream below,
+    for a load in rounds and on a sharded model
+    (docs/design.md#virtual-shards: on 2 cores two shards gained on the fold
+    from 100k events on; below, the fan-out's statements ate the gain; the
+    rounds' hash split and a cluster whose nodes have their own cores are
+    not measured). -#}
 {% macro _auto_virtual_shards() %}
   {{ return({'shards': 2, 'from_events': 100000}) }}
 {% endmacro %}
 
 
-{#- The shards of one load that feeds `fed` events to the stage: the
-    configured number, or with `'auto'` the choice of _auto_virtual_shards. -#}
-{% macro _virtual_shards_of(cfg, fed) %}
+{#- The shards of one load that feeds `fed` events to the stage, `folded`
+    (fold.sql) or in rounds (load_rounds.sql): the configured number, or with
+    `'auto'` the choice of _auto_virtual_shards. -#}
+{% macro _virtual_shards_of(cfg, fed, folded) %}
   {%- if cfg.virtual_shards != 'auto' -%}{{ return(cfg.virtual_shards) }}{%- endif -%}
   {%- set auto = vcmt._auto_virtual_shards() -%}
-  {{ return(auto.shards if fed >= auto.from_events and not cfg.sharding_key else 1) }}
+  {{ return(auto.shards if folded and fed >= auto.from_events and not cfg.sharding_key else 1) }}
 {% endmacro %}
 
 
