@@ -12,6 +12,18 @@ results=()
 
 phase() { printf '\n==> [%s] %s\n' "$1" "$2"; }
 
+# Background work runs in process groups of its own (`set -m`): a background job of a script started without job
+# control ignores SIGINT. A Ctrl-C reaches this script and its foreground command (pytest in phase 1); the trap
+# passes it on to every group still running and ends make test, in any phase. A process a test had paused
+# (SIGSTOP: a holder of the lock stopped mid-load) keeps the Ctrl-C pending: SIGCONT lets it take it and end.
+groups=()
+in_group() { set -m; "$@" & groups+=($!); set +m; }
+stop_groups() {
+  for pid in "${groups[@]}"; do kill -INT -- "-$pid" 2>/dev/null; kill -CONT -- "-$pid" 2>/dev/null; done
+  kill -CONT 0 2>/dev/null
+}
+trap 'stop_groups; exit 130' INT TERM
+
 phase 1/4 "pytest (chDB + Spark, real engines)"
 # The Spark server tests (a Spark Connect and a Thrift server, each with two executor JVMs) run
 # beside the rest in their own pytest process: they mostly wait on those JVMs. Their output
@@ -21,17 +33,22 @@ phase 1/4 "pytest (chDB + Spark, real engines)"
 # whose wheel is built from outside the package registries. vcmt itself is installed into it in phase 2: that
 # install writes the source tree's build folders, which a test's wheel build (tests/test_layout.py) writes too.
 dbt112_log=$(mktemp)
-{ test -x .venv-dbt112/bin/dbt || {
+install_dbt112() {
+  test -x .venv-dbt112/bin/dbt || {
     python3 -m venv .venv-dbt112 &&
     .venv-dbt112/bin/python -m pip install --quiet --disable-pip-version-check "pip==24.3.1" &&
     .venv-dbt112/bin/python -m pip install --quiet --disable-pip-version-check --no-deps -r constraints-dbt112.txt; }
-} > "$dbt112_log" 2>&1 &
+} > "$dbt112_log" 2>&1
+in_group install_dbt112
 dbt112_pid=$!
 pytest_log=$(mktemp)
 servers_log=$(mktemp)
 servers_tmp=$(mktemp -d)
-python -m pytest -q -p no:cacheprovider --durations=5 --basetemp="$servers_tmp" ${PYTEST_ARGS:-} tests/spark_servers \
-  > "$servers_log" 2>&1 &
+run_servers() {
+  python -m pytest -q -p no:cacheprovider --durations=5 --basetemp="$servers_tmp" ${PYTEST_ARGS:-} tests/spark_servers \
+    > "$servers_log" 2>&1
+}
+in_group run_servers
 servers_pid=$!
 # The rest runs in ${PYTEST_WORKERS:-2} worker processes (pytest-xdist), a test module per worker at a time: most
 # tests wait on one single-threaded dbt or chDB call, so two workers use the two cores. Each worker has its
@@ -74,20 +91,20 @@ start_leg() {  # start_leg <leg> <target> <label> <command prefix...>
     empty="dbt build --target $target --empty --select it_fct_orders+ && "
     show=" && dbt show --target $target --select it_fct_orders --limit 3"
   fi
-  set -m
+  in_group run_leg "$leg" "$target" "$empty" "$show" "$@"
+  leg_pids+=($!)
+  leg_names+=("$leg"); leg_labels+=("$label")
+}
+run_leg() {  # run_leg <leg> <target> <--empty build> <dbt show> <command prefix...>, in the leg's own group
+  local leg=$1 target=$2 empty=$3 show=$4; shift 4
   (
     cd integration_tests &&
     rm -rf ".local/legs/$leg" &&
     export DBT_TARGET_PATH=".local/legs/$leg/target" DBT_LOG_PATH=".local/legs/$leg/logs" \
       VCMT_CHDB_PATH=".local/legs/$leg/chdb" &&
     "$@" sh -c "dbt seed --target $target --full-refresh && ${empty}dbt build --target $target${show}"
-  ) > "$legs_dir/$leg.log" 2>&1 &
-  leg_pids+=($!)
-  set +m
-  leg_names+=("$leg"); leg_labels+=("$label")
+  ) > "$legs_dir/$leg.log" 2>&1
 }
-stop_legs() { for pid in "${leg_pids[@]}"; do kill -INT -- "-$pid" 2>/dev/null; done; }
-trap 'stop_legs; exit 130' INT TERM
 
 phase 2/4 "dbt build of integration_tests: on chdb and on a served node over HTTP (dbt-core 1.11), on chdb with dbt-core 1.12, at once"
 wait "$dbt112_pid" &&
@@ -116,7 +133,6 @@ for i in "${!leg_pids[@]}"; do
   if [ "$rc" -ne 0 ]; then failed+=("${leg_labels[$i]}"); fi
   results+=("${leg_labels[$i]}: ${line:-exit $rc}")
 done
-trap - INT TERM
 
 phase 3/4 "sqlfluff lint (models)"
 if sqlfluff lint examples/cdc/models integration_tests/models --disable-progress-bar; then
