@@ -58,10 +58,8 @@ _LOCK_KIND = re.compile(r"'(acquired|renewed|released)' as kind")
 # An INSERT through a table function that names its table in its third argument, as a sharded model's lock writes
 # its rows to the first shard: `insert into function cluster('c', 'db', 'm_local__lock', 0)` (macros/vcmt/load/lock.sql
 # `_lock_rows_into`) is named `insert m_local__lock ...`, as an INSERT into that table is.
-_LITERAL = r"'(?:[^'\\]|\\.)*'"
-_FUNCTION_TABLE = re.compile(
-    rf"\binto\s+function\s+\w+\s*\(\s*{_LITERAL}\s*,\s*{_LITERAL}\s*,\s*'((?:[^'\\]|\\.)*)'", re.I
-)
+_QUOTED = r"(?:[^'\\]|\\.)*"  # the inside of a string literal, escapes included
+_FUNCTION_TABLE = re.compile(rf"\binto\s+function\s+\w+\s*\(\s*'{_QUOTED}'\s*,\s*'{_QUOTED}'\s*,\s*'({_QUOTED})'", re.I)
 
 
 def sent_statements(log: Path) -> list[str]:
