@@ -64,6 +64,9 @@ def test_bench_tiny_run_writes_report_and_chart(tmp_path: Path) -> None:
             assert checks[f"the {key} {size} batch's key-rows read finds one stored row per distinct key"]["ok"]
             assert checks[f"the {key} {size} batch's floor write writes two rows per distinct key"]["ok"]
             assert report["ratios"][key][f"{size}_floor"]["wall"] > 0
+            # The read floor again on one thread, as a view's query runs: never judged.
+            assert report["steps"][key][f"{size}_key_rows_1"]["wall_ms"] > 0
+            assert report["ratios"][key][f"{size}_floor_one_thread"]["goal"] == "–"
     # The replayed loader INSERT is found in the query logs by the bench's tag, not by the captured load's own
     # `log_comment`: its memory and, per distribution and batch, its views (the transform among them).
     for key in ("spread", "article", "hot"):

@@ -203,6 +203,8 @@ class Scenario:
              "events", PLAIN, MODEL.base, sql.key_rows_read(t.q(PLAIN), t.q(MODEL.events))),
             (f"{size}_pair_rows", f"floor, write: a cancel and a state row per key's newest event (no lookup): "
              f"{n:,} events", PLAIN, MODEL.base, sql.pair_rows_write(t.q(PLAIN), t.q(MODEL.events))),
+            (f"{size}_key_rows_1", f"floor, read on one thread (as a view's query runs): {n:,} events", PLAIN,
+             MODEL.base, sql.key_rows_read(t.q(PLAIN), t.q(MODEL.events), one_thread=True)),
         ]  # fmt: skip
         for v in self.out.variants:
             statements = t.captured[v.model.name]

@@ -166,12 +166,14 @@ def lookup_variant(transform: str, lookup: str) -> str:
     return transform[: found.start()] + shape + transform[found.end() :]
 
 
-def key_rows_read(table: str, events: str) -> str:
+def key_rows_read(table: str, events: str, one_thread: bool = False) -> str:
     """Every column of the batch keys' stored rows, read without FINAL and written nowhere: what an
     exact lookup in `table` reads at the least, whatever its shape (the transform's lookup also
-    collapses the rows it reads and writes two rows per key)."""
+    collapses the rows it reads and writes two rows per key). `one_thread`: as the engine runs a
+    materialized view's query, the transform's among them: on the thread that inserts the block."""
     names = ", ".join(("id", *DATA_COLUMNS, "_version", "sign"))
-    return f"select count(), sum(cityHash64({names})) from {table} where id in (select id from {events})"
+    one = " settings max_threads = 1" if one_thread else ""
+    return f"select count(), sum(cityHash64({names})) from {table} where id in (select id from {events}){one}"
 
 
 def pair_rows_write(table: str, events: str) -> str:
