@@ -119,8 +119,9 @@ def test_shards_read_the_select_once_and_keep_the_session_settings(module_projec
     )
 
 
-def test_unset_is_one_and_strings_are_refused_by_name(module_project):
-    """Unset `virtual_shards` is 1 (off); a string is refused saying it is a string."""
+def test_unset_is_auto_and_strings_are_refused_by_name(module_project):
+    """Unset `virtual_shards` is `'auto'` (each load chooses); a string other than `'auto'` is refused saying it is
+    a string."""
     project = module_project
     project.write(
         "macros/vs_default.sql",
@@ -131,7 +132,7 @@ def test_unset_is_one_and_strings_are_refused_by_name(module_project):
 {% endmacro %}
 """,
     )
-    assert "vs_default 1,3" in project.dbt("run-operation", "vs_default").log
+    assert "vs_default auto,3" in project.dbt("run-operation", "vs_default").log
     project.model(
         "vs_string",
         "{{ config(materialized='vcmt_upsert', unique_key='id', virtual_shards='2') }}\n"

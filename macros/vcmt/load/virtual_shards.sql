@@ -7,11 +7,11 @@
     ClickHouse runs the materialized views of an INSERT in one stream. -#}
 
 {#- The `virtual_shards` config: a whole number of shards from 1 to 64, or
-    `'auto'` (_virtual_shards_of); unset is 1 (off). Refused otherwise,
-    before any DDL. -#}
+    `'auto'` (_virtual_shards_of), the default; 1 is one stream. Refused
+    otherwise, before any DDL. -#}
 {% macro _validate_virtual_shards(value, cfg=none, opt=none, who='vcmt_upsert') %}
-  {%- set fix = " Fix it in the model's config, e.g. virtual_shards=2, or virtual_shards='auto' to let each load "
-      ~ "choose (unset or 1: off)." -%}
+  {%- set fix = " Fix it in the model's config, e.g. virtual_shards='auto' to let each load choose (the default), "
+      ~ "virtual_shards=2, or virtual_shards=1 for one stream." -%}
   {%- if value == 'auto' -%}{{ return(value) }}{%- endif -%}
   {%- if value is string -%}
     {{ exceptions.raise_compiler_error("vcmt_upsert: `virtual_shards` must be a number or 'auto', not the string `'"

@@ -70,7 +70,7 @@
       {'name': 'insert_settings', 'default': {}, 'blank_is_unset': true, 'shown': '`{}`',
        'read': '_validate_insert_settings'},
       {'name': 'lock_timeout', 'default': 600, 'shown': '600', 'read': '_validate_lock_timeout'},
-      {'name': 'virtual_shards', 'default': 1, 'shown': '1 (off)', 'read': '_validate_virtual_shards'},
+      {'name': 'virtual_shards', 'default': 'auto', 'shown': "`'auto'`", 'read': '_validate_virtual_shards'},
       {'name': 'changes', 'default': false, 'shown': '`false`', 'read': '_read_changes'},
   ]) }}
 {% endmacro %}
