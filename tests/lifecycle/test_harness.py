@@ -97,7 +97,8 @@ HOSTILE_TEXTS = ["plain", "it's", "back\\slash", "tick`", "\\'", "", "été", "n
 
 def test_auto_virtual_shards_take_two_on_a_fold_from_the_threshold_and_else_one(harness):
     """virtual_shards.sql `_virtual_shards_of`: a number is kept whatever the load; `'auto'` gives 2 to a folded
-    load from 100,000 events fed on, and 1 below, to a load in rounds and on a sharded model (not measured there).
+    load from 100,000 events fed on, at most its `max_threads`, and 1 below, to a load in rounds, to a first run or
+    full refresh, and on a sharded model (not measured there).
     `tests/materialization/test_virtual_shards.py` loads both sides of the threshold on an engine."""
     auto = harness.call("_auto_virtual_shards")
     assert auto == {"shards": 2, "from_events": 100_000}
@@ -108,6 +109,14 @@ def test_auto_virtual_shards_take_two_on_a_fold_from_the_threshold_and_else_one(
         assert harness.call("_virtual_shards_of", sharded, fed, True) == 1
         for folded in (True, False):
             assert harness.call("_virtual_shards_of", {"virtual_shards": 3, "sharding_key": None}, fed, folded) == 3
+    # A first run or a full refresh loads into an empty table: not measured, so one stream.
+    assert harness.call("_virtual_shards_of", plain, 100_000, True, True) == 1
+    # Never more shards than the load's threads: its `max_threads`, or the model's insert_settings' own.
+    for threads, want in ((1, 1), (2, 2), (16, 2), (0, 2), (None, 2), ("", 2)):
+        assert harness.call("_virtual_shards_of", plain, 100_000, True, False, threads) == want
+    capped = {**plain, "insert_settings": {"max_threads": 1}}
+    assert harness.call("_virtual_shards_of", capped, 100_000, True, False, 8) == 1
+    assert harness.call("_virtual_shards_of", {**plain, "insert_settings": {}}, 100_000, True, False, 8) == 2
     assert harness.call("_validate_virtual_shards", "auto") == "auto"
 
 

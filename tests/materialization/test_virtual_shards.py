@@ -144,20 +144,26 @@ def test_unset_is_auto_and_strings_are_refused_by_name(module_project):
 
 
 def test_auto_chooses_per_load_and_equals_one_stream(module_project):
-    """`virtual_shards='auto'`: a folded load that feeds 100,000 events or more to the stage runs on 2 virtual
-    shards, a smaller one on 1, and a load in rounds on 1 (virtual_shards.sql `_auto_virtual_shards`); each ends
-    equal to a model loading the same events on one stream. The choice is recorded per load."""
+    """`virtual_shards='auto'` (also unset, its default): a folded load that feeds 100,000 events or more to the
+    stage runs on 2 virtual shards, a smaller one on 1, a load in rounds on 1, and a first run on 1
+    (virtual_shards.sql `_auto_virtual_shards`); each ends equal to a model loading the same events on one
+    stream. The choice is recorded per load."""
     project = module_project
     project.command(f"create table vs_auto_src ({COLUMNS}) engine = MergeTree order by tuple()")
+    # `'auto'` written out, and unset (the default is `'auto'`); a first run of its own at 100,000 keys.
     for path, merge in PATHS.items():
-        for k in ("1", "'auto'"):
-            name = f"vs_auto_{path}_{'auto' if k != '1' else 1}"
+        for k in ("1", "'auto'", None):
+            name = f"vs_auto_{path}_{ {'1': 1, None: 'unset'}.get(k, 'auto') }"
+            shards = f"virtual_shards={k}" if k else "lock_timeout=600"
             project.model(
                 name,
-                f"{{{{ config(materialized='vcmt_upsert', unique_key=['tenant', 'id'], {merge}virtual_shards={k}) }}}}"
+                f"{{{{ config(materialized='vcmt_upsert', unique_key=['tenant', 'id'], {merge}{shards}) }}}}"
                 "\nselect * from vs_auto_src",
             )
-    models = [f"vs_auto_{p}_{k}" for p in PATHS for k in (1, "auto")]
+    project.model("vs_auto_rebuild", "{{ config(materialized='vcmt_upsert', unique_key=['tenant', 'id']) }}\n"
+                  "select * from vs_auto_src")  # fmt: skip
+    models = [f"vs_auto_{p}_{k}" for p in PATHS for k in (1, "auto", "unset")]
+    project.dbt("run", "--select", *models)  # built on no event: the loads below are not first runs
     # Distinct keys, so both paths feed every event: 100,000 (the least that takes 2 shards), then 99,999.
     for n, version, fold_shards in ((100_000, 1, 2), (99_999, 2, 1)):
         project.command("truncate table vs_auto_src")
@@ -165,11 +171,17 @@ def test_auto_chooses_per_load_and_equals_one_stream(module_project):
             f"insert into vs_auto_src select number, number % 3, number * {version}, toString(number % 7), {version}, "
             f"if(number % 11 = 0 and {version} = 2, -1, 1) from numbers({n})"
         )
-        run = project.dbt("run", "--select", *models)
+        run = project.dbt("run", "--select", *models, *(["vs_auto_rebuild"] if version == 1 else []))
         assert ("vs_auto_fold_auto: " in run.log) and (("on 2 virtual shards" in run.log) == (fold_shards == 2))
         for path, shards in (("fold", fold_shards), ("rounds", 1)):
-            auto, one = f"vs_auto_{path}_auto", f"vs_auto_{path}_1"
-            recorded = project.query(f"select fed, virtual_shards from {auto}__loads order by loaded_at desc limit 1")
-            assert recorded == [(n, shards)], (path, n, recorded)
-            assert _state(project, auto) == _state(project, one)
+            one = f"vs_auto_{path}_1"
+            for auto in (f"vs_auto_{path}_auto", f"vs_auto_{path}_unset"):
+                recorded = project.query(
+                    f"select fed, virtual_shards from {auto}__loads order by loaded_at desc limit 1"
+                )
+                assert recorded == [(n, shards)], (auto, n, recorded)
+                assert _state(project, auto) == _state(project, one)
         assert len(_state(project, "vs_auto_fold_1")) > 90_000
+    # A first run (as a full refresh) loads into an empty table: one stream, whatever its size (not measured).
+    assert project.query("select fed, virtual_shards from vs_auto_rebuild__loads") == [(100_000, 1)]
+    assert _state(project, "vs_auto_rebuild") != []

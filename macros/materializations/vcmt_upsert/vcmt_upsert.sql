@@ -81,7 +81,7 @@
   {%- endif -%}
 
   {%- set stats = vcmt._load(cfg, load_into, columns, select_columns, sql, obs=none if rebuild else obs,
-      placed=placed) -%}
+      placed=placed, rebuild=rebuild) -%}
   {#- A full refresh loads beside the old tables and swaps last: a failed load leaves the old data serving. -#}
   {%- if load_into.target.identifier != objs.target.identifier -%}
     {%- do vcmt._swap_in_new_objects(cfg, objs, load_into, columns, found) -%}

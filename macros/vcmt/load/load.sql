@@ -6,7 +6,8 @@
 
 {#- When every column's policy is `replace` and deletes are versioned, a key's
     batch of events folds to its last event (by version; a delete wins a tie):
-    one INSERT, no helper table. Otherwise the outcome depends on intermediate
+    one INSERT (on virtual shards, through a batch table and a fan-out:
+    virtual_shards.sql). Otherwise the outcome depends on intermediate
     states (merge policies; an unconditional delete of version 0 still removes
     a row that a later event of the batch re-sends), so events are ranked per
     key and applied in rounds, one event per key per INSERT.
@@ -14,7 +15,7 @@
     A load killed half-way leaves the target exact (each INSERT applies whole
     events, and every event is version-guarded), and rerunning the same input
     applies only what is missing. A `m__batch` left by such a load is replaced. -#}
-{% macro _load_events(cfg, objs, columns, select_columns, sql) %}
+{% macro _load_events(cfg, objs, columns, select_columns, sql, rebuild=false) %}
   {%- set events_sql = vcmt._normalized_events_sql(cfg, columns, select_columns, sql) -%}
   {%- set data = vcmt._loaded_data_columns(cfg, columns, select_columns) -%}
   {%- set keys = vcmt._column_list(cfg.key_columns) -%}
@@ -22,11 +23,11 @@
       if cfg.watermark else 'cast(null as Nullable(String))' -%}
 
   {%- if cfg.foldable -%}
-    {%- set stats_sql = 'select count(), countIf(_vcmt_sign < 0), uniqExact(' ~ keys ~ '), ' ~ wm ~ ' from ('
-        ~ events_sql ~ ') ' ~ vcmt._read_settings(holder_of=objs.target) -%}
+    {%- set stats_sql = 'select count(), countIf(_vcmt_sign < 0), uniqExact(' ~ keys ~ '), ' ~ wm
+        ~ ", getSetting('max_threads') from (" ~ events_sql ~ ') ' ~ vcmt._read_settings(holder_of=objs.target) -%}
     {%- set stats = run_query(stats_sql).rows[0] -%}
     {%- set ran = [stats_sql] -%}
-    {%- set k = vcmt._virtual_shards_of(cfg, stats[2] | int, true) if stats[0] | int > 0 else 1 -%}
+    {%- set k = vcmt._virtual_shards_of(cfg, stats[2] | int, true, rebuild, stats[4]) if stats[0] | int > 0 else 1 -%}
     {%- if stats[0] | int > 0 and k == 1 -%}
       {%- set insert_sql = vcmt._fold_insert_sql(cfg, objs, data, events_sql) -%}
       {%- call statement('vcmt_load') -%}{{ insert_sql }}{%- endcall -%}
@@ -51,7 +52,8 @@
     (_refuse_interrupted_swap). An
     external load (`vcmt.load_stage`) passes `move_watermark=false` unless
     asked (docs/design.md#watermark). -#}
-{% macro _load(cfg, objs, columns, select_columns, sql, lock_for=none, move_watermark=true, obs=none, placed=none) %}
+{% macro _load(cfg, objs, columns, select_columns, sql, lock_for=none, move_watermark=true, obs=none, placed=none,
+                rebuild=false) %}
   {%- set started = modules.datetime.datetime.now() -%}
   {%- set sql = vcmt._unsent_as_defaults(cfg, objs, columns, select_columns, sql) -%}
   {#- Every value is checked before the first write, truncates included. Every statement that reads the
@@ -81,7 +83,7 @@
       'inserted': obs.applied[0].inserted | int, 'updated': obs.applied[0].updated | int,
       'deleted': obs.applied[0].deleted | int} -%}
   {%- set truncated = vcmt._apply_truncates(cfg, objs, columns, select_columns, sql) -%}
-  {%- set fed = vcmt._load_events(cfg, objs, columns, select_columns, truncated.sql) -%}
+  {%- set fed = vcmt._load_events(cfg, objs, columns, select_columns, truncated.sql, rebuild) -%}
   {#- With truncates, the watermark is the highest over every row read, ignored ones included. -#}
   {%- set batch_watermark = truncated.watermark if cfg.truncate_when else fed.watermark -%}
   {%- set recorded = batch_watermark if move_watermark else none -%}

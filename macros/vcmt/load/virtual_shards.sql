@@ -26,24 +26,34 @@
 
 
 {#- What `virtual_shards='auto'` chooses: K for a folded load (fold.sql)
-    that feeds at least `from_events` events to the stage; one stream below,
-    for a load in rounds and on a sharded model
+    into the model's table that feeds at least `from_events` events to the
+    stage, at most the load's `max_threads`; one stream below, for a load in
+    rounds, a first run or a full refresh, and on a sharded model
     (docs/design.md#virtual-shards: on 2 cores two shards gained on the fold
     from 100k events on; below, the fan-out's statements ate the gain; the
-    rounds' hash split and a cluster whose nodes have their own cores are
-    not measured). -#}
+    rounds' hash split, a load into an empty table and a cluster whose nodes
+    have their own cores are not measured). -#}
 {% macro _auto_virtual_shards() %}
   {{ return({'shards': 2, 'from_events': 100000}) }}
 {% endmacro %}
 
 
 {#- The shards of one load that feeds `fed` events to the stage, `folded`
-    (fold.sql) or in rounds (load_rounds.sql): the configured number, or with
-    `'auto'` the choice of _auto_virtual_shards. -#}
-{% macro _virtual_shards_of(cfg, fed, folded) %}
+    (fold.sql) or in rounds (load_rounds.sql), a `rebuild` (a first run or a
+    full refresh) or not, with the engine's `threads` (its `max_threads`,
+    none if unknown): the configured number, or with `'auto'` the choice of
+    _auto_virtual_shards. The model's `insert_settings` may set `max_threads`
+    for the load's INSERTs: then that bounds it. -#}
+{% macro _virtual_shards_of(cfg, fed, folded, rebuild=false, threads=none) %}
   {%- if cfg.virtual_shards != 'auto' -%}{{ return(cfg.virtual_shards) }}{%- endif -%}
   {%- set auto = vcmt._auto_virtual_shards() -%}
-  {{ return(auto.shards if folded and fed >= auto.from_events and not cfg.sharding_key else 1) }}
+  {%- if not folded or rebuild or cfg.sharding_key or fed < auto.from_events -%}{{ return(1) }}{%- endif -%}
+  {%- set configured = (cfg.insert_settings or {}).get('max_threads') -%}
+  {%- set threads = configured if configured is not none else threads -%}
+  {%- if threads is none or threads | string | trim == '' or (threads | int) < 1 -%}
+    {{ return(auto.shards) }}
+  {%- endif -%}
+  {{ return([auto.shards, threads | int] | min) }}
 {% endmacro %}
 
 

@@ -172,7 +172,7 @@
 {% endmacro %}
 
 
-{#- A key's events fold to its last one (one INSERT, no helper table) when
+{#- A key's events fold to its last one (one INSERT, or on virtual shards one through a batch table) when
     they fold at all and every column's policy is `replace`. -#}
 {% macro _folds_to_last_event(folds, merge) %}
   {%- for policy in merge.values() if policy != 'replace' -%}{{ return(false) }}{%- endfor -%}
