@@ -44,7 +44,7 @@ def _r(steps: Steps, key: str, label: str, num: str, den: str, goal: tuple[str, 
 def _over_floor(steps: Steps, size: str, number: int, label: str, judged: bool, read_key: str = "key_rows") -> Ratio:
     """vcmt's write over its floor: the read floor plus the write floor, each a median of the same run
     (docs/design.md#benchmark-goals). With `read_key` `key_rows_1`, the read on one thread, as the stage's
-    transform view runs its lookup: vcmt's own cost at the engine's parallelism, never judged."""
+    transform view runs its lookup (the write floor as timed): what vcmt adds beyond that one thread, never judged."""
     write, read, pairs = (steps.get(f"{size}_{k}") for k in (MODEL.key, read_key, "pair_rows"))
 
     def k(cpu: bool) -> float:
