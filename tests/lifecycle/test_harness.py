@@ -112,7 +112,7 @@ def test_auto_virtual_shards_take_two_on_a_fold_from_the_threshold_and_else_one(
     # A first run or a full refresh loads into an empty table: not measured, so one stream.
     assert harness.call("_virtual_shards_of", plain, 100_000, True, True) == 1
     # Never more shards than the load's threads: its `max_threads`, or the model's insert_settings' own.
-    for threads, want in ((1, 1), (2, 2), (16, 2), (0, 2), (None, 2), ("", 2)):
+    for threads, want in ((1, 1), (2, 2), (16, 2), (0, 2), (None, 2), ("", 2), ("auto", 2), ("1", 1)):
         assert harness.call("_virtual_shards_of", plain, 100_000, True, False, threads) == want
     capped = {**plain, "insert_settings": {"max_threads": 1}}
     assert harness.call("_virtual_shards_of", capped, 100_000, True, False, 8) == 1

@@ -49,11 +49,9 @@
   {%- set auto = vcmt._auto_virtual_shards() -%}
   {%- if not folded or rebuild or cfg.sharding_key or fed < auto.from_events -%}{{ return(1) }}{%- endif -%}
   {%- set configured = (cfg.insert_settings or {}).get('max_threads') -%}
-  {%- set threads = configured if configured is not none else threads -%}
-  {%- if threads is none or threads | string | trim == '' or (threads | int) < 1 -%}
-    {{ return(auto.shards) }}
-  {%- endif -%}
-  {{ return([auto.shards, threads | int] | min) }}
+  {#- `int` gives 0 for none, a blank or 'auto': unknown, not a bound. -#}
+  {%- set threads = (configured if configured is not none else threads) | int -%}
+  {{ return([auto.shards, threads] | min if threads > 0 else auto.shards) }}
 {% endmacro %}
 
 
