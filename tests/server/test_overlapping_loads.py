@@ -228,11 +228,6 @@ def test_lock_timeout_must_be_a_number_of_seconds(project):
     assert "`lock_timeout` must be a number of seconds (0 or more)" in run.log and "got `5m`" in run.log
 
 
-# The default of the var `vcmt_lock_lease_s` (macros/vcmt/load/lock.sql `_lock_lease_s`): a lock that ignores the var
-# (vcmt 0.3's) takes a holder over only after this long.
-DEFAULT_LEASE_S = 30
-
-
 @pytest.mark.engines("http")
 def test_no_profile_setting_hides_a_running_load(tmp_path, chdb_path, lab_dir, engine):
     """Each of a load's writes names its load in its `log_comment` (macros/vcmt/ddl/settings.sql
@@ -240,12 +235,13 @@ def test_no_profile_setting_hides_a_running_load(tmp_path, chdb_path, lab_dir, e
     that waits sees the other load's long INSERT and waits instead of taking the lock over. A profile that cut
     the statement's text to one character let the second load take over while the INSERT still wrote (the
     lock once looked for the name in the text), as a `log_comment` of the profile's or the model's once did.
-    The INSERT outlasts the lease the test sets and the default one: only the statement's `log_comment` keeps
-    the waiting load from taking the lock over, whichever lease a lock goes by."""
+    The INSERT outlasts the lease the test sets (the var, which test_a_live_holder_is_waited_for_and_a_silent_one_
+    taken_over shows a lock goes by) five times over: only the statement's `log_comment` keeps the waiting load
+    from taking the lock over."""
     project = make_project(
         tmp_path / "proj", "hiding_profile", chdb_path, lab_dir, engine=engine, custom_settings=HIDING_PROFILE
     )
-    lease_s, insert_s = 2, DEFAULT_LEASE_S + 10
+    lease_s, insert_s = 2, 12
     project.command("create table src (id UInt64, n Int64, _version UInt64) engine = MergeTree order by id")
     project.command("insert into src select number, 1, 1 from numbers(300)")
     project.vars = {"vcmt_lock_lease_s": lease_s}
@@ -297,7 +293,7 @@ def test_no_profile_setting_hides_a_running_load(tmp_path, chdb_path, lab_dir, e
     out2, _ = second.communicate(timeout=TIMEOUT)
     assert first.returncode == 0 and second.returncode == 0, out1[-3000:] + out2[-3000:]
     assert "took over the lock" not in out2 and "waiting for another load of this model" in out2, out2[-3000:]
-    assert ran_s > DEFAULT_LEASE_S + 3, f"the first load's INSERT ran {ran_s:.0f} s, not past both leases"
+    assert ran_s > 5 * lease_s, f"the first load's INSERT ran {ran_s:.0f} s, not five leases"
     _assert_exact(project, {k: (2, 2) for k in range(300)})
     project.close()
 
