@@ -162,8 +162,11 @@ def test_auto_chooses_per_load_and_equals_one_stream(module_project):
             )
     project.model("vs_auto_rebuild", "{{ config(materialized='vcmt_upsert', unique_key=['tenant', 'id']) }}\n"
                   "select * from vs_auto_src")  # fmt: skip
+    # A load capped to one thread by the model's own insert_settings: one stream (the views would run in turn).
+    project.model("vs_auto_one_thread", "{{ config(materialized='vcmt_upsert', unique_key=['tenant', 'id'], "
+                  "insert_settings={'max_threads': 1}) }}\nselect * from vs_auto_src")  # fmt: skip
     models = [f"vs_auto_{p}_{k}" for p in PATHS for k in (1, "auto", "unset")]
-    project.dbt("run", "--select", *models)  # built on no event: the loads below are not first runs
+    project.dbt("run", "--select", *models, "vs_auto_one_thread")  # built on no event: no load below is a first run
     # Never more shards than the engine's `max_threads` (a machine with one core gets one stream).
     two = min(2, int(project.scalar("select getSetting('max_threads')")))
     # Distinct keys, so both paths feed every event: 100,000 (the least that takes 2 shards), then 99,999.
@@ -173,7 +176,13 @@ def test_auto_chooses_per_load_and_equals_one_stream(module_project):
             f"insert into vs_auto_src select number, number % 3, number * {version}, toString(number % 7), {version}, "
             f"if(number % 11 = 0 and {version} = 2, -1, 1) from numbers({n})"
         )
-        run = project.dbt("run", "--select", *models, *(["vs_auto_rebuild"] if version == 1 else []))
+        run = project.dbt(
+            "run", "--select", *models, *(["vs_auto_rebuild", "vs_auto_one_thread"] if version == 1 else [])
+        )
+        if version == 1:
+            recorded = project.query("select fed, virtual_shards from vs_auto_one_thread__loads where fed > 0")
+            assert recorded == [(n, 1)], recorded
+            assert _state(project, "vs_auto_one_thread") == _state(project, "vs_auto_fold_1")
         assert ("vs_auto_fold_auto: " in run.log) and (("on 2 virtual shards" in run.log) == (fold_shards == 2))
         for path, shards in (("fold", fold_shards), ("rounds", 1)):
             one = f"vs_auto_{path}_1"
