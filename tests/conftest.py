@@ -41,6 +41,12 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 PACKAGE_ROOT = Path(os.environ.get("VCMT_PACKAGE_ROOT", REPO_ROOT))
 
 
+def operations_queries() -> list[str]:
+    """Every SQL statement of docs/operations.md's ```sql blocks, as the page writes it (schema `analytics`)."""
+    page = (REPO_ROOT / "docs" / "operations.md").read_text()
+    return [q.strip() for block in re.findall(r"```sql\n(.*?)```", page, re.S) for q in block.split(";") if q.strip()]
+
+
 @pytest.fixture(scope="session")
 def lab_dir(tmp_path_factory) -> Path:
     """One folder per pytest session for the chDB data dir and the Spark warehouse."""

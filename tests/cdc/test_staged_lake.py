@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.cdc.test_debezium_fixtures import ROOT
+from tests.conftest import operations_queries
 from vcmt_staging.topic import stage_topic
 
 pytestmark = pytest.mark.spark
@@ -364,13 +365,11 @@ def test_new_files_claimed_by_a_failed_load_are_read_by_the_next_run(spark, proj
 def _operations_queries(project, lake: Path) -> dict[str, str]:
     """docs/operations.md's SQL, by a phrase of its comment or text, on this project's mart (`audit_mart`, its
     schema, its lake) instead of the page's `fct_orders` in `analytics`."""
-    page = (Path(__file__).resolve().parents[2] / "docs" / "operations.md").read_text()
     found = {}
-    for block in re.findall(r"```sql\n(.*?)```", page, re.S):
-        for query in (q.strip() for q in block.split(";") if q.strip()):
-            sql = query.replace("analytics", project.schema).replace("fct_orders", "audit_mart")
-            sql = sql.replace("'/lake/staged/stg_pg__orders/", f"'{lake}/staged/audit/")
-            found[query] = sql
+    for query in operations_queries():
+        sql = query.replace("analytics", project.schema).replace("fct_orders", "audit_mart")
+        sql = sql.replace("'/lake/staged/stg_pg__orders/", f"'{lake}/staged/audit/")
+        found[query] = sql
     named = {}
     for phrase in ("files loaded per dataset", "files_not_loaded", "the last ten loads", "when each model last loaded",
                    "the last hour per model", "each model's lock"):  # fmt: skip

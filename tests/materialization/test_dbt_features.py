@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 
+from tests.conftest import REPO_ROOT, operations_queries
 from vcmt_lab.dbt_project import DbtProject
 
 EVENTS = [(1, 10, 1, 1), (2, 20, 1, 1)]
@@ -138,14 +139,31 @@ def test_an_enforced_contract_is_honoured(project: DbtProject) -> None:
 
 
 def test_docs_generate_lists_the_models_columns(project: DbtProject) -> None:
-    """`dbt docs generate`: catalog.json has the vcmt model with its columns and types; the manifest its
-    descriptions."""
+    """`dbt docs generate`: catalog.json has the vcmt model with its columns and types, and nothing of its helper
+    objects; the manifest its descriptions. docs/operations.md's query lists the schema without them."""
     project.write_json = True  # this test reads dbt's artifacts
     _vcmt_project(project)
     _contract(project)
+    # A table of the user's with a double underscore in its name, not a model's: listed.
+    project.command("create table ev__archive (id Int32) engine = MergeTree order by id")
     project.dbt("run")
     project.dbt("docs", "generate")
     catalog = json.loads((project.root / "target" / "catalog.json").read_text())
+    assert sorted(catalog["nodes"]) == [f"model.vcmt_test_project.{m}" for m in ("c", "d", "m")]
+    assert sorted(catalog["sources"]) == ["source.vcmt_test_project.raw.ev"]
+    # docs/operations.md, "What a schema lists": the ten objects a model keeps beside it, and the schema without
+    # them (every model, its stage, the user's own tables).
+    helpers = ["m__applied", "m__applied_writer", "m__loads", "m__lock", "m__lock_999999999999999999", "m__stage",
+               "m__tombstones", "m__tombstones_writer", "m__transform", "m__truncates"]  # fmt: skip
+    assert [r[0] for r in project.query("select name from system.tables where database = currentDatabase() "
+                                        "and startsWith(name, 'm__') order by name")] == helpers  # fmt: skip
+    page = (REPO_ROOT / "docs" / "operations.md").read_text().split("## What a schema lists", 1)[1]
+    assert all(f"`{h}`" in page for h in helpers) and "keeps ten objects of its own" in page
+    (listing,) = [q for q in operations_queries() if "without vcmt's own" in q]
+    assert project.query(listing.replace("analytics", project.schema)) == [
+        ("c", "View"), ("d", "View"), ("ev", "MergeTree"), ("ev__archive", "MergeTree"), ("m", "VersionedCollapsingMergeTree"),
+        ("m__stage", "Null"),
+    ]  # fmt: skip
     node = catalog["nodes"]["model.vcmt_test_project.m"]
     assert {name: c["type"] for name, c in node["columns"].items()} == {
         "id": "Int32",

@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import PACKAGE_ROOT, make_project
+from tests.conftest import PACKAGE_ROOT, make_project, operations_queries
 from vcmt_cli.load_stage import LoadError
 from vcmt_lab import invariants
 from vcmt_lab.clickhouse_cluster import Cluster, DdlFanOut
@@ -987,6 +987,12 @@ def test_the_lock_is_read_from_its_own_shard_only(on_cluster, cluster):
     assert p.query(f"select count(), sum(a), max(_version) from {m} final where sign = 1") == [(100, 3 * 4950, 2)], (
         run.log[-3000:]
     )
+    # docs/operations.md's listing of a schema without vcmt's objects, on the first node: the model, its stage and
+    # their per-shard tables; its lock (`<m>_local__lock`, there) and helpers are not listed.
+    (listing,) = [q for q in operations_queries() if "without vcmt's own" in q]
+    names = [r[0] for r in p.query(listing.replace("analytics", p.schema))]
+    assert {m, f"{m}_local", f"{m}__stage", f"{m}__stage_local"} <= set(names), names
+    assert not [n for n in names if "__" in n and not n.endswith(("__stage", "__stage_local"))], names
 
 
 def _restart_with(cluster, change) -> None:
