@@ -144,25 +144,34 @@ def test_docs_generate_lists_the_models_columns(project: DbtProject) -> None:
     project.write_json = True  # this test reads dbt's artifacts
     _vcmt_project(project)
     _contract(project)
-    # A table of the user's with a double underscore in its name, not a model's: listed.
+    # Listed by docs/operations.md's query: a table of the user's with a double underscore in its name, another
+    # vcmt model named after this one, and a VersionedCollapsingMergeTree table of the user's named like it, with a
+    # table of its own.
     project.command("create table ev__archive (id Int32) engine = MergeTree order by id")
+    project.model("m__daily", "{{ config(materialized='vcmt_upsert', unique_key='id') }}\nselect id, x, _version "
+                  "from {{ ref('m') }} where sign = 1")  # fmt: skip
+    project.command("create table m_hist (id Int32, v UInt64, sign Int8) engine = VersionedCollapsingMergeTree(sign, v) "
+                    "order by id")  # fmt: skip
+    project.command("create table m_hist__x (id Int32) engine = MergeTree order by id")
     project.dbt("run")
     project.dbt("docs", "generate")
     catalog = json.loads((project.root / "target" / "catalog.json").read_text())
-    assert sorted(catalog["nodes"]) == [f"model.vcmt_test_project.{m}" for m in ("c", "d", "m")]
+    assert sorted(catalog["nodes"]) == [f"model.vcmt_test_project.{m}" for m in ("c", "d", "m", "m__daily")]
     assert sorted(catalog["sources"]) == ["source.vcmt_test_project.raw.ev"]
     # docs/operations.md, "What a schema lists": the ten objects a model keeps beside it, and the schema without
     # them (every model, its stage, the user's own tables).
     helpers = ["m__applied", "m__applied_writer", "m__loads", "m__lock", "m__lock_999999999999999999", "m__stage",
                "m__tombstones", "m__tombstones_writer", "m__transform", "m__truncates"]  # fmt: skip
     assert [r[0] for r in project.query("select name from system.tables where database = currentDatabase() "
-                                        "and startsWith(name, 'm__') order by name")] == helpers  # fmt: skip
+                                        "and startsWith(name, 'm__') and not startsWith(name, 'm__daily') order by name")] == helpers  # fmt: skip
     page = (REPO_ROOT / "docs" / "operations.md").read_text().split("## What a schema lists", 1)[1]
     assert all(f"`{h}`" in page for h in helpers) and "keeps ten objects of its own" in page
-    (listing,) = [q for q in operations_queries() if "without vcmt's own" in q]
+    (listing,) = [q for q in operations_queries() if "without vcmt objects" in q]
+    vcmt = "VersionedCollapsingMergeTree"
     assert project.query(listing.replace("analytics", project.schema)) == [
-        ("c", "View"), ("d", "View"), ("ev", "MergeTree"), ("ev__archive", "MergeTree"), ("m", "VersionedCollapsingMergeTree"),
-        ("m__stage", "Null"),
+        ("c", "View"), ("d", "View"), ("ev", "MergeTree"), ("ev__archive", "MergeTree"), ("m", vcmt),
+        ("m__daily", vcmt), ("m__daily__stage", "Null"), ("m__stage", "Null"), ("m_hist", vcmt),
+        ("m_hist__x", "MergeTree"),
     ]  # fmt: skip
     node = catalog["nodes"]["model.vcmt_test_project.m"]
     assert {name: c["type"] for name, c in node["columns"].items()} == {

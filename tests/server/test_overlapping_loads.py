@@ -235,9 +235,9 @@ def test_no_profile_setting_hides_a_running_load(tmp_path, chdb_path, lab_dir, e
     that waits sees the other load's long INSERT and waits instead of taking the lock over. A profile that cut
     the statement's text to one character let the second load take over while the INSERT still wrote (the
     lock once looked for the name in the text), as a `log_comment` of the profile's or the model's once did.
-    The INSERT outlasts the lease the test sets (the var, which test_a_live_holder_is_waited_for_and_a_silent_one_
-    taken_over shows a lock goes by) five times over: only the statement's `log_comment` keeps the waiting load
-    from taking the lock over."""
+    The INSERT outlasts the lease the test sets five times over (a lock goes by the var:
+    test_a_live_holder_is_waited_for_and_a_silent_one_taken_over): only the statement's `log_comment` keeps the
+    waiting load from taking the lock over."""
     project = make_project(
         tmp_path / "proj", "hiding_profile", chdb_path, lab_dir, engine=engine, custom_settings=HIDING_PROFILE
     )
