@@ -85,7 +85,7 @@ def pytest_configure(config: pytest.Config) -> None:
     # compiler's threads cost more CPU than its code gains back, on cores the tests share. Measured alone, 2 idle
     # cores, 2026-11-30: tests/spark_servers 392 core-seconds in 224 s before, 219 in 145 s after; two session
     # modules (Debezium decoding, Python models) 212 core-seconds in 143 s before, 164 in 160 s after. The JVM says
-    # so on its stderr ("Picked up JAVA_TOOL_OPTIONS"). Set it yourself to run the tests with other flags.
+    # so on its stderr ("Picked up JAVA_TOOL_OPTIONS"). Set it yourself to run the tests with other flags (empty: none).
     os.environ.setdefault("JAVA_TOOL_OPTIONS", TEST_JVM_OPTIONS)
 
 

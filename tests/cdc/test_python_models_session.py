@@ -270,6 +270,22 @@ def test_java_major_reads_every_version_scheme(text, major):
     assert java_major(text) == major
 
 
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [
+        ('openjdk version "11.0.2" 2019-01-15\nOpenJDK Runtime Environment', 'openjdk version "11.0.2" 2019-01-15'),
+        ('Picked up JAVA_TOOL_OPTIONS: -Xmx1g\njava version "1.8.0_392"', 'java version "1.8.0_392"'),
+        ("Error: could not open `lib/jvm.cfg'", "Error: could not open `lib/jvm.cfg'"),
+        ("", "no version"),
+    ],
+)
+def test_a_refused_java_is_named_by_its_version_line(text, line):
+    """The message quotes the line that names the version, not a JVM's notice of JAVA_TOOL_OPTIONS before it."""
+    from dbt.adapters.vcmt_spark.java import version_line
+
+    assert version_line(text) == line
+
+
 def test_the_java_on_this_machine_is_accepted(monkeypatch):
     from dbt.adapters.vcmt_spark import java
 

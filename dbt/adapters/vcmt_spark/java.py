@@ -31,6 +31,13 @@ def java_major(version_text: str) -> int | None:
     return int(m[2] or 0) if m[1] == "1" else int(m[1])
 
 
+def version_line(version_text: str) -> str:
+    """The line of `java -version`'s output that names the version: a JVM started with JAVA_TOOL_OPTIONS set
+    first says "Picked up JAVA_TOOL_OPTIONS: ..."."""
+    lines = version_text.strip().splitlines()
+    return next((line for line in lines if "version" in line), lines[0] if lines else "no version")
+
+
 @cache
 def java_problem() -> str | None:
     """What keeps Spark from starting a JVM here, in one sentence with the fix; None when Java is fine."""
@@ -46,8 +53,7 @@ def java_problem() -> str | None:
     text = out.stderr or out.stdout
     major = java_major(text)
     if major is None or major < MIN_JAVA:
-        first = text.strip().splitlines()[0] if text.strip() else "no version"
-        return f"Spark needs Java {MIN_JAVA} or later, and {java} is {first!r}: {INSTALL_HINT}."
+        return f"Spark needs Java {MIN_JAVA} or later, and {java} is {version_line(text)!r}: {INSTALL_HINT}."
     return None
 
 
