@@ -135,6 +135,7 @@ MODULE_SECONDS = {
     "tests/cdc/test_fixtures_to_marts.py": 30,
     "tests/cdc/test_staging_spark.py": 30,
     "tests/bench/test_rows_read.py": 30,
+    "tests/bench/test_statements_bench.py": 30,
     "tests/cdc/test_staging_exact_values.py": 25,
     "tests/materialization/test_dbt_features.py": 25,
     "tests/test_layout.py": 25,

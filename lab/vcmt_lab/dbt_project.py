@@ -19,6 +19,7 @@ from typing import Any
 
 import clickhouse_connect
 import yaml
+from dbt.adapters.chdb.client import query_log_config_file
 
 from vcmt_cli.dbt_invoke import DbtRun, invoke
 
@@ -31,18 +32,24 @@ SERVER_DRIVERS = ("http", "native")
 class Engine:
     """The ClickHouse a project's ClickHouse target runs on: `chdb`, the embedded engine in this process
     (`type: chdb`), or a served node reached by dbt-clickhouse (`type: clickhouse`) over `http` or
-    `native`. With `cluster`, the profile names that cluster of the node's config (sharded models)."""
+    `native`. With `cluster`, the profile names that cluster of the node's config (sharded models). With
+    `query_log` (chdb only), the engine keeps system.query_log: the profile sets the adapter's `query_log: true`,
+    and this process's clients open the engine with the same config (a node keeps it when started with
+    `query_logs=True`)."""
 
     kind: str
     chdb_path: Path | None = None
     node: Any = None  # vcmt_lab.clickhouse_server.ServedNode
     cluster: str | None = None
+    query_log: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in ("chdb", *SERVER_DRIVERS):
             raise ValueError(f"engine kind must be chdb, http or native; got {self.kind!r}")
         if (self.kind == "chdb") != (self.node is None):
             raise ValueError("chdb takes a chdb_path, http and native a served node")
+        if self.query_log and self.served:
+            raise ValueError("query_log is the embedded engine's option: start a node with query_logs=True instead")
 
     @property
     def served(self) -> bool:
@@ -59,6 +66,8 @@ class Engine:
             extra["cluster"] = self.cluster
         if self.served:
             return self.node.dbt_output(schema, driver=self.kind, **extra)
+        if self.query_log:
+            extra["query_log"] = True
         return {"type": "chdb", "path": str(self.chdb_path), "schema": schema, "threads": 1, **extra}
 
     def client(self, schema: str):
@@ -68,10 +77,11 @@ class Engine:
             on_cluster = f" on cluster `{self.cluster}`" if self.cluster else ""
             self.node.client().command(f"create database if not exists `{schema}`{on_cluster}")
             return self.node.client(schema)
-        bootstrap = clickhouse_connect.get_client(interface="chdb", path=str(self.chdb_path))
+        options = {"chdb_options": {"config-file": query_log_config_file()}} if self.query_log else {}
+        bootstrap = clickhouse_connect.get_client(interface="chdb", path=str(self.chdb_path), **options)
         bootstrap.command(f"create database if not exists `{schema}`")
         bootstrap.close()
-        return clickhouse_connect.get_client(interface="chdb", path=str(self.chdb_path), database=schema)
+        return clickhouse_connect.get_client(interface="chdb", path=str(self.chdb_path), database=schema, **options)
 
 
 # The run-operation that names a model's objects from vcmt's registry (macros/vcmt/model/objects.sql).

@@ -9,7 +9,9 @@ On each engine (the embedded one, and a node served over HTTP), in one run:
 - one model of each kind over the same source of `--rows` keys; then, `--repeat` times, a batch of `--batch`
   updates of existing keys replaces the source and each model is loaded by its own `dbt run`. For each run: the
   statements dbt's debug log shows (`SQL status` lines: every statement dbt and the package send, dbt's own
-  catalog reads included) and the seconds they took (the sum of those lines' times), medians;
+  catalog reads included) and the seconds they took (the sum of those lines' times, each rounded to 10 ms by
+  the log), medians; and the milliseconds the engine itself spent on those statements (system.query_log's
+  `query_duration_ms`, kept on for the bench), medians;
 - an empty batch: the statements of a run that has nothing to load;
 - a project of `--models` models of each kind, each over its own source with a batch of `--batch` updates,
   loaded by one `dbt run --threads <--threads>` per kind: its wall time.
@@ -49,12 +51,13 @@ class RunFigures:
     statements: int
     sql_s: float
     wall_s: float
+    engine_ms: float = 0.0
 
 
-def read_log(log: str, wall_s: float) -> RunFigures:
+def read_log(log: str, wall_s: float, engine_ms: float = 0.0) -> RunFigures:
     """Statements and their seconds, from a dbt invocation's debug log."""
     times = [float(t) for t in _STATUS.findall(log)]
-    return RunFigures(len(times), sum(times), wall_s)
+    return RunFigures(len(times), sum(times), wall_s, engine_ms)
 
 
 # One statement in dbt-clickhouse's debug log: the connection's line, the SQL, then its status line.
@@ -71,9 +74,25 @@ def sent_verbs(log: str) -> list[str]:
 
 
 def _run(project: DbtProject, *args: str) -> RunFigures:
+    since = project.scalar("select toString(now64(6))")
     started = time.perf_counter()
     run = project.dbt("run", *args)
-    return read_log(run.log, time.perf_counter() - started)
+    wall_s = time.perf_counter() - started
+    return read_log(run.log, wall_s, engine_ms(project, since))
+
+
+def engine_ms(project: DbtProject, since: str) -> float:
+    """Milliseconds the engine spent on the statements dbt sent (its query comment marks them) that started at
+    `since` or later, from system.query_log."""
+    project.command("system flush logs")
+    return float(
+        project.scalar(
+            "select sum(query_duration_ms) from system.query_log where type = 'QueryFinish' "
+            f"and query_start_time_microseconds >= toDateTime64('{since}', 6) "
+            'and position(query, \'"app": "dbt"\') > 0'
+        )
+        or 0
+    )
 
 
 def _fill(project: DbtProject, src: str, rows: int, batch: int, version: int) -> None:
@@ -108,6 +127,7 @@ def measure_one(project: DbtProject, rows: int, batch: int, repeat: int) -> dict
         out[kind] = {
             "statements": statistics.median(s.statements for s in samples[kind]),
             "sql_s": statistics.median(s.sql_s for s in samples[kind]),
+            "engine_ms": statistics.median(s.engine_ms for s in samples[kind]),
             "wall_s": statistics.median(s.wall_s for s in samples[kind]),
             "empty_statements": empty.statements,
         }
@@ -149,9 +169,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     for kind in args.engines:
         with contextlib.ExitStack() as stack:
             if kind == "chdb":
-                engine = Engine("chdb", chdb_path=work / "chdb")
+                engine = Engine("chdb", chdb_path=work / "chdb", query_log=True)
             else:
-                engine = Engine(kind, node=stack.enter_context(served_node(work / f"node_{kind}")))
+                engine = Engine(kind, node=stack.enter_context(served_node(work / f"node_{kind}", query_logs=True)))
             figures = {}
             for part in ("one", "project"):
                 project = DbtProject(
@@ -194,6 +214,12 @@ def _table(engine: str, figures: dict, args: argparse.Namespace) -> str:
             f"{v['sql_s']:.3f}",
             f"{i['sql_s']:.3f}",
             f"{v['sql_s'] / i['sql_s']:.2f}" if i["sql_s"] else "-",
+        ),
+        (
+            "engine milliseconds, a steady-state run (system.query_log)",
+            f"{v['engine_ms']:.0f}",
+            f"{i['engine_ms']:.0f}",
+            f"{v['engine_ms'] / i['engine_ms']:.2f}" if i["engine_ms"] else "-",
         ),
         (
             "wall seconds, a steady-state run",
