@@ -72,6 +72,10 @@ ENGINES = ("chdb", "http", "native")
 ENGINE_MATRIX = os.environ.get("VCMT_ENGINE_MATRIX") == "1"
 
 
+# What every JVM a test starts runs with (pytest_configure).
+TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
+
 def pytest_configure(config: pytest.Config) -> None:
     # dbt's own test fixtures do this (dbt-core #9498/#9499, dbt-common #56): in-process dbt runs keep the Jinja
     # parse of a text they parsed before (its AST, top-level blocks and macro calls, keyed by the text). Each test
@@ -87,10 +91,6 @@ def pytest_configure(config: pytest.Config) -> None:
     # modules (Debezium decoding, Python models) 212 core-seconds in 143 s before, 164 in 160 s after. The JVM says
     # so on its stderr ("Picked up JAVA_TOOL_OPTIONS"). Set it yourself to run the tests with other flags (empty: none).
     os.environ.setdefault("JAVA_TOOL_OPTIONS", TEST_JVM_OPTIONS)
-
-
-# What every JVM a test starts runs with (pytest_configure).
-TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

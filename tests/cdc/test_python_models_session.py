@@ -275,6 +275,7 @@ def test_java_major_reads_every_version_scheme(text, major):
     [
         ('openjdk version "11.0.2" 2019-01-15\nOpenJDK Runtime Environment', 'openjdk version "11.0.2" 2019-01-15'),
         ('Picked up JAVA_TOOL_OPTIONS: -Xmx1g\njava version "1.8.0_392"', 'java version "1.8.0_392"'),
+        ('Picked up JAVA_TOOL_OPTIONS: -Dapp.version=2\nopenjdk version "11.0.2"', 'openjdk version "11.0.2"'),
         ("Error: could not open `lib/jvm.cfg'", "Error: could not open `lib/jvm.cfg'"),
         ("", "no version"),
     ],

@@ -32,10 +32,11 @@ def java_major(version_text: str) -> int | None:
 
 
 def version_line(version_text: str) -> str:
-    """The line of `java -version`'s output that names the version: a JVM started with JAVA_TOOL_OPTIONS set
-    first says "Picked up JAVA_TOOL_OPTIONS: ..."."""
+    """The line of `java -version`'s output that names the version (`... version "17.0.15" ...`, as java_major
+    reads it): a JVM started with JAVA_TOOL_OPTIONS set first says "Picked up JAVA_TOOL_OPTIONS: ...", whose
+    options may themselves name a version."""
     lines = version_text.strip().splitlines()
-    return next((line for line in lines if "version" in line), lines[0] if lines else "no version")
+    return next((line for line in lines if 'version "' in line), lines[0] if lines else "no version")
 
 
 @cache
