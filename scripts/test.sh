@@ -24,6 +24,12 @@ stop_groups() {
 }
 trap 'stop_groups; exit 130' INT TERM
 
+# How long a whole run's Spark server tests wait before they start (run_servers, below).
+case "${VCMT_SERVERS_DELAY_S:-180}" in
+  ''|*[!0-9]*) echo "make test: VCMT_SERVERS_DELAY_S must be whole seconds (e.g. 0 or 180); got '${VCMT_SERVERS_DELAY_S}'" >&2
+    exit 2 ;;
+esac
+
 phase 1/4 "pytest (chDB + Spark, real engines)"
 # The Spark server tests (a Spark Connect and a Thrift server, each with two executor JVMs) run
 # beside the rest in their own pytest process: they mostly wait on those JVMs. Their output
