@@ -228,13 +228,16 @@ def engine(request, chdb_path: Path) -> Engine:
     return Engine(kind, node=request.getfixturevalue("served_node"))
 
 
-def make_project(root: Path, name: str, chdb_path: Path, lab_dir: Path, **options) -> DbtProject:
-    """A dbt project under `root` that installs this package with `local:`, in its own schema."""
+def make_project(
+    root: Path, name: str, chdb_path: Path, lab_dir: Path, schema: str | None = None, **options
+) -> DbtProject:
+    """A dbt project under `root` that installs this package with `local:`, in its own schema (`schema`, or one
+    named after `name`)."""
     return DbtProject(
         root=root,
         package_root=PACKAGE_ROOT,
         chdb_path=chdb_path,
-        schema=_schema_for(name),
+        schema=schema or _schema_for(name),
         lab_dir=lab_dir,
         **options,
     )

@@ -92,10 +92,12 @@ def config_xml(
     macros: Mapping[str, str] | None = None,
     query_logs: bool = False,
     user_files: Path | None = None,
+    users: Mapping[str, Sequence[str]] | None = None,
 ) -> tuple[str, str]:
     """The node's config.xml (loopback listeners, optional clusters, macros, query logs and `user_files_path`:
-    where file() may read, the server's default when None) and users.xml (one user, `default`, without
-    password, with a server's defaults)."""
+    where file() may read, the server's default when None) and users.xml (`default`, without password, with a
+    server's defaults; and each of `users`, also without password on loopback, holding only the privileges its
+    GRANT statements give: the node keeps users in users.xml alone, so CREATE USER and GRANT are refused)."""
     profile = "".join(f"<{k}>{v}</{k}>" for k, v in SERVER_PROFILE.items())
     parts = [
         f"<listen_host>{HOST}</listen_host>",
@@ -120,13 +122,23 @@ def config_xml(
         parts.append(query_logs_xml())
     if user_files is not None:
         parts.append(f"<user_files_path>{escape(str(user_files))}/</user_files_path>")
-    users = (
+
+    def user(name: str, grants: str = "") -> str:
+        return (
+            f"<{name}><password></password><networks><ip>{HOST}</ip></networks>"
+            f"<profile>default</profile><quota>default</quota>{grants}</{name}>"
+        )
+
+    granted = "".join(
+        user(name, "<grants>" + "".join(f"<query>{escape(q)}</query>" for q in queries) + "</grants>")
+        for name, queries in (users or {}).items()
+    )
+    xml = (
         "<clickhouse><profiles><default>" + profile + "</default></profiles>"
-        "<users><default><password></password><networks><ip>127.0.0.1</ip></networks>"
-        "<profile>default</profile><quota>default</quota></default></users>"
+        f"<users>{user('default')}{granted}</users>"
         "<quotas><default></default></quotas></clickhouse>"
     )
-    return "<clickhouse>" + "".join(parts) + "</clickhouse>\n", users + "\n"
+    return "<clickhouse>" + "".join(parts) + "</clickhouse>\n", xml + "\n"
 
 
 @dataclass
@@ -140,6 +152,7 @@ class ServedNode:
     macros: Mapping[str, str] | None = None
     query_logs: bool = False
     user_files: Path | None = None
+    users: Mapping[str, Sequence[str]] | None = None
     process: subprocess.Popen | None = field(default=None, repr=False)
 
     @property
@@ -161,7 +174,7 @@ class ServedNode:
             return self
         self.folder.mkdir(parents=True, exist_ok=True)
         config, users = config_xml(
-            self.tcp_port, self.http_port, self.clusters, self.macros, self.query_logs, self.user_files
+            self.tcp_port, self.http_port, self.clusters, self.macros, self.query_logs, self.user_files, self.users
         )
         (self.folder / "config.xml").write_text(config)
         (self.folder / "users.xml").write_text(users)
@@ -266,14 +279,16 @@ def start_node(
     macros: Mapping[str, str] | None = None,
     query_logs: bool = False,
     user_files: Path | None = None,
+    users: Mapping[str, Sequence[str]] | None = None,
     timeout: float = START_TIMEOUT_S,
     attempts: int = 3,
 ) -> ServedNode:
-    """A node in `folder` on free loopback ports, listening (file() reading under `user_files`, if given). Ports
+    """A node in `folder` on free loopback ports, listening (file() reading under `user_files`, and the `users`
+    of config_xml, if given). Ports
     are picked free, then bound by the node: a port taken in between makes the node fail, and it is tried again
     on other ports (`attempts` in all)."""
     for attempt in range(attempts):
-        node = ServedNode(folder, free_port(), free_port(), clusters, macros, query_logs, user_files)
+        node = ServedNode(folder, free_port(), free_port(), clusters, macros, query_logs, user_files, users)
         try:
             return node.start(timeout)
         except ServedNodeError:
