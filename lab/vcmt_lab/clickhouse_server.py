@@ -93,11 +93,13 @@ def config_xml(
     query_logs: bool = False,
     user_files: Path | None = None,
     users: Mapping[str, Sequence[str]] | None = None,
+    backups: Path | None = None,
 ) -> tuple[str, str]:
     """The node's config.xml (loopback listeners, optional clusters, macros, query logs and `user_files_path`:
     where file() may read, the server's default when None) and users.xml (`default`, without password, with a
     server's defaults; and each of `users`, also without password on loopback, holding only the privileges its
-    GRANT statements give: the node keeps users in users.xml alone, so CREATE USER and GRANT are refused)."""
+    GRANT statements give: the node keeps users in users.xml alone, so CREATE USER and GRANT are refused); with
+    `backups`, BACKUP and RESTORE may use File() there."""
     profile = "".join(f"<{k}>{v}</{k}>" for k, v in SERVER_PROFILE.items())
     parts = [
         f"<listen_host>{HOST}</listen_host>",
@@ -122,6 +124,8 @@ def config_xml(
         parts.append(query_logs_xml())
     if user_files is not None:
         parts.append(f"<user_files_path>{escape(str(user_files))}/</user_files_path>")
+    if backups is not None:
+        parts.append(f"<backups><allowed_path>{escape(str(backups))}/</allowed_path></backups>")
 
     def user(name: str, grants: str = "") -> str:
         return (
@@ -153,6 +157,7 @@ class ServedNode:
     query_logs: bool = False
     user_files: Path | None = None
     users: Mapping[str, Sequence[str]] | None = None
+    backups: Path | None = None
     process: subprocess.Popen | None = field(default=None, repr=False)
 
     @property
@@ -174,7 +179,14 @@ class ServedNode:
             return self
         self.folder.mkdir(parents=True, exist_ok=True)
         config, users = config_xml(
-            self.tcp_port, self.http_port, self.clusters, self.macros, self.query_logs, self.user_files, self.users
+            self.tcp_port,
+            self.http_port,
+            self.clusters,
+            self.macros,
+            self.query_logs,
+            self.user_files,
+            self.users,
+            self.backups,
         )
         (self.folder / "config.xml").write_text(config)
         (self.folder / "users.xml").write_text(users)
@@ -280,15 +292,15 @@ def start_node(
     query_logs: bool = False,
     user_files: Path | None = None,
     users: Mapping[str, Sequence[str]] | None = None,
+    backups: Path | None = None,
     timeout: float = START_TIMEOUT_S,
     attempts: int = 3,
 ) -> ServedNode:
     """A node in `folder` on free loopback ports, listening (file() reading under `user_files`, and the `users`
-    of config_xml, if given). Ports
-    are picked free, then bound by the node: a port taken in between makes the node fail, and it is tried again
-    on other ports (`attempts` in all)."""
+    and `backups` of config_xml, if given). Ports are picked free, then bound by the node: a port taken in between
+    makes the node fail, and it is tried again on other ports (`attempts` in all)."""
     for attempt in range(attempts):
-        node = ServedNode(folder, free_port(), free_port(), clusters, macros, query_logs, user_files, users)
+        node = ServedNode(folder, free_port(), free_port(), clusters, macros, query_logs, user_files, users, backups)
         try:
             return node.start(timeout)
         except ServedNodeError:

@@ -1,9 +1,14 @@
-"""What a project's users list on a ClickHouse server (docs/operations.md, "What a schema lists"). The engine shows
-a user only the tables it holds a privilege on (`SHOW TABLES`, system.tables, and so every BI tool's schema
-browser), so a reader granted SELECT on the models lists the models and nothing of vcmt's, and reads their current
-rows through incremental runs, a full refresh (which swaps every object) and a schema change. A writer granted
-what that page names inserts into a model's stage directly, and lists those tables only. The users are the
-node's own (users.xml): a real server's `grants` config or GRANT statements give the same privileges."""
+"""A model's schema on a ClickHouse server: who lists what in it, and its state going wherever it goes
+(docs/operations.md, "What a schema lists").
+
+The engine shows a user only the tables it holds a privilege on (`SHOW TABLES`, system.tables, and so every BI
+tool's schema browser), so a reader granted SELECT on the models lists the models and nothing of vcmt's, and reads
+their current rows through incremental runs, a full refresh (which swaps every object) and a schema change. A
+writer granted what that page names inserts into a model's stage directly, and lists those tables only. The users
+are the node's own (users.xml): a real server's `grants` config or GRANT statements give the same privileges.
+
+The helpers are the model's state and live in its schema, so a backup of the schema restored in its place
+resumes exactly: a deleted key stays deleted, the events after the backup apply once."""
 
 from __future__ import annotations
 
@@ -17,7 +22,7 @@ from tests.conftest import _schema_for, make_project, operations_queries
 from vcmt_lab.clickhouse_server import HOST, ServedNode, served_node
 from vcmt_lab.dbt_project import DbtProject, Engine
 
-SCHEMA = _schema_for("what_users_list")
+SCHEMA = _schema_for("a_models_schema")
 MODELS = ("customers", "orders", "orders_by_customer")
 # docs/operations.md, "What a schema lists": what a writer into `orders__stage` needs (the transform reads the
 # stage's rows, and looks up each key's live row and tombstone; ClickHouse checks no INSERT on a view's table).
@@ -37,14 +42,16 @@ STAGE_SETTINGS = {"async_insert": 0, "insert_deduplicate": 0, "deduplicate_block
 
 @pytest.fixture(scope="module")
 def node(lab_dir: Path) -> Iterator[ServedNode]:
-    with served_node(lab_dir / "what_users_list", users=USERS) as started:
+    folder = lab_dir / "a_models_schema"
+    with served_node(folder, users=USERS, backups=folder / "backups") as started:
         yield started
 
 
 @pytest.fixture
 def granted(tmp_path: Path, chdb_path: Path, lab_dir: Path, node: ServedNode) -> Iterator[DbtProject]:
+    """A project in SCHEMA, the schema USERS are granted on."""
     engine = Engine("http", node=node)
-    project = make_project(tmp_path / "proj", "what_users_list", chdb_path, lab_dir, schema=SCHEMA, engine=engine)
+    project = make_project(tmp_path / "proj", "granted", chdb_path, lab_dir, schema=SCHEMA, engine=engine)
     yield project
     project.close()
 
@@ -148,3 +155,52 @@ def test_a_reader_lists_the_models_only_and_a_writer_feeds_the_stage(granted: Db
     (listing,) = [q for q in operations_queries() if "without vcmt objects" in q]
     names = [r[0] for r in project.query(listing.replace("analytics", SCHEMA))]
     assert names == sorted([*MODELS, "customers__stage", "ev", "orders__stage"])
+
+
+def test_a_schema_restored_from_its_backup_resumes_exactly(
+    tmp_path: Path, chdb_path: Path, lab_dir: Path, node: ServedNode
+) -> None:
+    """BACKUP DATABASE of a model's schema, more runs, DROP DATABASE, RESTORE: the model, its tombstones, record and
+    lock come back together; the next run applies the events after the backup once, and a late, older upsert of a
+    key deleted before the backup stays out. (The events live in another database, which the restore leaves.)"""
+    project = make_project(tmp_path / "proj", "restored", chdb_path, lab_dir, engine=Engine("http", node=node))
+    raw = f"{project.schema}_raw"
+    backup = f"File('{node.backups / project.schema}')"
+    admin = node.client()
+    try:
+        admin.command(f"create database {raw}")
+        admin.command(
+            f"create table {raw}.ev (_batch_id UInt64, id Int32, x Int64, _version UInt64, sign Int8) "
+            "engine = MergeTree order by _batch_id"
+        )
+        admin.command(f"insert into {raw}.ev values (1, 1, 10, 1, 1), (1, 2, 20, 1, 1), (1, 3, 30, 1, 1)")
+        project.model(
+            "m",
+            "{{ config(materialized='vcmt_upsert', unique_key='id', watermark='_batch_id') }}\n"
+            f"select _batch_id, id, x, _version, sign from {raw}.ev\n"
+            "where _batch_id > {{ vcmt.watermark(default=0) }}",
+        )
+        project.dbt("run")
+        admin.command(f"insert into {raw}.ev values (2, 2, 20, 2, -1)")
+        project.dbt("run")
+        current = "select id, x from m final where sign = 1 order by id"
+        assert project.query(current) == [(1, 10), (3, 30)]
+        assert admin.query(f"backup database {project.schema} to {backup}").result_rows[0][1] == "BACKUP_CREATED"
+        admin.command(f"insert into {raw}.ev values (3, 3, 33, 3, 1)")
+        project.dbt("run")
+        project.close()  # its session's database is dropped next
+        admin.command(f"drop database {project.schema} sync")
+        assert admin.query(f"restore database {project.schema} from {backup}").result_rows[0][1] == "RESTORED"
+        assert project.query(current) == [(1, 10), (3, 30)]  # as backed up
+        # Read after the restored watermark: batch 3 again, and a late upsert older than key 2's delete.
+        admin.command(f"insert into {raw}.ev values (4, 2, 21, 1, 1)")
+        project.dbt("run")
+        project.dbt("run")
+        assert project.query(current) == [(1, 10), (3, 33)]
+        by_sign = "select id, sum(x * sign) from m group by id having sum(sign) > 0 order by id"
+        assert project.query(by_sign) == [(1, 10), (3, 33)]
+        assert project.query("select id, sum(sign) as s from m group by id having s not in (0, 1)") == []
+    finally:
+        admin.command(f"drop database if exists {raw} sync")
+        admin.close()
+        project.close()
