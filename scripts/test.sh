@@ -53,9 +53,16 @@ servers_tmp=$(mktemp -d)
 # The Spark server tests, in a whole run, start ${VCMT_SERVERS_DELAY_S:-180} s after the rest: its first modules (the cluster's
 # and the lock's) keep both cores busy for about three minutes, then wait on leases and nodes, and the cores were
 # 20-49 % idle from about 220 s to 560 s (vmstat, 2 idle cores, 2026-11-30) while these tests, started at once,
-# had already ended. A run narrowed by PYTEST_ARGS starts them at once.
+# had already ended. A run narrowed by PYTEST_ARGS starts them at once, and so does the end of the main pytest (a
+# run that fails early does not wait).
+pytest_done="$(mktemp -d)/done"
 run_servers() {
-  if [ -z "${PYTEST_ARGS:-}" ]; then sleep "${VCMT_SERVERS_DELAY_S:-180}" || return 130; fi
+  local waited=0
+  if [ -z "${PYTEST_ARGS:-}" ]; then
+    while [ "$waited" -lt "${VCMT_SERVERS_DELAY_S:-180}" ] && [ ! -e "$pytest_done" ]; do
+      sleep 1 || return 130; waited=$((waited + 1))
+    done
+  fi
   python -m pytest -q -p no:cacheprovider --durations=5 --basetemp="$servers_tmp" ${PYTEST_ARGS:-} tests/spark_servers \
     > "$servers_log" 2>&1
 }
@@ -68,6 +75,7 @@ servers_pid=$!
 python -m pytest -q -p no:cacheprovider --durations=15 -n "${PYTEST_WORKERS:-2}" --dist loadscope --no-loadscope-reorder \
   --ignore=tests/spark_servers ${PYTEST_ARGS:-} 2>&1 | tee "$pytest_log"
 rc=${PIPESTATUS[0]}
+touch "$pytest_done"
 wait "$servers_pid"; servers_rc=$?
 echo "--- Spark server tests (ran beside the above):"
 cat "$servers_log"
