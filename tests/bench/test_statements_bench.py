@@ -1,6 +1,6 @@
 """`make bench-statements` at a tiny size, on the embedded engine and on a node it serves over HTTP.
 
-No timing assertions: at this size the numbers mean nothing. What is checked is what docs/performance.md's
+No speed assertions: at this size the numbers mean nothing. What is checked is what docs/performance.md's
 "Statements" rests on: each engine's table has every row, the statements counted from dbt's log, and the
 engine's own time of both models' statements, read from a system.query_log the bench switched on (a query log
 left off, or statements the filter misses, read 0).
@@ -12,6 +12,11 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+
+from tests.conftest import make_project
+from vcmt_lab.bench.statements import engine_ms
+from vcmt_lab.clickhouse_server import served_node
+from vcmt_lab.dbt_project import Engine
 
 
 def _rows(report: str, engine: str) -> dict[str, tuple[str, str]]:
@@ -33,3 +38,20 @@ def test_the_statements_bench_reads_the_engines_time_of_both_models(tmp_path: Pa
         vcmt_ms, incremental_ms = rows["engine milliseconds, a steady-state run (system.query_log)"]
         assert float(vcmt_ms) > 0 and float(incremental_ms) > 0, (engine, rows)
         assert "wall seconds, 1 models, --threads 4" in rows, rows
+
+
+def test_engine_ms_sums_the_statements_dbt_sent_since_and_no_other(tmp_path: Path, chdb_path: Path, lab_dir: Path):
+    """Only statements carrying dbt's query comment count, and only those started at `since` or later: the
+    bench's own statements (its fill, its flush of the logs) and earlier runs do not."""
+    dbt_comment = '/* {"app": "dbt", "dbt_version": "1.11", "node_id": "model.p.m"} */ '
+    with served_node(tmp_path / "node", query_logs=True) as node:
+        project = make_project(tmp_path / "proj", "engine_ms", chdb_path, lab_dir, engine=Engine("http", node=node))
+        try:
+            project.command(dbt_comment + "select sleep(0.5)")  # before `since`
+            since = project.scalar("select toString(now64(6))")
+            project.command("select sleep(0.5)")  # not dbt's
+            assert engine_ms(project, since) == 0
+            project.command(dbt_comment + "select sleep(0.1)")
+            assert 100 <= engine_ms(project, since) < 500  # 0.1 s, and neither 0.5 s
+        finally:
+            project.close()
