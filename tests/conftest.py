@@ -41,6 +41,21 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 PACKAGE_ROOT = Path(os.environ.get("VCMT_PACKAGE_ROOT", REPO_ROOT))
 
 
+# A project macro that takes the place of dbt-clickhouse's DCL dispatch: each GRANT and REVOKE dbt would send is
+# logged as `vcmt_test_dcl <statement>` instead. The lab's served nodes keep their users in users.xml, where the
+# engine stores no grant; which relations get which grants is then read from the log (logged_grants).
+LOGGED_DCL = """
+{% macro clickhouse__call_dcl_statements(dcl_statement_list) %}
+  {%- for s in dcl_statement_list -%}{{ log('vcmt_test_dcl ' ~ (s.split() | join(' ')), info=true) }}{%- endfor -%}
+{% endmacro %}
+"""
+
+
+def logged_grants(log: str) -> list[str]:
+    """The GRANT statements LOGGED_DCL logged in a dbt log, without the word `grant`, sorted."""
+    return sorted(re.findall(r"vcmt_test_dcl grant (.*)", log))
+
+
 def operations_queries() -> list[str]:
     """Every SQL statement of docs/operations.md's ```sql blocks, as the page writes it (schema `analytics`)."""
     page = (REPO_ROOT / "docs" / "operations.md").read_text()
@@ -135,12 +150,13 @@ MODULE_SECONDS = {
     "tests/cdc/test_fixtures_to_marts.py": 30,
     "tests/cdc/test_staging_spark.py": 30,
     "tests/bench/test_rows_read.py": 30,
-    "tests/bench/test_statements_bench.py": 30,
+    "tests/bench/test_statements_bench.py": 35,
     "tests/cdc/test_staging_exact_values.py": 25,
     "tests/materialization/test_dbt_features.py": 25,
     "tests/test_layout.py": 25,
     "tests/adapter/test_engine_path.py": 25,
     "tests/adapter/test_server_parity.py": 20,
+    "tests/server/test_a_models_schema.py": 20,
     "tests/cdc/test_python_staging_model.py": 20,
     "tests/generic_tests/test_dbt_tests_on_vcmt_models.py": 20,
     "tests/server/test_lake_on_server.py": 15,
@@ -237,7 +253,7 @@ def make_project(
         root=root,
         package_root=PACKAGE_ROOT,
         chdb_path=chdb_path,
-        schema=schema or _schema_for(name),
+        schema=_schema_for(name) if schema is None else schema,
         lab_dir=lab_dir,
         **options,
     )

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -126,6 +127,10 @@ def config_xml(
         parts.append(f"<user_files_path>{escape(str(user_files))}/</user_files_path>")
     if backups is not None:
         parts.append(f"<backups><allowed_path>{escape(str(backups))}/</allowed_path></backups>")
+
+    for name in users or {}:
+        if name == "default" or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            raise ValueError(f"users: {name!r} must be a plain name (letters, digits, _) other than 'default'")
 
     def user(name: str, grants: str = "") -> str:
         return (
@@ -284,23 +289,12 @@ class ServedNode:
         }
 
 
-def start_node(
-    folder: Path,
-    *,
-    clusters: Mapping[str, Sequence[Shard]] | None = None,
-    macros: Mapping[str, str] | None = None,
-    query_logs: bool = False,
-    user_files: Path | None = None,
-    users: Mapping[str, Sequence[str]] | None = None,
-    backups: Path | None = None,
-    timeout: float = START_TIMEOUT_S,
-    attempts: int = 3,
-) -> ServedNode:
-    """A node in `folder` on free loopback ports, listening (file() reading under `user_files`, and the `users`
-    and `backups` of config_xml, if given). Ports are picked free, then bound by the node: a port taken in between
-    makes the node fail, and it is tried again on other ports (`attempts` in all)."""
+def start_node(folder: Path, *, timeout: float = START_TIMEOUT_S, attempts: int = 3, **options: Any) -> ServedNode:
+    """A node in `folder` on free loopback ports, listening, with the ServedNode `options` given (clusters,
+    macros, query logs, user_files, users, backups: config_xml). Ports are picked free, then bound by the node: a
+    port taken in between makes the node fail, and it is tried again on other ports (`attempts` in all)."""
     for attempt in range(attempts):
-        node = ServedNode(folder, free_port(), free_port(), clusters, macros, query_logs, user_files, users, backups)
+        node = ServedNode(folder, free_port(), free_port(), **options)
         try:
             return node.start(timeout)
         except ServedNodeError:

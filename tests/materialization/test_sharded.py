@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import PACKAGE_ROOT, make_project, operations_queries
+from tests.conftest import LOGGED_DCL, PACKAGE_ROOT, logged_grants, make_project, operations_queries
 from vcmt_cli.load_stage import LoadError
 from vcmt_lab import invariants
 from vcmt_lab.clickhouse_cluster import Cluster, DdlFanOut
@@ -994,6 +994,27 @@ def test_the_lock_is_read_from_its_own_shard_only(on_cluster, cluster):
     assert [n for n in names if n.startswith(m)] == [m, f"{m}__stage", f"{m}__stage_local", f"{m}_local", f"{m}_src"], (
         names
     )
+
+
+def test_grants_go_to_the_model_and_its_per_shard_table_only(on_cluster, cluster):
+    """A sharded model's `grants` go to `m` and its per-shard `m_local`, on the cluster, as dbt-clickhouse's
+    distributed materializations grant (a Distributed table's read of its own node's shard checks the reader
+    there: ClickHouse issue 9101), and to none of its helpers, on a first run and on a `--full-refresh`. The
+    GRANTs are logged, not sent (tests/conftest.py LOGGED_DCL)."""
+    p = on_cluster
+    m = "granted_shards"
+    p.command(f"create or replace table {m}_src (id Int64, a Int64, _version UInt64) engine = MergeTree order by ()")
+    p.command(f"insert into {m}_src select number, number, 1 from numbers(10)")
+    p.model(m, SHARDED.format(extra=", grants={'select': ['reporter']}") + f"select id, a, _version from {m}_src")
+    p.write("macros/logged_dcl.sql", LOGGED_DCL)
+    try:
+        for args in ((), ("--full-refresh",)):
+            run = p.dbt("run", "--select", m, *args)
+            assert logged_grants(run.log) == sorted(
+                f'ON CLUSTER "{cluster.name}" select on `{p.schema}`.`{name}` to reporter' for name in (m, f"{m}_local")
+            ), run.log[-3000:]
+    finally:
+        p.remove("macros/logged_dcl.sql")
 
 
 def _restart_with(cluster, change) -> None:

@@ -1,43 +1,54 @@
-"""A model's schema on a ClickHouse server: who lists what in it, and its state going wherever it goes
+"""A model's schema on a ClickHouse server: who lists what in it, and its state going wherever the schema goes
 (docs/operations.md, "What a schema lists").
 
-The engine shows a user only the tables it holds a privilege on (`SHOW TABLES`, system.tables, and so every BI
-tool's schema browser), so a reader granted SELECT on the models lists the models and nothing of vcmt's, and reads
-their current rows through incremental runs, a full refresh (which swaps every object) and a schema change. A
-writer granted what that page names inserts into a model's stage directly, and lists those tables only. The users
-are the node's own (users.xml): a real server's `grants` config or GRANT statements give the same privileges.
+The engine shows a user only the tables it holds a privilege on (`SHOW TABLES` reads system.tables, and so does
+every BI tool's schema browser), so a reader granted SELECT on the models lists the models and nothing of vcmt's,
+and reads their current rows through incremental runs, a full refresh (which swaps every object) and a schema
+change. The models' `grants` config goes to the models alone. A writer granted what the page names inserts into a
+model's stage directly; without any one of the SELECTs it is refused. The node keeps its users in users.xml, where
+the engine stores no GRANT: the users' privileges are written there, and dbt's GRANTs are logged, not sent
+(tests/conftest.py LOGGED_DCL).
 
 The helpers are the model's state and live in its schema, so a backup of the schema restored in its place
-resumes exactly: a deleted key stays deleted, the events after the backup apply once."""
+resumes exactly: from the restored watermark, its deleted keys staying deleted."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
 import clickhouse_driver
 import pytest
 
-from tests.conftest import _schema_for, make_project, operations_queries
+from tests.conftest import LOGGED_DCL, _schema_for, logged_grants, make_project, operations_queries
 from vcmt_lab.clickhouse_server import HOST, ServedNode, served_node
 from vcmt_lab.dbt_project import DbtProject, Engine
 
 SCHEMA = _schema_for("a_models_schema")
 MODELS = ("customers", "orders", "orders_by_customer")
-# docs/operations.md, "What a schema lists": what a writer into `orders__stage` needs (the transform reads the
-# stage's rows, and looks up each key's live row and tombstone; ClickHouse checks no INSERT on a view's table).
-WRITER_GRANTS = [
-    f"GRANT INSERT, SELECT ON {SCHEMA}.orders__stage",
-    f"GRANT SELECT ON {SCHEMA}.orders",
-    f"GRANT SELECT ON {SCHEMA}.orders__tombstones",
-]
+# docs/operations.md, "Readers and BI tools: grant the models": what a writer into `orders__stage` needs (the
+# transform reads the stage's rows and looks up each key's live row and tombstone).
+WRITER_PRIVILEGES = {"orders__stage": "INSERT, SELECT", "orders": "SELECT", "orders__tombstones": "SELECT"}
+
+
+def _grants(privileges: dict[str, str]) -> list[str]:
+    return [f"GRANT {what} ON {SCHEMA}.{table}" for table, what in privileges.items() if what]
+
+
+# A writer without one of the SELECTs, by the table it lacks it on (the refusal names that table).
+SHORT_WRITERS = {f"writer_without_{table}": table for table in WRITER_PRIVILEGES}
 USERS = {
     "reader": [f"GRANT SELECT ON {SCHEMA}.{m}" for m in MODELS],
-    "writer": WRITER_GRANTS,
-    "writer_without_tombstones": WRITER_GRANTS[:2],
+    "writer": _grants(WRITER_PRIVILEGES),
+    **{
+        user: _grants({**WRITER_PRIVILEGES, table: "INSERT" if "INSERT" in WRITER_PRIVILEGES[table] else ""})
+        for user, table in SHORT_WRITERS.items()
+    },
 }
-# README, "External writers": what a direct INSERT into a stage is sent with.
+# docs/reference.md, "External writers": what a direct INSERT into a stage is sent with.
 STAGE_SETTINGS = {"async_insert": 0, "insert_deduplicate": 0, "deduplicate_blocks_in_dependent_materialized_views": 0}
+VCMT = "{{{{ config(materialized='vcmt_upsert', grants={{'select': ['reporter']}}, {config}) }}}}\n"
 
 
 @pytest.fixture(scope="module")
@@ -47,11 +58,11 @@ def node(lab_dir: Path) -> Iterator[ServedNode]:
         yield started
 
 
-@pytest.fixture
-def granted(tmp_path: Path, chdb_path: Path, lab_dir: Path, node: ServedNode) -> Iterator[DbtProject]:
-    """A project in SCHEMA, the schema USERS are granted on."""
-    engine = Engine("http", node=node)
-    project = make_project(tmp_path / "proj", "granted", chdb_path, lab_dir, schema=SCHEMA, engine=engine)
+@pytest.fixture(scope="module")
+def granted(tmp_path_factory, chdb_path: Path, lab_dir: Path, node: ServedNode) -> Iterator[DbtProject]:
+    """The one project in SCHEMA, the schema USERS are granted on."""
+    root = tmp_path_factory.mktemp("granted") / "proj"
+    project = make_project(root, "granted", chdb_path, lab_dir, schema=SCHEMA, engine=Engine("http", node=node))
     yield project
     project.close()
 
@@ -90,43 +101,49 @@ def _write(node: ServedNode, user: str, values: str) -> None:
         client.close()
 
 
+def _run(project: DbtProject, *args: str, granted: list[str]) -> None:
+    """A `dbt run` that grants SELECT to `reporter` on the `granted` models, and on nothing else."""
+    run = project.dbt("run", *args)
+    expected = sorted(f"select on `{SCHEMA}`.`{m}` to reporter" for m in granted)
+    assert logged_grants(run.log) == expected, run.log[-3000:]
+
+
 def test_a_reader_lists_the_models_only_and_a_writer_feeds_the_stage(granted: DbtProject, node: ServedNode) -> None:
     project = granted
+    project.write("macros/logged_dcl.sql", LOGGED_DCL)
     project.command(
         "create table ev (id Int32, customer Int32, x Int64, _version UInt64, sign Int8) engine = MergeTree order by id"
     )
     project.command("insert into ev values (1, 7, 10, 1, 1), (2, 7, 20, 1, 1), (3, 8, 30, 1, 1)")
     project.model(
-        "orders",
-        "{{ config(materialized='vcmt_upsert', unique_key='id') }}\n"
-        f"select id, customer, x, _version, sign from {SCHEMA}.ev",
+        "orders", VCMT.format(config="unique_key='id'") + f"select id, customer, x, _version, sign from {SCHEMA}.ev"
     )
     project.model(
         "customers",
-        "{{ config(materialized='vcmt_upsert', unique_key='customer', delete_mode='unconditional') }}\n"
-        f"select customer, max(_version) as _version, toInt8(1) as sign from {SCHEMA}.ev group by customer",
+        VCMT.format(config="unique_key='customer', delete_mode='unconditional'")
+        + f"select customer, max(_version) as _version, toInt8(1) as sign from {SCHEMA}.ev group by customer",
     )
     project.model(
         "orders_by_customer",
-        "{{ config(materialized='view') }}\n"
+        "{{ config(materialized='view', grants={'select': ['reporter']}) }}\n"
         "select customer, sum(x * sign) as x from {{ ref('orders') }} group by customer having sum(sign) > 0",
     )
-    project.dbt("run")
-    owner = project.query("select name from system.tables where database = currentDatabase() order by name")
-    assert len(owner) > len(MODELS) + 1  # the dbt user lists vcmt's helpers too (the page's query leaves them out)
+    _run(project, granted=list(MODELS))
+    owner = {r[0] for r in project.query("select name from system.tables where database = currentDatabase()")}
+    assert {"orders__tombstones", "orders__applied", "orders__loads", "orders__lock"} <= owner  # the dbt user's
     assert _tables(node, "reader") == {"http": list(MODELS), "native": list(MODELS)}
 
     # An update and a delete, a run; a full refresh of `orders`; a column added (on_schema_change).
     project.command("insert into ev values (1, 7, 11, 2, 1), (2, 7, 20, 2, -1)")
-    project.dbt("run")
-    project.dbt("run", "--full-refresh", "--select", "orders")
+    _run(project, granted=list(MODELS))
+    _run(project, "--full-refresh", "--select", "orders", granted=["orders"])
     project.model(
         "orders",
-        "{{ config(materialized='vcmt_upsert', unique_key='id', on_schema_change='append_new_columns') }}\n"
-        f"select id, customer, x, _version, sign, x * 2 as x2 from {SCHEMA}.ev",
+        VCMT.format(config="unique_key='id', on_schema_change='append_new_columns'")
+        + f"select id, customer, x, _version, sign, x * 2 as x2 from {SCHEMA}.ev",
     )
     project.command("insert into ev values (3, 8, 33, 2, 1)")
-    project.dbt("run", "--select", "orders")
+    _run(project, "--select", "orders", granted=["orders"])
     assert _tables(node, "reader") == {"http": list(MODELS), "native": list(MODELS)}
     current = "select id, customer, x from orders final where sign = 1 order by id"
     assert _rows(node, "reader", current) == [(1, 7, 11), (3, 8, 33)]
@@ -139,18 +156,21 @@ def test_a_reader_lists_the_models_only_and_a_writer_feeds_the_stage(granted: Db
         _rows(node, "reader", "select count() from orders__tombstones")
 
     # The writer: one event per key per INSERT, with the settings the reference names; it lists what it holds.
-    # Without SELECT on the tombstones the INSERT is refused, naming them, while its views run: the delete's
-    # tombstone may be written by then (here it was), its -1 row is not. Sent again with the privilege, it applies
-    # once.
+    # Without one of the SELECTs the INSERT is refused, naming that table, while the stage's views run: nothing
+    # reaches `orders` (a delete's tombstone may be recorded by then). Sent again with the privileges, it applies.
     delete_3, insert_4 = "(3, 8, 33, 66, 3, -1)", "(4, 8, 40, 80, 1, 1)"
-    with pytest.raises(Exception, match=rf"grant SELECT\b.* ON {SCHEMA}\.orders__tombstones"):
-        _write(node, "writer_without_tombstones", f"{delete_3}, {insert_4}")
-    assert _rows(node, "reader", current) == [(1, 7, 11), (3, 8, 33)]
+    for user, table in SHORT_WRITERS.items():
+        with pytest.raises(Exception, match=rf"grant SELECT\b.* ON {SCHEMA}\.{re.escape(table)}\b"):
+            _write(node, user, f"{delete_3}, {insert_4}")
+        assert _rows(node, "reader", current) == [(1, 7, 11), (3, 8, 33)], user
     _write(node, "writer", f"{delete_3}, {insert_4}")
-    assert _tables(node, "writer")["http"] == ["orders", "orders__stage", "orders__tombstones"]
-    assert _rows(node, "reader", current) == [(1, 7, 11), (4, 8, 40)]
-    project.dbt("run", "--select", "orders")  # reads `ev` again: older than the writer's events, all skipped
-    assert _rows(node, "reader", current) == [(1, 7, 11), (4, 8, 40)]
+    writer_lists = ["orders", "orders__stage", "orders__tombstones"]
+    assert _tables(node, "writer") == {"http": writer_lists, "native": writer_lists}
+    signs = "select id, sum(sign) as s from orders group by id having s not in (0, 1)"
+    for _ in range(2):  # the writer's events, then a run that reads `ev` again: older, all skipped
+        assert _rows(node, "reader", current) == [(1, 7, 11), (4, 8, 40)]
+        assert project.query(signs) == []
+        _run(project, "--select", "orders", granted=["orders"])
     # docs/operations.md's listing query, as the dbt user, lists what the reader lists, beside the source.
     (listing,) = [q for q in operations_queries() if "without vcmt objects" in q]
     names = [r[0] for r in project.query(listing.replace("analytics", SCHEMA))]
@@ -160,9 +180,11 @@ def test_a_reader_lists_the_models_only_and_a_writer_feeds_the_stage(granted: Db
 def test_a_schema_restored_from_its_backup_resumes_exactly(
     tmp_path: Path, chdb_path: Path, lab_dir: Path, node: ServedNode
 ) -> None:
-    """BACKUP DATABASE of a model's schema, more runs, DROP DATABASE, RESTORE: the model, its tombstones, record and
-    lock come back together; the next run applies the events after the backup once, and a late, older upsert of a
-    key deleted before the backup stays out. (The events live in another database, which the restore leaves.)"""
+    """BACKUP DATABASE of a model's schema, another run, DROP DATABASE, RESTORE: the model, its tombstones and its
+    record come back together. The next run reads from the restored watermark (the batch after the backup again,
+    and a new one) and applies it once; a late, older upsert of a key deleted before the backup stays out (it
+    comes back when the tombstones are emptied after the restore). The events live in another database, which the
+    restore leaves as it is."""
     project = make_project(tmp_path / "proj", "restored", chdb_path, lab_dir, engine=Engine("http", node=node))
     raw = f"{project.schema}_raw"
     backup = f"File('{node.backups / project.schema}')"
@@ -192,10 +214,10 @@ def test_a_schema_restored_from_its_backup_resumes_exactly(
         admin.command(f"drop database {project.schema} sync")
         assert admin.query(f"restore database {project.schema} from {backup}").result_rows[0][1] == "RESTORED"
         assert project.query(current) == [(1, 10), (3, 30)]  # as backed up
-        # Read after the restored watermark: batch 3 again, and a late upsert older than key 2's delete.
+        # Batch 3 again, and a late upsert older than key 2's delete.
         admin.command(f"insert into {raw}.ev values (4, 2, 21, 1, 1)")
-        project.dbt("run")
-        project.dbt("run")
+        run = project.dbt("run")
+        assert "vcmt_upsert m: 2 events read" in run.log, run.log[-3000:]
         assert project.query(current) == [(1, 10), (3, 33)]
         by_sign = "select id, sum(x * sign) from m group by id having sum(sign) > 0 order by id"
         assert project.query(by_sign) == [(1, 10), (3, 33)]

@@ -98,8 +98,13 @@
 
   {{ run_hooks(post_hooks, inside_transaction=True) }}
   {%- do adapter.commit() -%}
+  {#- `grants` go to the model alone, never to its helpers (docs/operations.md, "Readers and BI tools"). A
+      sharded model's per-shard table gets them too, as dbt-clickhouse's distributed materializations grant it:
+      a Distributed table's read of its own node's shard checks the reader's privileges there. -#}
   {%- set grant_config = config.get('grants') -%}
-  {%- do apply_grants(target, grant_config, should_revoke=should_revoke(existing, full_refresh_mode=rebuild)) -%}
+  {%- set revoke = should_revoke(existing, full_refresh_mode=rebuild) -%}
+  {%- if vcmt._sharded(objs) -%}{%- do apply_grants(objs.target, grant_config, should_revoke=revoke) -%}{%- endif -%}
+  {%- do apply_grants(target, grant_config, should_revoke=revoke) -%}
   {%- do persist_docs(target, model) -%}
   {{ run_hooks(post_hooks, inside_transaction=False) }}
 
