@@ -1015,16 +1015,50 @@ def test_grants_go_to_the_model_and_its_per_shard_table_only(on_cluster, cluster
             ), run.log[-3000:]
     finally:
         p.remove("macros/logged_dcl.sql")
+    # What those grants are for: through the Distributed `m`, a reader holding SELECT on `m` alone is refused at
+    # its own node's shard, and one holding it on `m_local` too reads every shard. The nodes keep users in
+    # users.xml, so they are restarted with these users (their data survives), then without.
+    table = f"{p.schema}.{m}"
+    users = {
+        "reads_m": [f"GRANT SELECT ON {table}"],
+        "reads_both": [f"GRANT SELECT ON {table}", f"GRANT SELECT ON {table}_local"],
+    }
+    try:
+        _restart_with_users(cluster, users)
+        reader = cluster.nodes[0].client(p.schema, username="reads_both")
+        assert reader.query(f"select count(), sum(a) from {m} final where sign = 1").result_rows == [(10, 45)]
+        reader.close()
+        refused = cluster.nodes[0].client(p.schema, username="reads_m")
+        with pytest.raises(Exception, match=rf"grant SELECT\b.* ON {re.escape(table)}_local\b"):
+            refused.query(f"select count() from {m}")
+        refused.close()
+    finally:
+        _restart_with_users(cluster, None)
+
+
+def _restart_nodes(cluster, configure) -> None:
+    """Every node of the cluster stopped, then each changed by `configure(node)` and started again, on the same
+    data."""
+    for node in cluster.nodes:
+        node.stop()
+    for node in cluster.nodes:
+        configure(node)
+        node.start()
 
 
 def _restart_with(cluster, change) -> None:
     """Every node of the cluster restarted with its shards (in shard order) replaced by `change(shards)`: what an
     operator's change of `remote_servers` does, on the same nodes and data."""
-    for node in cluster.nodes:
-        node.stop()
-    for node in cluster.nodes:
+
+    def configure(node) -> None:
         node.clusters = {**node.clusters, cluster.name: list(change(node.clusters[cluster.name]))}
-        node.start()
+
+    _restart_nodes(cluster, configure)
+
+
+def _restart_with_users(cluster, users) -> None:
+    """Every node of the cluster restarted with `users` (config_xml's), on the same data."""
+    _restart_nodes(cluster, lambda node: setattr(node, "users", users))
 
 
 def _restart_with_weights(cluster, weights: list[int]) -> None:
