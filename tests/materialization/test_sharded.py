@@ -1000,7 +1000,8 @@ def test_grants_go_to_the_model_and_its_per_shard_table_only(on_cluster, cluster
     """A sharded model's `grants` go to `m` and its per-shard `m_local`, on the cluster, as dbt-clickhouse's
     distributed materializations grant (a Distributed table's read of its own node's shard checks the reader
     there: ClickHouse issue 9101), and to none of its helpers, on a first run and on a `--full-refresh`. The
-    GRANTs are logged, not sent (tests/conftest.py LOGGED_DCL)."""
+    GRANTs are logged, not sent (tests/conftest.py LOGGED_DCL); users holding those privileges then read the
+    model, and one holding SELECT on `m` alone is refused."""
     p = on_cluster
     m = "granted_shards"
     p.command(f"create or replace table {m}_src (id Int64, a Int64, _version UInt64) engine = MergeTree order by ()")
