@@ -43,7 +43,8 @@ PACKAGE_ROOT = Path(os.environ.get("VCMT_PACKAGE_ROOT", REPO_ROOT))
 
 # A project macro that takes the place of dbt-clickhouse's DCL dispatch: each GRANT and REVOKE dbt would send is
 # logged as `vcmt_test_dcl <statement>` instead. The lab's served nodes keep their users in users.xml, where the
-# engine stores no grant; which relations get which grants is then read from the log (logged_grants).
+# engine stores no grant (system.grants lists those users' privileges all the same, and dbt reads them there);
+# which relations get which grants and revokes is then read from the log (logged_dcl).
 LOGGED_DCL = """
 {% macro clickhouse__call_dcl_statements(dcl_statement_list) %}
   {%- for s in dcl_statement_list -%}{{ log('vcmt_test_dcl ' ~ (s.split() | join(' ')), info=true) }}{%- endfor -%}
@@ -51,9 +52,9 @@ LOGGED_DCL = """
 """
 
 
-def logged_grants(log: str) -> list[str]:
-    """The GRANT statements LOGGED_DCL logged in a dbt log, without the word `grant`, sorted."""
-    return sorted(re.findall(r"vcmt_test_dcl grant (.*)", log))
+def logged_dcl(log: str) -> list[str]:
+    """The GRANT and REVOKE statements LOGGED_DCL logged in a dbt log, sorted."""
+    return sorted(re.findall(r"vcmt_test_dcl (.*)", log))
 
 
 def operations_queries() -> list[str]:

@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import LOGGED_DCL, PACKAGE_ROOT, logged_grants, make_project, operations_queries
+from tests.conftest import LOGGED_DCL, PACKAGE_ROOT, logged_dcl, make_project, operations_queries
 from vcmt_cli.load_stage import LoadError
 from vcmt_lab import invariants
 from vcmt_lab.clickhouse_cluster import Cluster, DdlFanOut
@@ -1011,8 +1011,9 @@ def test_grants_go_to_the_model_and_its_per_shard_table_only(on_cluster, cluster
     try:
         for args in ((), ("--full-refresh",)):
             run = p.dbt("run", "--select", m, *args)
-            assert logged_grants(run.log) == sorted(
-                f'ON CLUSTER "{cluster.name}" select on `{p.schema}`.`{name}` to reporter' for name in (m, f"{m}_local")
+            assert logged_dcl(run.log) == sorted(
+                f'grant ON CLUSTER "{cluster.name}" select on `{p.schema}`.`{name}` to reporter'
+                for name in (m, f"{m}_local")
             ), run.log[-3000:]
     finally:
         p.remove("macros/logged_dcl.sql")

@@ -6,8 +6,9 @@ every BI tool's schema browser), so a reader granted SELECT on the models lists 
 and reads their current rows through incremental runs, a full refresh (which swaps every object) and a schema
 change. The models' `grants` config goes to the models alone. A writer granted what the page names inserts into a
 model's stage directly; without any one of the SELECTs it is refused. The node keeps its users in users.xml, where
-the engine stores no GRANT: the users' privileges are written there, and dbt's GRANTs are logged, not sent
-(tests/conftest.py LOGGED_DCL).
+the engine stores no GRANT (system.grants lists them, and dbt reads them there): the users' privileges are written
+there, and dbt's GRANTs and REVOKEs are logged, not sent (tests/conftest.py LOGGED_DCL). Each model's `grants`
+names every user holding SELECT on it, so dbt revokes nothing.
 
 The helpers are the model's state and live in its schema, so a backup of the schema restored in its place
 resumes exactly: from the restored watermark, its deleted keys staying deleted."""
@@ -21,7 +22,7 @@ from pathlib import Path
 import clickhouse_driver
 import pytest
 
-from tests.conftest import LOGGED_DCL, _schema_for, logged_grants, make_project, operations_queries
+from tests.conftest import LOGGED_DCL, _schema_for, logged_dcl, make_project, operations_queries
 from vcmt_lab.clickhouse_server import HOST, ServedNode, served_node
 from vcmt_lab.dbt_project import DbtProject, Engine
 
@@ -48,7 +49,13 @@ USERS = {
 }
 # docs/reference.md, "External writers": what a direct INSERT into a stage is sent with.
 STAGE_SETTINGS = {"async_insert": 0, "insert_deduplicate": 0, "deduplicate_blocks_in_dependent_materialized_views": 0}
-VCMT = "{{{{ config(materialized='vcmt_upsert', grants={{'select': ['reporter']}}, {config}) }}}}\n"
+# Each model's `grants` (docs/operations.md): `reporter`, a role the node does not store (so each run grants it),
+# and every user holding SELECT on the model, which dbt would revoke otherwise.
+GRANTEES = {
+    m: ["reporter", *(user for user, grants in USERS.items() if any(re.search(rf"SELECT ON {SCHEMA}\.{m}$", g) for g in grants))]
+    for m in MODELS
+}  # fmt: skip
+VCMT = "{{{{ config(materialized='vcmt_upsert', grants={{'select': {grantees}}}, {config}) }}}}\n"
 
 
 @pytest.fixture(scope="module")
@@ -102,10 +109,17 @@ def _write(node: ServedNode, user: str, values: str) -> None:
 
 
 def _run(project: DbtProject, *args: str, granted: list[str]) -> None:
-    """A `dbt run` that grants SELECT to `reporter` on the `granted` models, and on nothing else."""
+    """A `dbt run` whose `grants` reach the `granted` models, each in one GRANT to some of its GRANTEES, `reporter`
+    among them (on a first run all), and nothing else: no helper, and no REVOKE."""
     run = project.dbt("run", *args)
-    expected = sorted(f"select on `{SCHEMA}`.`{m}` to reporter" for m in granted)
-    assert logged_grants(run.log) == expected, run.log[-3000:]
+    dcl = logged_dcl(run.log)
+    to = {}
+    for line in dcl:
+        found = re.fullmatch(rf"grant select on `{SCHEMA}`\.`(\w+)` to (.*)", line)
+        assert found and found[1] not in to, (line, dcl)
+        to[found[1]] = found[2].split(", ")
+    assert sorted(to) == sorted(granted), dcl
+    assert all("reporter" in users and set(users) <= set(GRANTEES[m]) for m, users in to.items()), dcl
 
 
 def test_a_reader_lists_the_models_only_and_a_writer_feeds_the_stage(granted: DbtProject, node: ServedNode) -> None:
@@ -116,16 +130,18 @@ def test_a_reader_lists_the_models_only_and_a_writer_feeds_the_stage(granted: Db
     )
     project.command("insert into ev values (1, 7, 10, 1, 1), (2, 7, 20, 1, 1), (3, 8, 30, 1, 1)")
     project.model(
-        "orders", VCMT.format(config="unique_key='id'") + f"select id, customer, x, _version, sign from {SCHEMA}.ev"
+        "orders",
+        VCMT.format(grantees=GRANTEES["orders"], config="unique_key='id'")
+        + f"select id, customer, x, _version, sign from {SCHEMA}.ev",
     )
     project.model(
         "customers",
-        VCMT.format(config="unique_key='customer', delete_mode='unconditional'")
+        VCMT.format(grantees=GRANTEES["customers"], config="unique_key='customer', delete_mode='unconditional'")
         + f"select customer, max(_version) as _version, toInt8(1) as sign from {SCHEMA}.ev group by customer",
     )
     project.model(
         "orders_by_customer",
-        "{{ config(materialized='view', grants={'select': ['reporter']}) }}\n"
+        f"{{{{ config(materialized='view', grants={{'select': {GRANTEES['orders_by_customer']}}}) }}}}\n"
         "select customer, sum(x * sign) as x from {{ ref('orders') }} group by customer having sum(sign) > 0",
     )
     _run(project, granted=list(MODELS))
@@ -139,7 +155,7 @@ def test_a_reader_lists_the_models_only_and_a_writer_feeds_the_stage(granted: Db
     _run(project, "--full-refresh", "--select", "orders", granted=["orders"])
     project.model(
         "orders",
-        VCMT.format(config="unique_key='id', on_schema_change='append_new_columns'")
+        VCMT.format(grantees=GRANTEES["orders"], config="unique_key='id', on_schema_change='append_new_columns'")
         + f"select id, customer, x, _version, sign, x * 2 as x2 from {SCHEMA}.ev",
     )
     project.command("insert into ev values (3, 8, 33, 2, 1)")
@@ -182,8 +198,8 @@ def test_a_schema_restored_from_its_backup_resumes_exactly(
 ) -> None:
     """BACKUP DATABASE of a model's schema, another run, DROP DATABASE, RESTORE: the model, its tombstones and its
     record come back together. The next run reads from the restored watermark (the batch after the backup again,
-    and a new one) and applies it once; a late, older upsert of a key deleted before the backup stays out (it
-    comes back when the tombstones are emptied after the restore). The events live in another database, which the
+    and a new one) and applies it once; a late, older upsert of a key deleted before the backup stays out, and
+    comes back when the tombstones are emptied after a restore. The events live in another database, which the
     restore leaves as it is."""
     project = make_project(tmp_path / "proj", "restored", chdb_path, lab_dir, engine=Engine("http", node=node))
     raw = f"{project.schema}_raw"
@@ -222,6 +238,13 @@ def test_a_schema_restored_from_its_backup_resumes_exactly(
         by_sign = "select id, sum(x * sign) from m group by id having sum(sign) > 0 order by id"
         assert project.query(by_sign) == [(1, 10), (3, 33)]
         assert project.query("select id, sum(sign) as s from m group by id having s not in (0, 1)") == []
+        # The same restore with its tombstones emptied takes key 2 back: they are what keeps it deleted.
+        project.close()
+        admin.command(f"drop database {project.schema} sync")
+        admin.command(f"restore database {project.schema} from {backup}")
+        project.command("truncate table m__tombstones")
+        project.dbt("run")
+        assert project.query(current) == [(1, 10), (2, 21), (3, 33)]
     finally:
         admin.command(f"drop database if exists {raw} sync")
         admin.close()

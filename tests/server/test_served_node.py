@@ -18,7 +18,7 @@ import chdb
 import clickhouse_driver
 import pytest
 
-from vcmt_lab.clickhouse_server import HOST, SERVER_PROFILE, served_node, start_node
+from vcmt_lab.clickhouse_server import HOST, SERVER_PROFILE, config_xml, served_node, start_node
 
 
 def _alive(pid: int) -> bool:
@@ -124,3 +124,17 @@ def test_the_readme_runner_finds_the_environments_dbt_with_none_activated(tmp_pa
     )  # fmt: skip
     assert missing.returncode == 127 and "no command `no-such-command-x`" in missing.stderr, missing.stderr[-2000:]
     assert "Traceback" not in missing.stderr
+
+
+@pytest.mark.parametrize("name", ["default", "a-b", "<x>", ""])
+def test_a_user_the_node_cannot_name_in_users_xml_is_refused(name):
+    """config_xml's `users` become users.xml elements: a name that is not a plain XML name, or `default` (the
+    node's own user, which a second element would shadow), is refused, naming it."""
+    with pytest.raises(ValueError, match=f"users: {name!r} must be a plain name"):
+        config_xml(1, 2, users={name: []})
+
+
+def test_a_users_grants_are_written_escaped():
+    _, users = config_xml(1, 2, users={"reader": ["GRANT SELECT ON db.t", "GRANT SELECT ON db.`a<b`"]})
+    assert "<reader><password></password>" in users
+    assert "<grants><query>GRANT SELECT ON db.t</query><query>GRANT SELECT ON db.`a&lt;b`</query></grants>" in users
