@@ -186,12 +186,12 @@ class ServedNode:
         config, users = config_xml(
             self.tcp_port,
             self.http_port,
-            self.clusters,
-            self.macros,
-            self.query_logs,
-            self.user_files,
-            self.users,
-            self.backups,
+            clusters=self.clusters,
+            macros=self.macros,
+            query_logs=self.query_logs,
+            user_files=self.user_files,
+            users=self.users,
+            backups=self.backups,
         )
         (self.folder / "config.xml").write_text(config)
         (self.folder / "users.xml").write_text(users)

@@ -15,6 +15,7 @@ docs/design.md#sharded-clusters).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import re
@@ -1027,13 +1028,11 @@ def test_grants_go_to_the_model_and_its_per_shard_table_only(on_cluster, cluster
     }
     try:
         _restart_with_users(cluster, users)
-        reader = cluster.nodes[0].client(p.schema, username="reads_both")
-        assert reader.query(f"select count(), sum(a) from {m} final where sign = 1").result_rows == [(10, 45)]
-        reader.close()
-        refused = cluster.nodes[0].client(p.schema, username="reads_m")
-        with pytest.raises(Exception, match=rf"grant SELECT\b.* ON {re.escape(table)}_local\b"):
-            refused.query(f"select count() from {m}")
-        refused.close()
+        with contextlib.closing(cluster.nodes[0].client(p.schema, username="reads_both")) as reader:
+            assert reader.query(f"select count(), sum(a) from {m} final where sign = 1").result_rows == [(10, 45)]
+        with contextlib.closing(cluster.nodes[0].client(p.schema, username="reads_m")) as refused:
+            with pytest.raises(Exception, match=rf"grant SELECT\b.* ON {re.escape(table)}_local\b"):
+                refused.query(f"select count() from {m}")
     finally:
         _restart_with_users(cluster, None)
 

@@ -30,31 +30,29 @@ SCHEMA = _schema_for("a_models_schema")
 MODELS = ("customers", "orders", "orders_by_customer")
 # docs/operations.md, "Readers and BI tools: grant the models": what a writer into `orders__stage` needs (the
 # transform reads the stage's rows and looks up each key's live row and tombstone).
-WRITER_PRIVILEGES = {"orders__stage": "INSERT, SELECT", "orders": "SELECT", "orders__tombstones": "SELECT"}
-
-
-def _grants(privileges: dict[str, str]) -> list[str]:
-    return [f"GRANT {what} ON {SCHEMA}.{table}" for table, what in privileges.items() if what]
-
-
+WRITER_PRIVILEGES = {"orders__stage": ("INSERT", "SELECT"), "orders": ("SELECT",), "orders__tombstones": ("SELECT",)}
 # A writer without one of the SELECTs, by the table it lacks it on (the refusal names that table).
 SHORT_WRITERS = {f"writer_without_{table}": table for table in WRITER_PRIVILEGES}
-USERS = {
-    "reader": [f"GRANT SELECT ON {SCHEMA}.{m}" for m in MODELS],
-    "writer": _grants(WRITER_PRIVILEGES),
+# Each user's privileges, table -> privileges; USERS writes them as the node's users.xml grants.
+PRIVILEGES = {
+    "reader": {m: ("SELECT",) for m in MODELS},
+    "writer": WRITER_PRIVILEGES,
     **{
-        user: _grants({**WRITER_PRIVILEGES, table: "INSERT" if "INSERT" in WRITER_PRIVILEGES[table] else ""})
+        user: {**WRITER_PRIVILEGES, table: tuple(p for p in WRITER_PRIVILEGES[table] if p != "SELECT")}
         for user, table in SHORT_WRITERS.items()
     },
+}
+USERS = {
+    user: [f"GRANT {', '.join(what)} ON {SCHEMA}.{table}" for table, what in tables.items() if what]
+    for user, tables in PRIVILEGES.items()
 }
 # docs/reference.md, "External writers": what a direct INSERT into a stage is sent with.
 STAGE_SETTINGS = {"async_insert": 0, "insert_deduplicate": 0, "deduplicate_blocks_in_dependent_materialized_views": 0}
 # Each model's `grants` (docs/operations.md): `reporter`, a role the node does not store (so each run grants it),
 # and every user holding SELECT on the model, which dbt would revoke otherwise.
 GRANTEES = {
-    m: ["reporter", *(user for user, grants in USERS.items() if any(re.search(rf"SELECT ON {SCHEMA}\.{m}$", g) for g in grants))]
-    for m in MODELS
-}  # fmt: skip
+    m: ["reporter", *(user for user, tables in PRIVILEGES.items() if "SELECT" in tables.get(m, ()))] for m in MODELS
+}
 VCMT = "{{{{ config(materialized='vcmt_upsert', grants={{'select': {grantees}}}, {config}) }}}}\n"
 
 
